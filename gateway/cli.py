@@ -1,0 +1,57 @@
+"""The `agent-sdk` command line: a thin layer over the programmatic API.
+
+Every command is a function in `gateway.commands.*` that the tests can call; this module only
+parses arguments, runs the command and turns a `CliError` (or any other failure) into one
+sentence on stderr and an exit code. No traceback reaches a user unless `AGENT_SDK_DEBUG=1`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+from .commands import register_all
+from .errors import CliError
+
+__all__ = ["build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The full `agent-sdk` argument parser."""
+    parser = argparse.ArgumentParser(
+        prog="agent-sdk",
+        description="MCP gateway and connection broker: load connections, log in, serve tools to peer agents.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    register_all(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; returns the process exit code (also used as `sys.exit` by the console script)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code = args.func(args)
+    except CliError as exc:
+        print(f"agent-sdk: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("agent-sdk: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:  # boundary: a bug must still reach the user as a sentence
+        if os.environ.get("AGENT_SDK_DEBUG") == "1":
+            raise
+        print(
+            f"agent-sdk: internal error ({type(exc).__name__}); rerun with AGENT_SDK_DEBUG=1 for the traceback "
+            "and report it",
+            file=sys.stderr,
+        )
+        return 70
+    return int(code or 0)
+
+
+def entrypoint() -> None:  # pragma: no cover - console script shim
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""How a connection asks for OAuth: the `OAuthConfig` a definition file passes as `oauth=`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["OAuthConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class OAuthConfig:
+    """OAuth settings for one connection; `oauth=True` means `OAuthConfig()`.
+
+    Secrets never live in definition files: a pre-registered confidential client names the
+    environment variable that holds its secret (`client_secret_env`), not the secret itself.
+    """
+
+    scopes: tuple[str, ...] = ()
+    """Scopes to request when the server's 401 / metadata do not say (MCP auth spec scope order)."""
+    client_id: str | None = None
+    """A pre-registered client id; without it the client uses a metadata document URL or RFC 7591."""
+    client_secret_env: str | None = None
+    """Environment variable holding the pre-registered client's secret (confidential clients only)."""
+    client_metadata_url: str | None = None
+    """An HTTPS URL of a client ID metadata document, used when the server supports it."""
+    client_name: str = "agent-sdk"
+    """The `client_name` sent with dynamic registration."""
+    redirect_port: int | None = None
+    """A fixed loopback port for the redirect listener; random when None."""
+    extra_authorize_params: dict[str, str] = field(default_factory=dict[str, str])
+    """Extra parameters for the authorization request (e.g. `prompt`)."""
