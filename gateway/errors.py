@@ -1,7 +1,7 @@
 """Errors of the gateway package.
 
-    GatewayError
-    └── CliError      a command failed; the message is the sentence the user sees
+GatewayError
+└── CliError      a command failed; the message is the sentence the user sees
 """
 
 from __future__ import annotations

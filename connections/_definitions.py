@@ -1,0 +1,335 @@
+"""`define_connection(...)` and the `ConnectionDefinition` it makes.
+
+A definition file calls `define_connection` once at module level. The call never raises for a
+bad field: it records each problem (with the line of the call) on the definition, and the loader
+turns them into diagnostics, so `agent-sdk validate` reports every broken file in one run.
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from oauth import OAuthConfig
+
+from ._problems import Problem
+
+__all__ = [
+    "AuthCallback",
+    "ConnectionDefinition",
+    "ConnectionKind",
+    "Timeouts",
+    "define_connection",
+]
+
+ConnectionKind = Literal["stdio", "http", "sse", "account"]
+Transport = Literal["streamable-http", "sse"]
+ProtocolMode = Literal["auto", "legacy", "modern"]
+AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
+"""`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds allowed for each kind of upstream operation (see docs/connections.md)."""
+
+    connect: float = 15.0
+    """Start the child / open the HTTP session and finish the MCP handshake."""
+    list: float = 30.0
+    """One `tools/list` (all pages)."""
+    call: float = 120.0
+    """One `tools/call`."""
+    auth: float = 10.0
+    """One per-session `auth` callback."""
+
+
+_FIELD_TYPES: dict[str, str] = {
+    "url": "a URL string (http:// or https://)",
+    "transport": "'streamable-http' or 'sse'",
+    "headers": "a dict of header name to string value",
+    "command": "a string (the program to start)",
+    "args": "a list of strings",
+    "env": "a dict of name to string value",
+    "cwd": "a path string",
+    "oauth": "True, False or an OAuthConfig(...)",
+    "host_only": "True or False",
+    "account": "True or False",
+    "servers": "a list of connector names or the string '*'",
+    "auth": "a function auth(session) returning {'headers': {...}}",
+    "advertise_tools": "True or False",
+    "timeouts": "a Timeouts(...) or a dict with connect/list/call/auth seconds",
+    "allow_tools": "a list of tool names",
+    "deny_tools": "a list of tool names",
+    "protocol": "'auto', 'legacy' or 'modern'",
+    "description": "a string",
+    "linkable": "True or False",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionDefinition:
+    """One MCP connection as the project defines it. `name` and `source` come from the file's path."""
+
+    url: str | None = None
+    transport: Transport = "streamable-http"
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    cwd: str | None = None
+    oauth: OAuthConfig | None = None
+    host_only: bool = False
+    account: bool = False
+    servers: tuple[str, ...] | Literal["*"] = "*"
+    auth: AuthCallback | None = field(default=None, repr=False, compare=False)
+    advertise_tools: bool = False
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    allow_tools: frozenset[str] | None = None
+    deny_tools: frozenset[str] = frozenset()
+    protocol: ProtocolMode = "auto"
+    description: str | None = None
+    linkable: bool = False
+    name: str = ""
+    source: Path | None = None
+    line: int | None = None
+    problems: tuple[Problem, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def kind(self) -> ConnectionKind:
+        """`stdio`, `http`, `sse` or `account`."""
+        if self.account:
+            return "account"
+        if self.command is not None:
+            return "stdio"
+        return "sse" if self.transport == "sse" else "http"
+
+    @property
+    def attached(self) -> bool:
+        """Reached by the model through the meta-tools (neither advertised nor host-only)."""
+        return not self.advertise_tools and not self.host_only
+
+    def allows_tool(self, tool: str) -> bool:
+        """Whether the allow/deny lists let `tool` through (deny wins)."""
+        if tool in self.deny_tools:
+            return False
+        return self.allow_tools is None or tool in self.allow_tools
+
+    def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
+        """A copy bound to its path-derived name (and any loader-imposed changes)."""
+        return replace(self, name=name, source=source, **changes)
+
+    def __repr__(self) -> str:
+        # Header and env values may carry secrets read from the environment: show names only.
+        target = self.url or self.command or ("account" if self.account else "?")
+        return (
+            f"ConnectionDefinition(name={self.name!r}, kind={self.kind!r}, target={target!r}, "
+            f"headers={sorted(self.headers)}, env={sorted(self.env)})"
+        )
+
+
+_KNOWN = tuple(f.name for f in fields(ConnectionDefinition) if f.name not in {"name", "source", "line", "problems"})
+
+
+def _call_site() -> tuple[Path, int]:
+    frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage]  # the definition file's call site
+    return Path(frame.f_code.co_filename), frame.f_lineno
+
+
+def define_connection(
+    *,
+    url: str | None = None,
+    transport: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    command: str | None = None,
+    args: list[str] | tuple[str, ...] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    oauth: bool | OAuthConfig = False,
+    host_only: bool = False,
+    account: bool = False,
+    servers: list[str] | tuple[str, ...] | str | None = None,
+    auth: AuthCallback | None = None,
+    advertise_tools: bool = False,
+    timeouts: Timeouts | Mapping[str, float] | None = None,
+    allow_tools: list[str] | tuple[str, ...] | None = None,
+    deny_tools: list[str] | tuple[str, ...] | None = None,
+    protocol: str = "auto",
+    description: str | None = None,
+    linkable: bool = False,
+    **unknown: Any,
+) -> ConnectionDefinition:
+    """Define one MCP connection; the file's path gives it its name.
+
+    Never raises for a bad value: problems are recorded and reported by `agent-sdk validate`
+    (and block `serve` when they are errors). See docs/connections.md for every field.
+    """
+    origin, line = _call_site()
+    problems: list[Problem] = []
+
+    def bad(fname: str, value: object) -> None:
+        problems.append(
+            Problem(
+                "bad-field-type",
+                f"field {fname!r} must be {_FIELD_TYPES[fname]}, got {type(value).__name__}",
+            )
+        )
+
+    for key in unknown:
+        close = difflib.get_close_matches(key, _KNOWN, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(_KNOWN)}"
+        problems.append(Problem("unknown-field", f"unknown field {key!r} in define_connection(...){hint}"))
+
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        problems.append(
+            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {url!r}"[:200])
+            if isinstance(url, str)
+            else Problem("bad-field-type", f"field 'url' must be {_FIELD_TYPES['url']}, got {type(url).__name__}")
+        )
+        url = None if not isinstance(url, str) else url
+
+    chosen_transport: Transport = "streamable-http"
+    if transport is not None:
+        if transport in ("sse",):
+            chosen_transport = "sse"
+        elif transport in ("streamable-http", "http", "streamable_http", "streamableHttp"):
+            chosen_transport = "streamable-http"
+        else:
+            bad("transport", transport)
+
+    clean_headers = _str_map("headers", headers, bad)
+    clean_env = _str_map("env", env, bad)
+    clean_args = _str_list("args", args, bad) or ()
+    if command is not None and not isinstance(command, str):
+        bad("command", command)
+        command = None
+    if cwd is not None and not isinstance(cwd, str | Path):
+        bad("cwd", cwd)
+        cwd = None
+
+    oauth_config: OAuthConfig | None
+    if oauth is True:
+        oauth_config = OAuthConfig()
+    elif oauth is False or oauth is None:
+        oauth_config = None
+    elif isinstance(oauth, OAuthConfig):
+        oauth_config = oauth
+    else:
+        bad("oauth", oauth)
+        oauth_config = None
+
+    flags = {"host_only": host_only, "account": account, "advertise_tools": advertise_tools, "linkable": linkable}
+    for fname, value in flags.items():
+        if not isinstance(value, bool):
+            bad(fname, value)
+    host_only, account = host_only is True, account is True
+    advertise_tools, linkable = advertise_tools is True, linkable is True
+
+    clean_servers: tuple[str, ...] | Literal["*"] = "*"
+    if servers is not None:
+        if servers == "*":
+            clean_servers = "*"
+        elif isinstance(servers, list | tuple) and all(isinstance(s, str) and s for s in servers):
+            clean_servers = tuple(servers)
+            if not clean_servers:
+                problems.append(
+                    Problem("bad-servers", "field 'servers' is an empty list; name at least one connector or use '*'")
+                )
+        else:
+            problems.append(
+                Problem(
+                    "bad-servers",
+                    f"field 'servers' must be a list of connector names or '*', got {servers!r}"[:200],
+                )
+            )
+        if not account:
+            problems.append(
+                Problem("servers-without-account", "field 'servers' only applies to account=True connections")
+            )
+
+    if auth is not None and not callable(auth):
+        bad("auth", auth)
+        auth = None
+
+    clean_timeouts = Timeouts()
+    if isinstance(timeouts, Timeouts):
+        clean_timeouts = timeouts
+    elif isinstance(timeouts, Mapping):
+        known = {f.name for f in fields(Timeouts)}
+        extra = set(timeouts) - known
+        if extra:
+            problems.append(
+                Problem(
+                    "unknown-field",
+                    f"unknown timeout {sorted(extra)[0]!r}; timeouts take {', '.join(sorted(known))}",
+                )
+            )
+        values = {k: v for k, v in timeouts.items() if k in known}
+        if all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values.values()):
+            clean_timeouts = Timeouts(**{k: float(v) for k, v in values.items()})
+        else:
+            problems.append(Problem("bad-field-type", "every timeout must be a positive number of seconds"))
+    elif timeouts is not None:
+        bad("timeouts", timeouts)
+
+    allow = _str_list("allow_tools", allow_tools, bad)
+    deny = _str_list("deny_tools", deny_tools, bad) or ()
+    if protocol not in ("auto", "legacy", "modern"):
+        bad("protocol", protocol)
+        protocol = "auto"
+    if description is not None and not isinstance(description, str):
+        bad("description", description)
+        description = None
+
+    return ConnectionDefinition(
+        url=url,
+        transport=chosen_transport,
+        headers=clean_headers,
+        command=command,
+        args=clean_args,
+        env=clean_env,
+        cwd=str(cwd) if cwd is not None else None,
+        oauth=oauth_config,
+        host_only=host_only,
+        account=account,
+        servers=clean_servers,
+        auth=auth,
+        advertise_tools=advertise_tools,
+        timeouts=clean_timeouts,
+        allow_tools=frozenset(allow) if allow is not None else None,
+        deny_tools=frozenset(deny),
+        protocol=protocol,  # type: ignore[arg-type]
+        description=description,
+        linkable=linkable,
+        source=origin,
+        line=line,
+        problems=tuple(problems),
+    )
+
+
+def _str_map(fname: str, value: object, bad: Callable[[str, object], None]) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str)
+        for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
+    ):
+        bad(fname, value)
+        return {}
+    return dict(value)  # pyright: ignore[reportUnknownArgumentType]
+
+
+def _str_list(fname: str, value: object, bad: Callable[[str, object], None]) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, list | tuple):
+        bad(fname, value)
+        return None
+    items = tuple(value)  # pyright: ignore[reportUnknownArgumentType]
+    if not all(isinstance(item, str) for item in items):
+        bad(fname, value)
+        return None
+    return items  # pyright: ignore[reportReturnType]

@@ -1,0 +1,36 @@
+"""`${VAR}` expansion for header and env values, done when a client opens (never at load time)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+
+from ._exceptions import EnvironmentVariableMissing
+
+__all__ = ["expand_map", "references"]
+
+# `${VAR}` as in shells and Claude Desktop; `${env:VAR}` as VS Code writes mcp.json.
+_REF = re.compile(r"\$\{(?:env:)?([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def references(value: str) -> list[str]:
+    """The environment variable names `value` reads."""
+    return _REF.findall(value)
+
+
+def expand_map(connection: str, what: str, values: Mapping[str, str], environ: Mapping[str, str]) -> dict[str, str]:
+    """Each value with its `${VAR}` references replaced from `environ`.
+
+    Raises `EnvironmentVariableMissing` naming the connection, the key and the variable (never a value).
+    """
+    out: dict[str, str] = {}
+    for key, value in values.items():
+
+        def sub(match: re.Match[str], key: str = key) -> str:
+            name = match.group(1)
+            if name not in environ:
+                raise EnvironmentVariableMissing(connection, name, f"{what} {key!r}")
+            return environ[name]
+
+        out[key] = _REF.sub(sub, value)
+    return out

@@ -1,0 +1,15 @@
+"""`Problem`: a finding recorded by a `define_*` call, before the loader knows the file."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["Problem"]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    code: str
+    message: str
+    severity: Literal["error", "warning"] = "error"

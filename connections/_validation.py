@@ -1,0 +1,81 @@
+"""The rules of DESIGN.md §3 for one connection definition, as diagnostics."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from ._definitions import ConnectionDefinition
+from ._expand import references
+from ._problems import Problem
+
+__all__ = ["connection_problems"]
+
+_SECRETISH = re.compile(r"(authorization|token|secret|api[-_]?key|password|cookie)", re.IGNORECASE)
+
+
+def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> Iterator[Problem]:
+    """Every rule `defn` breaks, each with the fix in its sentence."""
+    targets = [
+        label
+        for label, present in (
+            ("url", defn.url is not None),
+            ("command", defn.command is not None),
+            ("account", defn.account),
+        )
+        if present
+    ]
+    if len(targets) != 1:
+        found = f"it sets {' and '.join(targets)}" if targets else "it sets none"
+        yield Problem(
+            "exactly-one-target",
+            f"a connection needs exactly one of url=..., command=... or account=True; {found}",
+        )
+    if defn.auth is not None and defn.url is None:
+        yield Problem(
+            "auth-needs-url",
+            "auth=... only works on url connections (per-session headers are HTTP headers); remove auth or use url=...",
+        )
+    if defn.auth is not None and defn.oauth is not None:
+        yield Problem(
+            "auth-with-oauth",
+            "auth=... cannot be combined with oauth=...: the OAuth provider owns the Authorization header; "
+            "keep one of them",
+        )
+    if defn.oauth is not None and defn.url is None:
+        yield Problem("oauth-needs-url", "oauth=... needs url=...: OAuth protects remote servers only")
+    if defn.oauth is not None and any(k.lower() == "authorization" for k in defn.headers):
+        yield Problem(
+            "oauth-with-authorization-header",
+            "headers set Authorization on an oauth connection; the OAuth provider owns that header, remove it",
+        )
+    if defn.advertise_tools and (defn.host_only or in_host_folder):
+        where = "in host-connections/" if in_host_folder else "with host_only=True"
+        yield Problem(
+            "advertise-host-only",
+            f"advertise_tools=True {where} is contradictory: advertising puts the tools in the model's toolset, "
+            "host-only keeps them off the model; drop one",
+        )
+    if defn.headers and defn.url is None:
+        yield Problem("headers-need-url", "headers=... only apply to url connections; remove them or use url=...")
+    if defn.command is None and (defn.args or defn.env or defn.cwd is not None):
+        given = ", ".join(n for n, v in (("args", defn.args), ("env", defn.env), ("cwd", defn.cwd)) if v)
+        yield Problem("stdio-fields-need-command", f"{given} only apply to command=... connections; remove them")
+    if defn.transport == "sse" and defn.url is None:
+        yield Problem("transport-needs-url", "transport='sse' only applies to url connections")
+    for key, value in defn.headers.items():
+        if _SECRETISH.search(key) and not references(value):
+            yield Problem(
+                "hardcoded-secret",
+                f"header {key!r} holds a literal value; read secrets from the environment instead, "
+                f'e.g. {{"{key}": "Bearer ${{MY_TOKEN}}"}}',
+                "warning",
+            )
+    if defn.allow_tools is not None:
+        both = sorted(defn.allow_tools & defn.deny_tools)
+        if both:
+            yield Problem(
+                "allow-and-deny",
+                f"tool {both[0]!r} is in both allow_tools and deny_tools; deny wins, remove it from one list",
+                "warning",
+            )

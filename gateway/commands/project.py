@@ -1,0 +1,94 @@
+"""`agent-sdk validate` and `agent-sdk info`: what the loader finds in a project."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from connections import Project, ProjectError, load_project
+
+from ..errors import CliError
+from ..info import project_info
+from ._common import add_project_args
+
+__all__ = ["info", "load", "register", "validate"]
+
+
+def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
+    p = sub.add_parser("validate", help="report every problem in the project; exit 1 on any error")
+    add_project_args(p)
+    p.set_defaults(func=validate)
+    p = sub.add_parser("info", help="show the connections, tools and extensions the project defines")
+    add_project_args(p)
+    p.add_argument("--json", action="store_true", help="print the JSON document GET /v1/info serves")
+    p.set_defaults(func=info)
+
+
+def load(directory: str) -> Project:
+    """Load the project or raise `CliError` with the reason."""
+    try:
+        return load_project(Path(directory))
+    except ProjectError as exc:
+        raise CliError(str(exc)) from None
+
+
+def validate(args: argparse.Namespace) -> int:
+    """Print `path:line: severity: message` for each diagnostic; 1 when any is an error."""
+    project = load(args.dir)
+    for diag in project.diagnostics:
+        print(diag.format(project.root))
+    errors, warnings = len(project.errors), len(project.diagnostics) - len(project.errors)
+    summary = (
+        f"{len(project.connections)} connection(s), {len(project.tools)} tool(s); "
+        f"{errors} error(s), {warnings} warning(s)"
+    )
+    print(summary, file=sys.stderr)
+    return 1 if errors else 0
+
+
+def info(args: argparse.Namespace) -> int:
+    """Print the project's surface as a table, or as JSON with `--json`."""
+    project = load(args.dir)
+    doc = project_info(project)
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return 0
+    print(f"agent {doc['agent']['name']}  ({doc['agent']['root']})")
+    print("\nconnections:")
+    if not doc["connections"]:
+        print("  (none)")
+    for c in doc["connections"]:
+        flags = [
+            f
+            for f, on in (
+                ("host-only", c["hostOnly"]),
+                ("advertised", c["advertiseTools"]),
+                ("oauth", c["oauth"]),
+                ("auth", c["hasAuth"]),
+            )
+            if on
+        ]
+        target = c.get("url") or c.get("command") or ""
+        if c["kind"] == "account":
+            target = "servers: " + (c["servers"] if c["servers"] == "*" else ", ".join(c["servers"]))
+        print(f"  {c['name']:<24} {c['kind']:<8} {target:<40} {' '.join(flags)}".rstrip())
+    print("\ntools:")
+    if not doc["tools"]:
+        print("  (none)")
+    for t in doc["tools"]:
+        print(f"  {t['name']:<24} {t['effect'] or '-':<6} {t['description'].splitlines()[0][:60]}")
+    if doc["extensions"]:
+        print("\nextensions:")
+        for e in doc["extensions"]:
+            print(
+                f"  {e['namespace']:<24} tools: {', '.join(e['tools']) or '-'}; "
+                f"connections: {', '.join(e['connections']) or '-'}"
+            )
+    if project.diagnostics:
+        print("\ndiagnostics:")
+        for diag in project.diagnostics:
+            print(f"  {diag.format(project.root)}")
+    return 0

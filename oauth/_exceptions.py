@@ -1,0 +1,139 @@
+"""Errors of the oauth package: one root, a wire code on each class, a message that is one sentence.
+
+    OAuthError                       oauth_error
+    ├── DiscoveryError               discovery_failed      no usable resource / authorization server metadata
+    │   └── PkceUnsupported          pkce_unsupported      the server does not list S256 (MCP auth spec: refuse)
+    ├── RegistrationError            registration_failed   RFC 7591 registration refused or unusable
+    ├── AuthorizationError           authorization_failed  the redirect back from the browser is not acceptable
+    │   ├── StateMismatch            state_mismatch        `state` differs from the one we sent
+    │   ├── IssuerMismatch           issuer_mismatch       RFC 9207 `iss` differs from the discovered issuer
+    │   ├── AuthorizationDenied      access_denied         the user or the server refused (error=... on the redirect)
+    │   └── LoginTimeout             login_timeout         no redirect arrived in time
+    ├── TokenError                   token_request_failed  the token endpoint refused or answered garbage
+    │   └── InvalidGrant             invalid_grant         the code or refresh token was rejected
+    ├── LoginRequired                login_required        no usable tokens; the fix is `agent-sdk mcp oauth NAME`
+    ├── InsufficientScope            insufficient_scope    step-up authorization did not satisfy the server
+    └── StoreError                   store_error           a token store failed
+        ├── StoreCorrupt             store_corrupt         the store holds something that is not ours
+        └── KeyringUnavailable       keyring_unavailable   no OS keyring backend on this machine
+
+Messages never contain a token, a client secret or a code: they name URLs, connection names and the
+authorization server's own `error` / `error_description` (cut short).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AuthorizationDenied",
+    "AuthorizationError",
+    "DiscoveryError",
+    "InsufficientScope",
+    "InvalidGrant",
+    "IssuerMismatch",
+    "KeyringUnavailable",
+    "LoginRequired",
+    "LoginTimeout",
+    "OAuthError",
+    "PkceUnsupported",
+    "RegistrationError",
+    "StateMismatch",
+    "StoreCorrupt",
+    "StoreError",
+    "TokenError",
+]
+
+
+class OAuthError(Exception):
+    """Root of the oauth package's errors; `str(exc)` is the sentence a user sees."""
+
+    error = "oauth_error"
+
+
+class DiscoveryError(OAuthError):
+    """Protected-resource or authorization-server metadata is missing, inconsistent or not JSON."""
+
+    error = "discovery_failed"
+
+
+class PkceUnsupported(DiscoveryError):
+    """The authorization server does not advertise `S256` in `code_challenge_methods_supported`."""
+
+    error = "pkce_unsupported"
+
+
+class RegistrationError(OAuthError):
+    """Dynamic client registration (RFC 7591) failed, or no way to identify the client exists."""
+
+    error = "registration_failed"
+
+
+class AuthorizationError(OAuthError):
+    """The authorization redirect could not be accepted."""
+
+    error = "authorization_failed"
+
+
+class StateMismatch(AuthorizationError):
+    """The redirect's `state` is not the one this login sent (a forged or stale redirect)."""
+
+    error = "state_mismatch"
+
+
+class IssuerMismatch(AuthorizationError):
+    """RFC 9207: the redirect's `iss` is missing or differs from the discovered issuer (mix-up attack)."""
+
+    error = "issuer_mismatch"
+
+
+class AuthorizationDenied(AuthorizationError):
+    """The redirect carried `error=...`: the user denied consent or the server refused the request."""
+
+    error = "access_denied"
+
+
+class LoginTimeout(AuthorizationError):
+    """The redirect never came back to the loopback listener within the timeout."""
+
+    error = "login_timeout"
+
+
+class TokenError(OAuthError):
+    """The token endpoint refused the request or answered something that is not a token response."""
+
+    error = "token_request_failed"
+
+
+class InvalidGrant(TokenError):
+    """The authorization code or refresh token was rejected (`invalid_grant`)."""
+
+    error = "invalid_grant"
+
+
+class LoginRequired(OAuthError):
+    """No usable tokens for the connection, and this context may not start a browser login."""
+
+    error = "login_required"
+
+
+class InsufficientScope(OAuthError):
+    """The resource kept answering 403 insufficient_scope after the step-up limit."""
+
+    error = "insufficient_scope"
+
+
+class StoreError(OAuthError):
+    """A token store could not be read or written."""
+
+    error = "store_error"
+
+
+class StoreCorrupt(StoreError):
+    """The store holds data that is not a valid token record."""
+
+    error = "store_corrupt"
+
+
+class KeyringUnavailable(StoreError):
+    """`keyring` found no usable backend (typical on a headless box)."""
+
+    error = "keyring_unavailable"

@@ -1,0 +1,176 @@
+"""What a login leaves behind: the client registration and the tokens, keyed by connection and resource.
+
+`Grant.to_json` / `Grant.from_json` are the one place tokens leave a `Secret`: every store persists
+exactly this shape, so a record written by the file store can be upserted into the keyring or Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, NamedTuple
+
+from ._exceptions import StoreCorrupt
+from ._secret import Secret
+
+__all__ = ["ClientRegistration", "Grant", "StoreKey", "TokenSet"]
+
+RECORD_VERSION = 1
+
+
+class StoreKey(NamedTuple):
+    """A record's address: the connection name and the resource URL it was granted for."""
+
+    connection: str
+    resource: str
+
+    def __str__(self) -> str:
+        return f"{self.connection} ({self.resource})"
+
+
+@dataclass(frozen=True, slots=True)
+class ClientRegistration:
+    """How this client identifies itself to one authorization server."""
+
+    client_id: str
+    client_secret: Secret | None = None
+    token_endpoint_auth_method: str = "none"
+    """`none`, `client_secret_basic` or `client_secret_post`."""
+    source: str = "dynamic"
+    """`configured` (OAuthConfig), `metadata_document` (a client ID metadata URL) or `dynamic` (RFC 7591)."""
+    redirect_uri: str | None = None
+    """The loopback redirect registered with RFC 7591 (its port is reused when free)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TokenSet:
+    """A token response, with the expiry made absolute so that it survives a restart."""
+
+    access_token: Secret
+    refresh_token: Secret | None = None
+    token_type: str = "Bearer"
+    expires_at: float | None = None
+    """Unix time the access token expires; None when the server did not say."""
+    scope: str | None = None
+
+    def expires_within(self, seconds: float, now: float | None = None) -> bool:
+        """True when the access token expires within `seconds` (False when the expiry is unknown)."""
+        if self.expires_at is None:
+            return False
+        return self.expires_at - seconds <= (time.time() if now is None else now)
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Everything needed to call a resource and refresh without a new login, even after a restart."""
+
+    key: StoreKey
+    issuer: str
+    token_endpoint: str
+    client: ClientRegistration
+    tokens: TokenSet | None = None
+    resource_indicator: str = ""
+    """The RFC 8707 `resource` value sent to the authorization server (the PRM `resource`)."""
+    revocation_endpoint: str | None = None
+    updated_at: float = field(default_factory=time.time)
+
+    def with_tokens(self, tokens: TokenSet | None) -> Grant:
+        """A copy holding `tokens`, stamped now."""
+        return replace(self, tokens=tokens, updated_at=time.time())
+
+    def __repr__(self) -> str:
+        state = "tokens" if self.tokens else "registration only"
+        return f"Grant({self.key!s}, issuer={self.issuer!r}, client_id={self.client.client_id!r}, {state})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The persisted shape; secrets are revealed here and only here."""
+        client = self.client
+        tokens = self.tokens
+        return {
+            "version": RECORD_VERSION,
+            "connection": self.key.connection,
+            "resource": self.key.resource,
+            "resource_indicator": self.resource_indicator,
+            "issuer": self.issuer,
+            "token_endpoint": self.token_endpoint,
+            "revocation_endpoint": self.revocation_endpoint,
+            "updated_at": self.updated_at,
+            "client": {
+                "client_id": client.client_id,
+                "client_secret": client.client_secret.reveal() if client.client_secret else None,
+                "token_endpoint_auth_method": client.token_endpoint_auth_method,
+                "source": client.source,
+                "redirect_uri": client.redirect_uri,
+            },
+            "tokens": None
+            if tokens is None
+            else {
+                "access_token": tokens.access_token.reveal(),
+                "refresh_token": tokens.refresh_token.reveal() if tokens.refresh_token else None,
+                "token_type": tokens.token_type,
+                "expires_at": tokens.expires_at,
+                "scope": tokens.scope,
+            },
+        }
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> Grant:
+        """Parse a persisted record; raises `StoreCorrupt` naming `where` (never echoing the data)."""
+        try:
+            if not isinstance(data, dict):
+                raise TypeError("not an object")
+            record: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
+            if record.get("version") != RECORD_VERSION:
+                raise ValueError("unknown version")
+            client_data: dict[str, Any] = record["client"]
+            secret = client_data.get("client_secret")
+            client = ClientRegistration(
+                client_id=_str(client_data["client_id"]),
+                client_secret=Secret(_str(secret)) if secret else None,
+                token_endpoint_auth_method=_str(client_data.get("token_endpoint_auth_method", "none")),
+                source=_str(client_data.get("source", "dynamic")),
+                redirect_uri=_opt_str(client_data.get("redirect_uri")),
+            )
+            tokens_data = record.get("tokens")
+            tokens: TokenSet | None = None
+            if tokens_data is not None:
+                if not isinstance(tokens_data, dict):
+                    raise TypeError("tokens is not an object")
+                td: dict[str, Any] = tokens_data  # pyright: ignore[reportUnknownVariableType]
+                refresh = td.get("refresh_token")
+                expires_at = td.get("expires_at")
+                if expires_at is not None and not isinstance(expires_at, int | float):
+                    raise TypeError("expires_at is not a number")
+                tokens = TokenSet(
+                    access_token=Secret(_str(td["access_token"])),
+                    refresh_token=Secret(_str(refresh)) if refresh else None,
+                    token_type=_str(td.get("token_type", "Bearer")),
+                    expires_at=float(expires_at) if expires_at is not None else None,
+                    scope=_opt_str(td.get("scope")),
+                )
+            updated_at = record.get("updated_at", 0.0)
+            return cls(
+                key=StoreKey(_str(record["connection"]), _str(record["resource"])),
+                issuer=_str(record["issuer"]),
+                token_endpoint=_str(record["token_endpoint"]),
+                client=client,
+                tokens=tokens,
+                resource_indicator=_str(record.get("resource_indicator", "")),
+                revocation_endpoint=_opt_str(record.get("revocation_endpoint")),
+                updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise StoreCorrupt(
+                f"the token record in {where} is not valid ({type(exc).__name__}); "
+                "delete it and log in again with `agent-sdk mcp oauth NAME`"
+            ) from None
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def _opt_str(value: object) -> str | None:
+    return None if value is None else _str(value)

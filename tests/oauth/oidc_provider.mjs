@@ -1,0 +1,74 @@
+// A real OAuth 2.1 authorization server for the oauth tests: oidc-provider (npm) with PKCE required,
+// RFC 7591 dynamic registration, RFC 8707 resource indicators issuing audience-bound JWT access tokens,
+// refresh-token rotation (a reused refresh token is rejected and revokes the grant), RFC 7009 revocation
+// and the development login/consent pages (devInteractions) that a headless client can post.
+//
+//   node oidc_provider.mjs PORT ACCESS_TOKEN_TTL_SECONDS PATH_TO_OIDC_PROVIDER_PACKAGE_DIR
+//
+// (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
+//
+// GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued).
+import { generateKeyPairSync } from 'node:crypto';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+
+const { default: Provider } = await import(pathToFileURL(join(process.argv[4], 'lib', 'index.js')).href);
+
+const port = Number(process.argv[2]);
+const accessTtl = Number(process.argv[3] || '3600');
+const issuer = `http://127.0.0.1:${port}`;
+
+const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+const jwk = { ...privateKey.export({ format: 'jwk' }), use: 'sig', alg: 'RS256', kid: 'test-rs256' };
+
+const stats = { grants: {}, errors: {}, codes: 0, registrations: 0, revocations: 0 };
+const bump = (table, key) => { table[key] = (table[key] || 0) + 1; };
+
+const provider = new Provider(issuer, {
+  jwks: { keys: [jwk] },
+  features: {
+    devInteractions: { enabled: true },
+    registration: { enabled: true },
+    revocation: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      defaultResource: (_ctx, _client, oneOf) => (oneOf ? oneOf[0] : undefined),
+      useGrantedResource: () => true,
+      getResourceServerInfo: (_ctx, resourceIndicator) => ({
+        scope: 'mcp:tools mcp:admin',
+        audience: resourceIndicator,
+        accessTokenTTL: accessTtl,
+        accessTokenFormat: 'jwt',
+        jwt: { sign: { alg: 'RS256' } },
+      }),
+    },
+  },
+  pkce: { required: () => true },
+  scopes: ['openid', 'offline_access'],
+  issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
+  rotateRefreshToken: () => true,
+  ttl: { RefreshToken: 24 * 3600, Grant: 24 * 3600, Session: 3600, Interaction: 600, AuthorizationCode: 60 },
+  loadExistingGrant: async (ctx) => {
+    const grantId = ctx.oidc.session?.grantIdFor(ctx.oidc.client.clientId);
+    return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
+  },
+});
+
+provider.on('grant.success', (ctx) => bump(stats.grants, ctx.oidc.params.grant_type));
+provider.on('grant.error', (_ctx, err) => bump(stats.errors, err.error || 'unknown'));
+provider.on('authorization_code.saved', () => { stats.codes += 1; });
+provider.on('registration_create.success', () => { stats.registrations += 1; });
+provider.on('revocation.success', () => { stats.revocations += 1; });
+provider.on('server_error', (_ctx, err) => console.error('server_error', err));
+
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/_stats') {
+    ctx.body = stats;
+    return;
+  }
+  await next();
+});
+
+provider.listen(port, '127.0.0.1', () => {
+  console.log(`oidc-provider listening on ${issuer}`);
+});
