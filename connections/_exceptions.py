@@ -3,14 +3,22 @@
 ConnectionsError                 root; `code` is the wire code the gateway maps to HTTP/JSON-RPC
 ├── ProjectError                 the project cannot be loaded at all (missing folder)
 ├── ToolInputError               400 invalid_tool_input: a tool's input failed validation
-└── EnvironmentVariableMissing   a `${VAR}` in headers/env is not set
+├── EnvironmentVariableMissing   a `${VAR}` in headers/env is not set
+└── TurnBuildError               a turn's toolset cannot be built exactly (fail-closed); lists each TurnProblem
 """
 
 from __future__ import annotations
 
 from typing import ClassVar
 
-__all__ = ["ConnectionsError", "EnvironmentVariableMissing", "ProjectError", "ToolInputError"]
+__all__ = [
+    "ConnectionsError",
+    "EnvironmentVariableMissing",
+    "ProjectError",
+    "ToolInputError",
+    "TurnBuildError",
+    "TurnProblem",
+]
 
 
 class ConnectionsError(Exception):
@@ -48,3 +56,48 @@ class EnvironmentVariableMissing(ConnectionsError):
         )
         self.connection = connection
         self.variable = variable
+
+
+class TurnBuildError(ConnectionsError):
+    """A turn's toolset cannot be built exactly; `problems` lists every cause found in that build.
+
+    Fail-closed: the turn does not run with fewer tools. `str(exc)` names each connection and tool.
+    """
+
+    code = "turn_build_failed"
+
+    def __init__(self, problems: list[TurnProblem]) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        count = len(self.problems)
+        super().__init__(
+            f"the turn's toolset cannot be built ({count} problem{'s' if count != 1 else ''}); "
+            f"no tools were offered:\n{lines}"
+        )
+
+
+class TurnProblem:
+    """One cause of a `TurnBuildError`: which connection, which tool, and what went wrong."""
+
+    __slots__ = ("code", "connection", "message", "tool")
+
+    def __init__(self, code: str, message: str, *, connection: str | None = None, tool: str | None = None) -> None:
+        self.code = code
+        self.message = message
+        self.connection = connection
+        self.tool = tool
+
+    def __str__(self) -> str:
+        where = []
+        if self.connection is not None:
+            where.append(f"connection {self.connection!r}")
+        if self.tool is not None:
+            where.append(f"tool {self.tool!r}")
+        prefix = ", ".join(where)
+        return f"{prefix}: {self.message}" if prefix else self.message
+
+    def __repr__(self) -> str:
+        return f"TurnProblem({self.code!r}, {str(self)!r})"
+
+    def to_json(self) -> dict[str, str | None]:
+        return {"code": self.code, "connection": self.connection, "tool": self.tool, "message": self.message}

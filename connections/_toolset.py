@@ -1,0 +1,73 @@
+"""`Toolset` and `TurnTool`: the tools one turn may call, each bound to that turn's identity."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._session import SessionInfo
+from ._tools import Effect
+
+__all__ = ["ToolOutcome", "ToolSource", "Toolset", "TurnTool"]
+
+ToolSource = Literal["authored", "extension", "advertised", "meta"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """What a tool call produced. `result` is JSON-able; `is_error` means the tool body failed
+    (an upstream `isError: true`, or an authored `execute` that raised)."""
+
+    is_error: bool
+    result: Any
+    content: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """MCP content blocks for MCP surfaces (upstream blocks as is; authored results as JSON text)."""
+    structured: dict[str, Any] | None = None
+
+
+Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTool:
+    """One tool in a turn's toolset. Calling it uses the identity the turn was built with."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    source: ToolSource
+    invoke: Invoke = field(repr=False, compare=False)
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    effect: Effect | None = None
+    title: str | None = None
+    connection: str | None = None
+    """For advertised tools: the connection it forwards to (the upstream name equals `name`)."""
+
+    async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutcome:
+        """Run the tool. Raises `ToolInputError` for bad input and the connection errors for upstream failures."""
+        return await self.invoke(arguments or {})
+
+
+@dataclass(frozen=True, slots=True)
+class Toolset:
+    """The exact set of tools a turn gets: all of them or (on any problem) none, never fewer."""
+
+    session: SessionInfo | None
+    tools: Mapping[str, TurnTool]
+
+    def __iter__(self) -> Iterator[TurnTool]:
+        return iter(self.tools.values())
+
+    def __len__(self) -> int:
+        return len(self.tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.tools
+
+    def get(self, name: str) -> TurnTool | None:
+        return self.tools.get(name)
+
+    def names(self) -> list[str]:
+        return sorted(self.tools)

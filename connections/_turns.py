@@ -1,0 +1,408 @@
+"""Build one turn's toolset, fail-closed (DESIGN.md §5).
+
+Order of work for a turn:
+1. authored server tools;
+2. every per-session `auth` callback of a connection the model can reach, in parallel;
+3. every `advertise_tools` connection listed in parallel (auth'd ones through a one-off client
+   carrying this session's headers, auth-less ones through the shared pool);
+4. names checked (the tool-name rule, collisions with authored tools, between connections and
+   within one listing);
+5. the attached-connection meta-tools when any attached connection exists.
+
+Any problem in 2-4 fails the whole turn with a `TurnBuildError` listing every problem found.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import uuid
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.to_thread
+import mcp.types as mt
+
+from ._definitions import ConnectionDefinition
+from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
+from ._loader import RESERVED_TOOL_NAMES, Project
+from ._names import NAME_RULE, is_valid_tool_name
+from ._session import SessionInfo
+from ._tools import ServerTool, ToolContext
+from ._toolset import ToolOutcome, Toolset, TurnTool
+
+__all__ = ["TurnBuilder", "outcome_from_mcp"]
+
+# RFC 9110 §5.1 field-name token; values must not carry CR/LF (header injection).
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
+CallTool = Callable[
+    [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[mt.CallToolResult]
+]
+
+
+def outcome_from_mcp(result: mt.CallToolResult) -> ToolOutcome:
+    """A passthrough outcome: the upstream's content and structured content as they came."""
+    dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return ToolOutcome(
+        is_error=bool(result.is_error),
+        result=dumped,
+        content=dumped.get("content", []),
+        structured=dumped.get("structuredContent"),
+    )
+
+
+def _authored_outcome(value: Any) -> ToolOutcome:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    structured = value if isinstance(value, dict) else None
+    return ToolOutcome(
+        is_error=False,
+        result=value,
+        content=[{"type": "text", "text": text}],
+        structured=structured,  # pyright: ignore[reportArgumentType]
+    )
+
+
+@dataclass(slots=True)
+class TurnBuilder:
+    """Builds toolsets for a loaded project.
+
+    `list_tools(defn, headers)` / `call_tool(defn, tool, args, headers)` reach the upstream:
+    `headers` is None for the shared pool (static headers only) and the evaluated session headers
+    for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
+    """
+
+    project: Project
+    list_tools: ListTools
+    call_tool: CallTool
+    host: Any = None
+
+    async def build(self, session: SessionInfo | None) -> Toolset:
+        """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
+
+        With `session=None` (surfaces with no session, such as `/v1/mcp/tools`) connections with
+        per-session `auth` are left out entirely, as are the attached meta-tools.
+        """
+        toolset, problems = await self.collect(session)
+        if problems:
+            raise TurnBuildError(problems)
+        return toolset
+
+    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]:
+        """Like `build`, but returns what could be built plus the problems (for catalogs that report
+        failing connections beside the rest). A turn must use `build`."""
+        problems: list[TurnProblem] = []
+        tools: dict[str, TurnTool] = {}
+        for name, authored in self.project.tools.items():
+            tools[name] = self._authored(authored, session)
+
+        model_facing = [d for d in self.project.connections.values() if not d.host_only]
+        if session is None:
+            model_facing = [d for d in model_facing if d.auth is None]
+        headers = await self._evaluate_auth(model_facing, session, problems)
+
+        advertised = [d for d in model_facing if d.advertise_tools and d.name not in headers.failed]
+        listings = await self._list_all(advertised, headers.values, problems)
+
+        owners: dict[str, str] = {}
+        for defn in advertised:
+            listing = listings.get(defn.name)
+            if listing is None:
+                continue
+            seen: set[str] = set()
+            for tool in listing:
+                if not defn.allows_tool(tool.name):
+                    continue
+                if not is_valid_tool_name(tool.name):
+                    problems.append(
+                        TurnProblem(
+                            "invalid_tool_name",
+                            f"upstream tool name breaks the tool-name rule {NAME_RULE}; "
+                            "deny it with deny_tools=[...] or fix the server",
+                            connection=defn.name,
+                            tool=tool.name[:80],
+                        )
+                    )
+                    continue
+                if tool.name in seen:
+                    problems.append(
+                        TurnProblem(
+                            "duplicate_tool",
+                            "the upstream lists this tool twice in one tools/list",
+                            connection=defn.name,
+                            tool=tool.name,
+                        )
+                    )
+                    continue
+                seen.add(tool.name)
+                if tool.name in self.project.tools:
+                    problems.append(
+                        TurnProblem(
+                            "collision",
+                            "collides with the authored tool of the same name in agent/tools/; "
+                            "rename the authored tool or deny this one with deny_tools",
+                            connection=defn.name,
+                            tool=tool.name,
+                        )
+                    )
+                    continue
+                if tool.name in owners:
+                    problems.append(
+                        TurnProblem(
+                            "collision",
+                            f"also advertised by connection {owners[tool.name]!r}; deny it on one of them "
+                            "with deny_tools",
+                            connection=defn.name,
+                            tool=tool.name,
+                        )
+                    )
+                    continue
+                if tool.name in RESERVED_TOOL_NAMES:
+                    problems.append(
+                        TurnProblem(
+                            "collision",
+                            "collides with a reserved meta-tool name; deny it with deny_tools",
+                            connection=defn.name,
+                            tool=tool.name,
+                        )
+                    )
+                    continue
+                owners[tool.name] = defn.name
+                tools[tool.name] = self._advertised(defn, tool, headers.values.get(defn.name))
+
+        attached = [d for d in model_facing if d.attached and d.name not in headers.failed]
+        if session is not None and attached:
+            tools.update(self._meta_tools({d.name: d for d in attached}, headers.values))
+        return Toolset(session=session, tools=tools), problems
+
+    # -- per-session auth ---------------------------------------------------------------------
+
+    async def _evaluate_auth(
+        self, defns: list[ConnectionDefinition], session: SessionInfo | None, problems: list[TurnProblem]
+    ) -> _Headers:
+        out = _Headers()
+        with_auth = [d for d in defns if d.auth is not None]
+        if session is None or not with_auth:
+            return out
+
+        async def one(defn: ConnectionDefinition) -> None:
+            try:
+                out.values[defn.name] = await evaluate_auth(defn, session)
+            except _AuthFailure as exc:
+                out.failed.add(defn.name)
+                problems.append(TurnProblem(exc.code, exc.message, connection=defn.name))
+
+        async with anyio.create_task_group() as tg:
+            for defn in with_auth:
+                tg.start_soon(one, defn)
+        return out
+
+    # -- listing ----------------------------------------------------------------------------
+
+    async def _list_all(
+        self,
+        defns: list[ConnectionDefinition],
+        session_headers: Mapping[str, Mapping[str, str]],
+        problems: list[TurnProblem],
+    ) -> dict[str, list[mt.Tool]]:
+        listings: dict[str, list[mt.Tool]] = {}
+
+        async def one(defn: ConnectionDefinition) -> None:
+            try:
+                # The pool and the one-off clients apply the definition's own `list` timeout; this
+                # outer bound only guarantees a build never waits on a peer past it.
+                with anyio.fail_after(defn.timeouts.list + defn.timeouts.connect + 1):
+                    listings[defn.name] = await self.list_tools(defn, session_headers.get(defn.name))
+            except TimeoutError:
+                problems.append(
+                    TurnProblem(
+                        "listing_timeout",
+                        f"tools/list did not answer within {defn.timeouts.list:g}s",
+                        connection=defn.name,
+                    )
+                )
+            except ConnectionsError as exc:
+                problems.append(TurnProblem(exc.code, f"tools/list failed: {exc}", connection=defn.name))
+
+        async with anyio.create_task_group() as tg:
+            for defn in defns:
+                tg.start_soon(one, defn)
+        return listings
+
+    # -- tool wrappers ----------------------------------------------------------------------
+
+    def _authored(self, tool: ServerTool, session: SessionInfo | None) -> TurnTool:
+        async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
+            ctx = ToolContext(host=self.host, session=session, call_id=f"tool_{tool.name}_{uuid.uuid4().hex[:12]}")
+            return _authored_outcome(await tool.run(dict(arguments), ctx))
+
+        return TurnTool(
+            name=tool.name,
+            description=tool.description,
+            input_schema=tool.input_schema,
+            output_schema=tool.output_schema,
+            annotations={"readOnlyHint": True} if tool.effect == "read" else None,
+            effect=tool.effect,
+            title=tool.title,
+            source="extension" if "__" in tool.name else "authored",
+            invoke=invoke,
+        )
+
+    def _advertised(self, defn: ConnectionDefinition, tool: mt.Tool, headers: Mapping[str, str] | None) -> TurnTool:
+        call = self.call_tool
+
+        async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
+            return outcome_from_mcp(await call(defn, tool.name, arguments, headers))
+
+        annotations = (
+            tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
+        )
+        read_only = bool(tool.annotations and tool.annotations.read_only_hint)
+        return TurnTool(
+            name=tool.name,
+            description=tool.description or "",
+            input_schema=tool.input_schema,
+            output_schema=tool.output_schema,
+            annotations=annotations,
+            effect="read" if read_only else None,
+            title=tool.title or (tool.annotations.title if tool.annotations else None),
+            source="advertised",
+            connection=defn.name,
+            invoke=invoke,
+        )
+
+    def _meta_tools(
+        self, attached: Mapping[str, ConnectionDefinition], session_headers: Mapping[str, Mapping[str, str]]
+    ) -> dict[str, TurnTool]:
+        names = sorted(attached)
+        list_tools, call_tool = self.list_tools, self.call_tool
+
+        def pick(arguments: Mapping[str, Any]) -> ConnectionDefinition:
+            from ._exceptions import ToolInputError
+
+            name = arguments.get("connection")
+            if not isinstance(name, str) or name not in attached:
+                raise ToolInputError(
+                    "mcp_list_tools", f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}"
+                )
+            return attached[name]
+
+        async def list_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
+            defn = pick(arguments)
+            listing = await list_tools(defn, session_headers.get(defn.name))
+            entries = [
+                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
+            ]
+            value = {"connection": defn.name, "tools": entries}
+            return _authored_outcome(value)
+
+        async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
+            from ._exceptions import ToolInputError
+
+            defn = pick(arguments)
+            tool = arguments.get("tool")
+            args = arguments.get("arguments", {})
+            if not isinstance(tool, str) or not tool:
+                raise ToolInputError("mcp_call_tool", "'tool' must be the name of one of the connection's tools")
+            if not defn.allows_tool(tool):
+                raise ToolInputError("mcp_call_tool", f"tool {tool!r} is not allowed on connection {defn.name!r}")
+            if not isinstance(args, dict):
+                raise ToolInputError("mcp_call_tool", "'arguments' must be a JSON object")
+            return outcome_from_mcp(await call_tool(defn, tool, args, session_headers.get(defn.name)))
+
+        conn_schema = {"type": "string", "enum": names, "description": "The MCP connection to use"}
+        return {
+            "mcp_list_tools": TurnTool(
+                name="mcp_list_tools",
+                description="List the tools of one attached MCP connection: " + ", ".join(names) + ".",
+                input_schema={"type": "object", "properties": {"connection": conn_schema}, "required": ["connection"]},
+                annotations={"readOnlyHint": True},
+                effect="read",
+                source="meta",
+                invoke=list_invoke,
+            ),
+            "mcp_call_tool": TurnTool(
+                name="mcp_call_tool",
+                description="Call one tool on one attached MCP connection (see mcp_list_tools for its tools).",
+                input_schema={
+                    "type": "object",
+                    "properties": {
+                        "connection": conn_schema,
+                        "tool": {"type": "string", "description": "The tool's name on that connection"},
+                        "arguments": {"type": "object", "description": "The tool's input"},
+                    },
+                    "required": ["connection", "tool"],
+                },
+                source="meta",
+                invoke=call_invoke,
+            ),
+        }
+
+
+@dataclass(slots=True)
+class _Headers:
+    values: dict[str, dict[str, str]]
+    failed: set[str]
+
+    def __init__(self) -> None:
+        self.values = {}
+        self.failed = set()
+
+
+class _AuthFailure(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def evaluate_auth(defn: ConnectionDefinition, session: SessionInfo) -> dict[str, str]:
+    """Run `defn.auth(session)` under its timeout; the headers it returns, checked.
+
+    Raises `_AuthFailure` with a sentence naming what is wrong, never a header value.
+    """
+    callback = defn.auth
+    assert callback is not None
+    try:
+        with anyio.fail_after(defn.timeouts.auth):
+            if _is_async(callback):
+                value = await callback(session)  # type: ignore[misc]
+            else:
+                value = await anyio.to_thread.run_sync(callback, session, abandon_on_cancel=True)
+                if hasattr(value, "__await__"):
+                    value = await value  # type: ignore[misc]
+    except TimeoutError:
+        raise _AuthFailure("auth_timeout", f"the auth callback did not return within {defn.timeouts.auth:g}s") from None
+    except Exception as exc:  # boundary: user code; report the type only, messages may hold secrets
+        raise _AuthFailure(
+            "auth_failed", f"the auth callback raised {type(exc).__name__}; the turn does not run without its identity"
+        ) from None
+    return _checked_headers(value)
+
+
+def _is_async(fn: Any) -> bool:
+    # A callable object with an `async def __call__` counts as async too.
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__)
+
+
+def _checked_headers(value: Any) -> dict[str, str]:
+    shape = "the auth callback must return {'headers': {name: value, ...}} with string names and values"
+    if not isinstance(value, Mapping) or "headers" not in value:
+        raise _AuthFailure("auth_malformed", f"{shape}; it returned {type(value).__name__}")
+    headers: Any = value["headers"]
+    if not isinstance(headers, Mapping):
+        raise _AuthFailure("auth_malformed", f"{shape}; 'headers' is {type(headers).__name__}")
+    out: dict[str, str] = {}
+    for key, val in headers.items():  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(key, str) or not _HEADER_NAME.fullmatch(key):
+            raise _AuthFailure("auth_malformed", f"{shape}; header name {str(key)[:40]!r} is not a valid name")
+        if not isinstance(val, str):
+            raise _AuthFailure("auth_malformed", f"{shape}; header {key!r} has a {type(val).__name__} value")
+        if "\r" in val or "\n" in val or "\x00" in val:
+            raise _AuthFailure("auth_malformed", f"header {key!r} holds a line break or NUL, which HTTP forbids")
+        out[key] = val
+    return out
