@@ -5,6 +5,9 @@ bad field: it records each problem (with the line of the call) on the definition
 turns them into diagnostics, so `agent-sdk validate` reports every broken file in one run.
 """
 
+# Definition files are untyped user code: the runtime isinstance checks on typed parameters are the point.
+# pyright: reportUnnecessaryIsInstance=false, reportUnnecessaryComparison=false
+
 from __future__ import annotations
 
 import difflib
@@ -172,10 +175,7 @@ def define_connection(
 
     def bad(fname: str, value: object) -> None:
         problems.append(
-            Problem(
-                "bad-field-type",
-                f"field {fname!r} must be {_FIELD_TYPES[fname]}, got {type(value).__name__}",
-            )
+            Problem("bad-field-type", f"field {fname!r} must be {_FIELD_TYPES[fname]}, got {_shown(fname, value)}")
         )
 
     for key in unknown:
@@ -308,6 +308,24 @@ def define_connection(
         line=line,
         problems=tuple(problems),
     )
+
+
+def _shown(fname: str, value: object) -> str:
+    """How a bad value appears in a diagnostic: scalars by value, containers by what is wrong inside.
+
+    Header and env maps show only types: their values may be secrets read from the environment.
+    """
+    if isinstance(value, bool | int | float | str) and fname not in ("headers", "env"):
+        return repr(value)[:80]
+    if isinstance(value, list | tuple):
+        odd = next((item for item in value if not isinstance(item, str)), None)  # pyright: ignore[reportUnknownVariableType]
+        if odd is not None:
+            return f"a {type(value).__name__} holding {type(odd).__name__} {odd!r}"[:120]
+    if isinstance(value, Mapping) and fname in ("headers", "env"):
+        odd = next((v for v in value.values() if not isinstance(v, str)), None)  # pyright: ignore[reportUnknownVariableType]
+        if odd is not None:
+            return f"a value of type {type(odd).__name__}"
+    return type(value).__name__
 
 
 def _str_map(fname: str, value: object, bad: Callable[[str, object], None]) -> dict[str, str]:

@@ -6,6 +6,7 @@ diagnostic naming that file (and line), and loading goes on, so one run reports 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import sys
@@ -20,7 +21,7 @@ from ._definitions import ConnectionDefinition
 from ._diagnostics import Diagnostic
 from ._exceptions import ProjectError
 from ._mcpjson import load_mcp_json
-from ._names import check_name
+from ._names import NAME_RULE, check_name, is_valid_tool_name
 from ._problems import Problem
 from ._tools import ServerTool
 from ._validation import connection_problems
@@ -149,8 +150,8 @@ class _Loading:
                     "warning",
                 )
                 continue
-            if (why := check_name(folder.name, "extension namespace")) is not None:
-                self.diag(folder, None, why.replace("rename the file", "rename the folder"), "bad-name")
+            if (why := check_name(folder.name, "extension namespace", "rename the folder")) is not None:
+                self.diag(folder, None, why, "bad-name")
                 continue
             self.project.extensions[folder.name] = Extension(folder.name, folder)
             for slot in _SLOTS:
@@ -167,11 +168,14 @@ class _Loading:
         module = importlib.util.module_from_spec(spec)
         sys.modules[mod_name] = module
         try:
-            spec.loader.exec_module(module)
+            # A definition file that prints must not corrupt `info --json` on stdout.
+            with contextlib.redirect_stdout(sys.stderr):
+                spec.loader.exec_module(module)
         except (Exception, SystemExit) as exc:
             sys.modules.pop(mod_name, None)
             line = _line_in(exc, path)
-            detail = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            text = exc.msg if isinstance(exc, SyntaxError) and exc.msg else str(exc)
+            detail = text.strip().splitlines()[0] if text.strip() else ""
             detail = f": {detail[:200]}" if detail else ""
             self.diag(
                 path,
@@ -190,6 +194,16 @@ class _Loading:
             self.diag(path, None, why, "bad-name")
             return
         name = f"{namespace}__{base}" if namespace else base
+        if not is_valid_tool_name(name):
+            # Each part may pass the rule while the mounted name is too long for it.
+            self.diag(
+                path,
+                None,
+                f"{what} name {name!r} is {len(name)} characters; the tool-name rule {NAME_RULE} allows 64: "
+                "shorten the file name or the extension folder",
+                "bad-name",
+            )
+            return
         if slot == "tools" and name in RESERVED_TOOL_NAMES:
             self.diag(path, None, f"tool name {name!r} is reserved for the attached-connection meta-tools", "bad-name")
             return

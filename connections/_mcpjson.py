@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
+from json.decoder import scanstring  # pyright: ignore[reportAttributeAccessIssue]  # public, untyped in typeshed
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +19,37 @@ _CLIENT_KEYS = {"autoApprove", "alwaysAllow", "disabledTools", "description", "t
 _FIELDS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport"}
 
 
-def _line_of(text: str, name: str) -> int | None:
-    match = re.search(r'"' + re.escape(name) + r'"\s*:', text)
-    return text.count("\n", 0, match.start()) + 1 if match else None
+def _server_lines(text: str, servers_key: str) -> dict[str, int]:
+    """The line of each server's key inside `{"<servers_key>": {...}}` (only called on valid JSON).
+
+    A plain search for `"name":` would also hit an `env` key of an earlier server with that name.
+    """
+    lines: dict[str, int] = {}
+    parents: list[str | None] = []  # the key each open object/array sits under
+    last_key: str | None = None
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == '"':
+            value, end = scanstring(text, i + 1)
+            j = end
+            while j < len(text) and text[j] in " \t\r\n":
+                j += 1
+            if j < len(text) and text[j] == ":":
+                last_key = value
+                if len(parents) == 2 and parents[1] == servers_key:
+                    lines.setdefault(value, text.count("\n", 0, i) + 1)
+            i = end
+            continue
+        if ch in "{[":
+            parents.append(last_key)
+            last_key = None
+        elif ch in "}]" and parents:
+            parents.pop()
+        elif ch == ",":
+            last_key = None
+        i += 1
+    return lines
 
 
 def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnostic]]:
@@ -42,18 +70,27 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
         diag(exc.lineno, f"mcp.json is not valid JSON: {exc.msg} (column {exc.colno})", "bad-json")
         return [], diags
     servers: Any = None
+    servers_key = "mcpServers"
     if isinstance(doc, dict):
         # Claude Desktop and Cursor write "mcpServers"; VS Code writes "servers".
-        servers = doc.get("mcpServers", doc.get("servers"))  # pyright: ignore[reportUnknownMemberType]
+        servers_key = "mcpServers" if "mcpServers" in doc else "servers"
+        servers = doc.get(servers_key)  # pyright: ignore[reportUnknownMemberType]
     if not isinstance(servers, dict):
-        diag(1, 'mcp.json must be an object with "mcpServers": {"<name>": {...}}', "bad-mcp-json")
+        diag(
+            1,
+            'mcp.json must be an object with "mcpServers" (or VS Code\'s "servers") mapping each server name '
+            'to {"command": ...} or {"url": ...}',
+            "bad-mcp-json",
+        )
         return [], diags
+    lines = _server_lines(text, servers_key)
 
     found: list[ConnectionDefinition] = []
     for name, entry in servers.items():  # pyright: ignore[reportUnknownVariableType]
-        line = _line_of(text, str(name))  # pyright: ignore[reportUnknownArgumentType]
-        if not isinstance(name, str) or (why := check_name(name, "connection")) is not None:
-            diag(line, why or "server names must be strings", "bad-name")
+        line = lines.get(str(name))  # pyright: ignore[reportUnknownArgumentType]
+        name = str(name)  # pyright: ignore[reportUnknownArgumentType]  # JSON object keys are strings
+        if (why := check_name(name, "server", "rename it in mcp.json")) is not None:
+            diag(line, why, "bad-name")
             continue
         if not isinstance(entry, dict):
             diag(line, f"server {name!r} must be an object with command or url", "bad-mcp-json")
@@ -71,6 +108,21 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
             transport = "streamable-http"
         elif kind not in (None, "stdio"):
             diag(line, f"server {name!r}: unknown type {kind!r}; use stdio, http or sse", "bad-mcp-json")
+            continue
+        prompts = [
+            f"{what} {key!r}"
+            for what in ("headers", "env")
+            if isinstance(entry_d.get(what), dict)
+            for key, value in entry_d[what].items()
+            if isinstance(value, str) and "${input:" in value
+        ]
+        if prompts:
+            diag(
+                line,
+                f"server {name!r}: {prompts[0]} reads a VS Code ${{input:...}} prompt, which agent-sdk cannot show; "
+                "use ${env:VAR} (or ${VAR}) and export VAR",
+                "unsupported-variable",
+            )
             continue
         defn = define_connection(
             url=entry_d.get("url"),

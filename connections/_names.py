@@ -15,16 +15,15 @@ def is_valid_tool_name(name: str) -> bool:
     return _NAME.fullmatch(name) is not None
 
 
-def check_name(name: str, what: str) -> str | None:
+def check_name(name: str, what: str, fix: str = "rename the file") -> str | None:
     """Why `name` cannot name a connection, tool or namespace, or None when it can.
 
     `__` is reserved for extension namespaces (`<ns>__<name>`), so an authored name may not hold it.
     """
     if not is_valid_tool_name(name):
         return (
-            f"{what} name {name!r} breaks the tool-name rule {NAME_RULE} "
-            "(1 to 64 letters, digits, '_' or '-'); rename the file"
+            f"{what} name {name!r} breaks the tool-name rule {NAME_RULE} (1 to 64 letters, digits, '_' or '-'); {fix}"
         )
     if "__" in name:
-        return f"{what} name {name!r} contains '__', which is reserved for extension namespaces; rename the file"
+        return f"{what} name {name!r} contains '__', which is reserved for extension namespaces; {fix}"
     return None
