@@ -110,7 +110,7 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
             diag(line, f"server {name!r}: unknown type {kind!r}; use stdio, http or sse", "bad-mcp-json")
             continue
         prompts = [
-            f"{what} {key!r}"
+            f"{what[:-1] if what == 'headers' else what} {key!r}"
             for what in ("headers", "env")
             if isinstance(entry_d.get(what), dict)
             for key, value in entry_d[what].items()

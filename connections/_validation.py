@@ -25,7 +25,9 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
         if present
     ]
-    if len(targets) != 1:
+    # A misspelt `uri=` already has its did-you-mean diagnostic; "it sets none" would only repeat it.
+    misspelt = any(p.code == "unknown-field" for p in defn.problems)
+    if len(targets) > 1 or (not targets and not misspelt):
         found = f"it sets {' and '.join(targets)}" if targets else "it sets none"
         yield Problem(
             "exactly-one-target",
