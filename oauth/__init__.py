@@ -1,9 +1,103 @@
 """OAuth for MCP connections: discovery, registration, PKCE login, token stores and refresh.
 
 Depends on nothing else in this repository (`gateway -> connections -> oauth`).
+
+Serving: `httpx2.AsyncClient(auth=connection_auth(name, url, config, store))`.
+Logging in: `await login(name, url, config, store, interaction=open_browser())`.
 """
 
+from ._auth import AuthStats as AuthStats
+from ._auth import ConnectionAuth as ConnectionAuth
+from ._auth import LoginHandler as LoginHandler
+from ._auth import connection_auth as connection_auth
+from ._callback import CallbackListener as CallbackListener
 from ._config import OAuthConfig as OAuthConfig
+from ._discovery import Challenge as Challenge
+from ._discovery import Discovery as Discovery
+from ._discovery import ResourceMetadata as ResourceMetadata
+from ._discovery import ServerMetadata as ServerMetadata
+from ._discovery import parse_www_authenticate as parse_www_authenticate
+from ._exceptions import AuthorizationDenied as AuthorizationDenied
+from ._exceptions import AuthorizationError as AuthorizationError
+from ._exceptions import DiscoveryError as DiscoveryError
+from ._exceptions import InsufficientScope as InsufficientScope
+from ._exceptions import InvalidGrant as InvalidGrant
+from ._exceptions import IssuerMismatch as IssuerMismatch
+from ._exceptions import KeyringUnavailable as KeyringUnavailable
+from ._exceptions import LoginRequired as LoginRequired
+from ._exceptions import LoginTimeout as LoginTimeout
+from ._exceptions import OAuthError as OAuthError
+from ._exceptions import PkceUnsupported as PkceUnsupported
+from ._exceptions import RegistrationError as RegistrationError
+from ._exceptions import StateMismatch as StateMismatch
+from ._exceptions import StoreCorrupt as StoreCorrupt
+from ._exceptions import StoreError as StoreError
+from ._exceptions import TokenError as TokenError
+from ._file_store import FileTokenStore as FileTokenStore
+from ._grant import ClientRegistration as ClientRegistration
+from ._grant import Grant as Grant
+from ._grant import StoreKey as StoreKey
+from ._grant import TokenSet as TokenSet
+from ._interaction import Interaction as Interaction
+from ._interaction import follow_redirects as follow_redirects
+from ._interaction import open_browser as open_browser
+from ._interaction import print_url as print_url
+from ._keyring_store import KeyringTokenStore as KeyringTokenStore
+from ._login import login as login
+from ._manage import GrantStatus as GrantStatus
+from ._manage import LogoutResult as LogoutResult
+from ._manage import deployment_store as deployment_store
+from ._manage import grant_status as grant_status
+from ._manage import logout as logout
+from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
+from ._store import TokenStore as TokenStore
 
-__all__ = ["OAuthConfig", "Secret"]
+__all__ = [
+    "AuthStats",
+    "AuthorizationDenied",
+    "AuthorizationError",
+    "CallbackListener",
+    "Challenge",
+    "ClientRegistration",
+    "ConnectionAuth",
+    "Discovery",
+    "DiscoveryError",
+    "FileTokenStore",
+    "Grant",
+    "GrantStatus",
+    "InsufficientScope",
+    "Interaction",
+    "InvalidGrant",
+    "IssuerMismatch",
+    "KeyringTokenStore",
+    "KeyringUnavailable",
+    "LoginHandler",
+    "LoginRequired",
+    "LoginTimeout",
+    "LogoutResult",
+    "OAuthConfig",
+    "OAuthError",
+    "PkceUnsupported",
+    "RedisTokenStore",
+    "RegistrationError",
+    "ResourceMetadata",
+    "Secret",
+    "ServerMetadata",
+    "StateMismatch",
+    "StoreCorrupt",
+    "StoreError",
+    "StoreKey",
+    "TokenError",
+    "TokenSet",
+    "TokenStore",
+    "connection_auth",
+    "deployment_store",
+    "follow_redirects",
+    "grant_status",
+    "login",
+    "logout",
+    "open_browser",
+    "parse_www_authenticate",
+    "print_url",
+]

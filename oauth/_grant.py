@@ -52,6 +52,8 @@ class TokenSet:
     expires_at: float | None = None
     """Unix time the access token expires; None when the server did not say."""
     scope: str | None = None
+    issued_at: float | None = None
+    """Unix time the token was issued (lets a refresh margin scale with short-lived tokens)."""
 
     def expires_within(self, seconds: float, now: float | None = None) -> bool:
         """True when the access token expires within `seconds` (False when the expiry is unknown)."""
@@ -110,6 +112,7 @@ class Grant:
                 "token_type": tokens.token_type,
                 "expires_at": tokens.expires_at,
                 "scope": tokens.scope,
+                "issued_at": tokens.issued_at,
             },
         }
 
@@ -147,6 +150,7 @@ class Grant:
                     token_type=_str(td.get("token_type", "Bearer")),
                     expires_at=float(expires_at) if expires_at is not None else None,
                     scope=_opt_str(td.get("scope")),
+                    issued_at=float(td["issued_at"]) if isinstance(td.get("issued_at"), int | float) else None,
                 )
             updated_at = record.get("updated_at", 0.0)
             return cls(

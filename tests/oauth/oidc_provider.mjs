@@ -48,10 +48,6 @@ const provider = new Provider(issuer, {
   issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: () => true,
   ttl: { RefreshToken: 24 * 3600, Grant: 24 * 3600, Session: 3600, Interaction: 600, AuthorizationCode: 60 },
-  loadExistingGrant: async (ctx) => {
-    const grantId = ctx.oidc.session?.grantIdFor(ctx.oidc.client.clientId);
-    return grantId ? ctx.oidc.provider.Grant.find(grantId) : undefined;
-  },
 });
 
 provider.on('grant.success', (ctx) => bump(stats.grants, ctx.oidc.params.grant_type));

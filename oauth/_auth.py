@@ -1,0 +1,271 @@
+"""`ConnectionAuth`: the `httpx2.Auth` an oauth connection's client plugs in.
+
+Per request: inject `Authorization: Bearer`, refreshing first when the token expires within the
+margin (the expiry is persisted, so this works right after a restart). On a 401: refresh once and
+retry once. On a 403 `insufficient_scope`: step up (a new login for the union of scopes) at most
+`max_step_ups` times in a row. Refresh is single-flight through `store.lock(key)`: under it the
+grant is re-read, and if another task or process already rotated the tokens they are used as they
+are, so a rotating refresh token is spent exactly once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+
+from ._config import OAuthConfig
+from ._discovery import Challenge, Discovery, parse_www_authenticate
+from ._exceptions import InsufficientScope, InvalidGrant, LoginRequired
+from ._grant import Grant, StoreKey, TokenSet
+from ._interaction import Interaction
+from ._login import login
+from ._store import TokenStore
+from ._tokens import refresh_tokens
+
+__all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
+
+LoginHandler = Callable[[Challenge | None, Sequence[str] | None], Awaitable[Grant]]
+"""Runs a new login for (challenge, scopes) and returns the saved grant."""
+
+
+@dataclass(slots=True)
+class AuthStats:
+    """What this auth did; for diagnostics and tests (no secrets)."""
+
+    refreshes: int = 0
+    """Refresh-token grants this object spent."""
+    adopted: int = 0
+    """Times it found tokens another task or process had just refreshed, and used them."""
+    logins: int = 0
+    step_ups: int = 0
+    retries_after_401: int = 0
+    invalid_grants: int = 0
+
+
+class ConnectionAuth(httpx2.Auth):
+    """Bearer auth with refresh and step-up for one (connection, resource URL); see the module docstring."""
+
+    requires_request_body = True
+
+    def __init__(
+        self,
+        connection: str,
+        resource_url: str,
+        config: OAuthConfig,
+        store: TokenStore,
+        *,
+        login_handler: LoginHandler | None = None,
+        refresh_margin: float = 60.0,
+        max_step_ups: int = 2,
+        http: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.key = StoreKey(connection, resource_url)
+        self.config = config
+        self.store = store
+        self.stats = AuthStats()
+        self._login_handler = login_handler
+        self._margin = refresh_margin
+        self._max_step_ups = max_step_ups
+        self._step_ups_in_a_row = 0
+        self._grant: Grant | None = None
+        self._login_lock = anyio.Lock()
+        self._http = http
+        self._owns_http = http is None
+
+    def __repr__(self) -> str:
+        return f"ConnectionAuth({self.key!s}, store={self.store.name!r})"
+
+    async def aclose(self) -> None:
+        """Close the token-endpoint client this object created (not the store)."""
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def __aenter__(self) -> ConnectionAuth:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def _client(self) -> httpx2.AsyncClient:
+        if self._http is None:
+            self._http = httpx2.AsyncClient(timeout=30.0)
+        return self._http
+
+    # -- the httpx2 auth flow --
+
+    def sync_auth_flow(self, request: httpx2.Request) -> object:  # pyright: ignore[reportIncompatibleMethodOverride]
+        raise RuntimeError("ConnectionAuth works with httpx2.AsyncClient only")
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        tokens = await self.current_tokens()
+        self._apply(request, tokens)
+        response = yield request
+
+        if response.status_code == 401:
+            challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
+            tokens = await self._recover(tokens, challenge)
+            self.stats.retries_after_401 += 1
+            self._apply(request, tokens)
+            response = yield request  # one refresh, one retry: a second 401 goes back to the caller
+
+        while response.status_code == 403:
+            challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
+            if challenge is None or challenge.error != "insufficient_scope":
+                break
+            if self._login_handler is None or self._step_ups_in_a_row >= self._max_step_ups:
+                raise InsufficientScope(
+                    f"{self.key.resource} needs the scope {(challenge.scope or '?')[:200]!r} for connection "
+                    f"{self.key.connection!r}"
+                    + (
+                        f" and {self._step_ups_in_a_row} step-up logins did not satisfy it"
+                        if self._login_handler is not None
+                        else f"; log in again with `agent-sdk mcp oauth {self.key.connection}`"
+                    )
+                )
+            self._step_ups_in_a_row += 1
+            self.stats.step_ups += 1
+            granted = (tokens.scope or "").split() if tokens else []
+            wanted = [*granted, *(challenge.scope or "").split()]
+            tokens = (await self._login(challenge, wanted)).tokens
+            self._apply(request, tokens)
+            response = yield request
+
+        if response.status_code < 400:
+            self._step_ups_in_a_row = 0
+
+    def _apply(self, request: httpx2.Request, tokens: TokenSet | None) -> None:
+        if tokens is not None:
+            request.headers["Authorization"] = f"Bearer {tokens.access_token.reveal()}"
+
+    # -- tokens --
+
+    def _margin_for(self, tokens: TokenSet) -> float:
+        if tokens.expires_at is not None and tokens.issued_at is not None:
+            return min(self._margin, (tokens.expires_at - tokens.issued_at) / 4)
+        return self._margin
+
+    async def current_tokens(self) -> TokenSet | None:
+        """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
+        grant = self._grant
+        if grant is None or grant.tokens is None:
+            grant = await self.store.load(self.key)
+            self._grant = grant
+        if grant is None or grant.tokens is None:
+            return None
+        tokens = grant.tokens
+        if tokens.expires_within(self._margin_for(tokens)) and tokens.refresh_token is not None:
+            refreshed = await self.refresh(stale=tokens)
+            if refreshed is not None:
+                return refreshed.tokens
+        return tokens
+
+    async def refresh(self, stale: TokenSet | None) -> Grant | None:
+        """Single-flight refresh: None when there is nothing to refresh with (or the grant was rejected)."""
+        async with self.store.lock(self.key):
+            current = await self.store.load(self.key)
+            if current is None or current.tokens is None:
+                self._grant = current
+                return None
+            tokens = current.tokens
+            rotated_elsewhere = stale is None or tokens.access_token != stale.access_token
+            if rotated_elsewhere and not tokens.expires_within(self._margin_for(tokens), now=time.time()):
+                self.stats.adopted += 1
+                self._grant = current
+                return current
+            if tokens.refresh_token is None:
+                return None
+            try:
+                fresh = await refresh_tokens(
+                    self._client, current.token_endpoint, current.client, tokens, resource=current.resource_indicator
+                )
+            except InvalidGrant:
+                self.stats.invalid_grants += 1
+                return None
+            grant = current.with_tokens(fresh)
+            await self.store.save(grant)
+            self.stats.refreshes += 1
+            self._grant = grant
+            return grant
+
+    async def _recover(self, used: TokenSet | None, challenge: Challenge | None) -> TokenSet | None:
+        refreshed = await self.refresh(stale=used)
+        if refreshed is not None and refreshed.tokens is not None:
+            return refreshed.tokens
+        return (await self._login(challenge, None)).tokens
+
+    async def _login(self, challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+        if self._login_handler is None:
+            raise LoginRequired(
+                f"connection {self.key.connection!r} has no valid OAuth tokens for {self.key.resource}; "
+                f"log in with `agent-sdk mcp oauth {self.key.connection}`"
+            )
+        before = self._grant
+        async with self._login_lock:
+            if scopes is None and self._grant is not before and self._grant and self._grant.tokens:
+                return self._grant  # another task logged in while this one waited
+            grant = await self._login_handler(challenge, scopes)
+            self.stats.logins += 1
+            self._grant = grant
+            return grant
+
+
+def connection_auth(
+    connection: str,
+    resource_url: str,
+    config: OAuthConfig,
+    store: TokenStore,
+    *,
+    interaction: Interaction | None = None,
+    refresh_margin: float = 60.0,
+    max_step_ups: int = 2,
+    login_timeout: float = 300.0,
+    http: httpx2.AsyncClient | None = None,
+) -> ConnectionAuth:
+    """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
+
+    `interaction=None` (serving): never starts a login; a connection without usable tokens raises
+    `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
+    a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
+    for token and metadata requests (default: one of its own, closed by `aclose()`).
+    """
+    handler: LoginHandler | None = None
+    auth: ConnectionAuth
+    if interaction is not None:
+        chosen = interaction
+        discovery_box: list[Discovery] = []
+
+        async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+            client = auth._client  # pyright: ignore[reportPrivateUsage]
+            if not discovery_box:
+                discovery_box.append(Discovery(client))
+            return await login(
+                connection,
+                resource_url,
+                config,
+                store,
+                interaction=chosen,
+                http=client,
+                challenge=challenge,
+                scopes=scopes,
+                login_timeout=login_timeout,
+                discovery=discovery_box[0],
+            )
+
+        handler = handler_impl
+    auth = ConnectionAuth(
+        connection,
+        resource_url,
+        config,
+        store,
+        login_handler=handler,
+        refresh_margin=refresh_margin,
+        max_step_ups=max_step_ups,
+        http=http,
+    )
+    return auth
