@@ -92,7 +92,7 @@ class FileTokenStore:
             await self._run(self._ensure_root)
             # thread_local=False + not a singleton: one flock per acquisition, so another store object
             # in this process contends like another process would.
-            lock = filelock.FileLock(path, timeout=self._lock_timeout, thread_local=False, is_singleton=False)
+            lock = filelock.FileLock(path, timeout=self._lock_timeout, mode=0o600, thread_local=False, is_singleton=False)
             await self._run(lock.acquire)
             try:
                 yield
@@ -134,7 +134,7 @@ class FileTokenStore:
     def _modify(self, change: Callable[[dict[str, dict[str, Any]]], bool]) -> bool:
         self._ensure_root()
         with filelock.FileLock(
-            str(self.path) + ".lock", timeout=self._lock_timeout, thread_local=False, is_singleton=False
+            str(self.path) + ".lock", timeout=self._lock_timeout, mode=0o600, thread_local=False, is_singleton=False
         ):
             data = self._read_all()
             changed = change(data)
