@@ -5,6 +5,11 @@ Imports `oauth` only (`gateway -> connections -> oauth`).
 
 from oauth import OAuthConfig as OAuthConfig
 
+from ._broker import Broker as Broker
+from ._broker import Host as Host
+from ._clients import INHERITED_ENV as INHERITED_ENV
+from ._clients import call_tool_once as call_tool_once
+from ._clients import list_tools_once as list_tools_once
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
 from ._definitions import ConnectionKind as ConnectionKind
@@ -12,19 +17,31 @@ from ._definitions import Timeouts as Timeouts
 from ._definitions import define_connection as define_connection
 from ._diagnostics import Diagnostic as Diagnostic
 from ._diagnostics import Severity as Severity
+from ._exceptions import ClientError as ClientError
 from ._exceptions import ConnectionsError as ConnectionsError
+from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
 from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissing
 from ._exceptions import ProjectError as ProjectError
 from ._exceptions import ToolInputError as ToolInputError
 from ._exceptions import TurnBuildError as TurnBuildError
 from ._exceptions import TurnProblem as TurnProblem
+from ._exceptions import UnknownConnection as UnknownConnection
+from ._exceptions import UnknownTool as UnknownTool
+from ._exceptions import UpstreamError as UpstreamError
+from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
+from ._host import HostMcp as HostMcp
+from ._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
 from ._loader import RESERVED_TOOL_NAMES as RESERVED_TOOL_NAMES
 from ._loader import Extension as Extension
 from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
+from ._pool import AuthFor as AuthFor
+from ._pool import ClientPool as ClientPool
+from ._pool import ConnectionStatus as ConnectionStatus
+from ._pool import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -37,19 +54,30 @@ from ._turns import TurnBuilder as TurnBuilder
 from ._turns import outcome_from_mcp as outcome_from_mcp
 
 __all__ = [
+    "DEFAULT_LISTING_TTL",
+    "INHERITED_ENV",
     "NAME_RULE",
     "RESERVED_TOOL_NAMES",
     "AuthCallback",
+    "AuthFor",
+    "Broker",
+    "ClientError",
+    "ClientPool",
     "ConnectionDefinition",
     "ConnectionKind",
+    "ConnectionStatus",
+    "ConnectionUnavailable",
     "ConnectionsError",
     "Diagnostic",
     "Effect",
     "EnvironmentVariableMissing",
     "Extension",
+    "Host",
+    "HostMcp",
     "OAuthConfig",
     "Project",
     "ProjectError",
+    "RestartPolicy",
     "ServerTool",
     "SessionInfo",
     "Severity",
@@ -62,10 +90,16 @@ __all__ = [
     "TurnBuilder",
     "TurnProblem",
     "TurnTool",
+    "UnknownConnection",
+    "UnknownTool",
+    "UpstreamError",
+    "UpstreamTimeout",
+    "call_tool_once",
     "define_connection",
     "define_tool",
     "expand_map",
     "is_valid_tool_name",
+    "list_tools_once",
     "load_project",
     "outcome_from_mcp",
 ]

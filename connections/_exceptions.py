@@ -4,6 +4,12 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 ├── ProjectError                 the project cannot be loaded at all (missing folder)
 ├── ToolInputError               400 invalid_tool_input: a tool's input failed validation
 ├── EnvironmentVariableMissing   a `${VAR}` in headers/env is not set
+├── ClientError                  one MCP operation on a named connection failed; `connection` names it
+│   ├── UnknownConnection        no connection by that name
+│   ├── UnknownTool              the connection has no such tool (or its allow/deny lists hide it)
+│   ├── UpstreamError            the upstream answered wrongly: JSON-RPC error, non-MCP body, HTTP error status
+│   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
+│   └── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
 └── TurnBuildError               a turn's toolset cannot be built exactly (fail-closed); lists each TurnProblem
 """
 
@@ -12,12 +18,18 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "ClientError",
+    "ConnectionUnavailable",
     "ConnectionsError",
     "EnvironmentVariableMissing",
     "ProjectError",
     "ToolInputError",
     "TurnBuildError",
     "TurnProblem",
+    "UnknownConnection",
+    "UnknownTool",
+    "UpstreamError",
+    "UpstreamTimeout",
 ]
 
 
@@ -101,3 +113,47 @@ class TurnProblem:
 
     def to_json(self) -> dict[str, str | None]:
         return {"code": self.code, "connection": self.connection, "tool": self.tool, "message": self.message}
+
+
+class ClientError(ConnectionsError):
+    """One MCP operation on the connection `connection` failed; the message names it, never a secret."""
+
+    code = "client_error"
+
+    def __init__(self, connection: str, message: str) -> None:
+        super().__init__(f"connection {connection!r}: {message}")
+        self.connection = connection
+
+
+class UnknownConnection(ClientError):
+    """No connection by that name is defined (or it is not reachable from here)."""
+
+    code = "unknown_connection"
+
+
+class UnknownTool(ClientError):
+    """The connection has no tool by that name, or its allow/deny lists hide it."""
+
+    code = "unknown_tool"
+
+    def __init__(self, connection: str, tool: str, message: str | None = None) -> None:
+        super().__init__(connection, message or f"has no tool {tool!r}")
+        self.tool = tool
+
+
+class UpstreamError(ClientError):
+    """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status."""
+
+    code = "upstream_error"
+
+
+class UpstreamTimeout(ClientError):
+    """Connect, `tools/list` or `tools/call` ran past the definition's timeout."""
+
+    code = "upstream_timeout"
+
+
+class ConnectionUnavailable(ClientError):
+    """The upstream cannot be reached: it cannot start or connect, it exited, or restarts are paused."""
+
+    code = "connection_unavailable"

@@ -1,0 +1,429 @@
+"""Open one MCP client for a connection definition: stdio, Streamable HTTP or legacy SSE.
+
+`open_client` is the one place that turns a `ConnectionDefinition` into a live `mcp.Client`:
+header and env `${VAR}`s are expanded here (at open time, never at load time), the child of a
+stdio connection gets a minimal inherited environment plus the definition's `env`, and HTTP
+connections get one `httpx2.AsyncClient` carrying the static headers and an optional
+`httpx2.Auth` (the OAuth provider plugs in there). `translate` maps whatever the SDK, httpx2
+or the OS raised into this package's typed errors, naming the connection and never a secret.
+
+`list_tools_once` / `call_tool_once` open a client, do one operation and close it: the one-off
+clients that carry a session's own headers for connections with an `auth` callback.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+import mcp.types as mt
+from mcp import Client
+from mcp.client.session import IncomingMessage
+from mcp.client.sse import sse_client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+from mcp.types.version import LATEST_MODERN_VERSION
+from pydantic import ValidationError
+
+from ._definitions import ConnectionDefinition
+from ._exceptions import (
+    ClientError,
+    ConnectionsError,
+    ConnectionUnavailable,
+    UnknownTool,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from ._expand import expand_map
+
+__all__ = [
+    "INHERITED_ENV",
+    "LIST_PAGE_CAP",
+    "OpenedClient",
+    "call_tool_once",
+    "client_mode",
+    "list_all_tools",
+    "list_tools_once",
+    "merge_headers",
+    "open_client",
+    "translate",
+]
+
+INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ")
+"""What a stdio child inherits from the gateway's environment; the definition's `env` goes on top.
+
+The SDK's own set (HOME, LOGNAME, PATH, SHELL, TERM, USER) plus locale, temp dir and time zone,
+so a child prints and stores text as the gateway does. Nothing else leaks: API keys in the
+gateway's environment reach a child only through `env={"KEY": "${KEY}"}` in its definition."""
+
+LIST_PAGE_CAP = 100
+"""A `tools/list` walk stops after this many pages: a paginator that never ends cannot hang a turn."""
+
+Operation = Literal["connect", "list", "call"]
+OnMessage = Callable[[IncomingMessage], Any]
+
+
+@dataclass(slots=True)
+class OpenedClient:
+    """A live client and what the pool needs to know about it."""
+
+    client: Client
+    gone: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the transport ended (the child exited, the SSE stream dropped): do not reuse it."""
+    http_status: list[int] = field(default_factory=list[int])
+    """The last HTTP error status seen on this client (for error messages; empty for stdio)."""
+
+    @property
+    def protocol_version(self) -> str:
+        return self.client.protocol_version
+
+
+def merge_headers(static: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
+    """`extra` over `static`, case-insensitively (HTTP header names are case-insensitive, RFC 9110 §5.1)."""
+    merged: dict[str, tuple[str, str]] = {k.lower(): (k, v) for k, v in static.items()}
+    for key, value in (extra or {}).items():
+        merged[key.lower()] = (key, value)
+    return dict(merged.values())
+
+
+def client_mode(defn: ConnectionDefinition, learned: str | None = None) -> str:
+    """The `mcp.Client(mode=...)` for a definition: `legacy`, `auto` or a modern version pin.
+
+    `learned` is what an earlier `auto` open settled on, so a restart skips the probe. Legacy SSE
+    is a handshake-era transport (2024-11-05): it always opens with the `initialize` handshake.
+    """
+    if defn.kind == "sse" or defn.protocol == "legacy":
+        return "legacy"
+    if defn.protocol == "modern":
+        return LATEST_MODERN_VERSION
+    return learned or "auto"
+
+
+def child_environment(defn: ConnectionDefinition, environ: Mapping[str, str]) -> dict[str, str]:
+    """The stdio child's whole environment: `INHERITED_ENV` from `environ`, then the definition's `env`."""
+    base = {k: environ[k] for k in INHERITED_ENV if k in environ and not environ[k].startswith("()")}
+    return base | expand_map(defn.name, "env", defn.env, environ)
+
+
+@asynccontextmanager
+async def open_client(
+    defn: ConnectionDefinition,
+    *,
+    headers: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+    on_message: OnMessage | None = None,
+    mode: str | None = None,
+) -> AsyncGenerator[OpenedClient]:
+    """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
+
+    `headers` are merged over the definition's static headers. No timeout is applied here: the
+    caller bounds the open with its own cancel scope (`Timeouts.connect`).
+
+    Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
+    account connection, and whatever the transport raises (map it with `translate`).
+    """
+    env_source: Mapping[str, str] = os.environ if environ is None else environ
+
+    async def handler(message: IncomingMessage) -> None:
+        if on_message is not None:
+            await on_message(message)
+        else:
+            await anyio.lowlevel.checkpoint()
+
+    if defn.kind == "account":
+        raise ConnectionUnavailable(defn.name, "account connections are reached through the account bridge")
+    gone = anyio.Event()
+    status: list[int] = []
+    if defn.kind == "stdio":
+        assert defn.command is not None
+        params = StdioServerParameters(
+            command=defn.command, args=list(defn.args), env=child_environment(defn, env_source), cwd=defn.cwd
+        )
+        transport: AbstractAsyncContextManager[Any] = stdio_client(params, errlog=_errlog())
+    else:
+        assert defn.url is not None
+        all_headers = merge_headers(expand_map(defn.name, "header", defn.headers, env_source), headers)
+
+        async def on_response(response: httpx2.Response) -> None:
+            if response.status_code >= 400:
+                status[:] = [response.status_code]
+
+        def factory(
+            headers: dict[str, str] | None = None,
+            timeout: httpx2.Timeout | None = None,
+            auth: httpx2.Auth | None = None,
+        ) -> httpx2.AsyncClient:
+            # Per-operation deadlines come from the definition (fail_after); httpx2 only bounds the
+            # TCP connect, so a held-open SSE/GET stream is never cut by a read timeout.
+            return httpx2.AsyncClient(
+                headers=headers,
+                auth=auth,
+                timeout=httpx2.Timeout(None, connect=defn.timeouts.connect),
+                event_hooks={"response": [on_response]},
+            )
+
+        if defn.kind == "sse":
+            transport = sse_client(
+                defn.url, headers=all_headers, auth=auth, httpx_client_factory=factory, sse_read_timeout=math.inf
+            )
+        else:
+            transport = _streamable_http(defn.url, lambda: factory(all_headers, None, auth))
+    client = Client(
+        _Watched(transport, gone),
+        mode=mode or client_mode(defn),
+        message_handler=handler,
+        cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
+        client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
+    )
+    async with client:
+        yield OpenedClient(client=client, gone=gone, http_status=status)
+
+
+@asynccontextmanager
+async def _streamable_http(url: str, make_http: Callable[[], httpx2.AsyncClient]) -> AsyncGenerator[Any]:
+    async with make_http() as http, streamable_http_client(url, http_client=http) as streams:
+        yield streams
+
+
+def _errlog() -> Any:
+    # A stdio child's stderr goes to ours (as Claude Desktop and the SDK do): its own log lines.
+    # Under a test runner that replaced sys.stderr with an object without a file descriptor, fall
+    # back to the real one.
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, ValueError, OSError):
+        return sys.__stderr__
+    return sys.stderr
+
+
+class _WatchedRead:
+    """A read stream that sets `gone` when the transport ends (EOF), so the pool stops reusing it."""
+
+    def __init__(self, inner: Any, gone: anyio.Event) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    @property
+    def last_context(self) -> Any:
+        return getattr(self._inner, "last_context", None)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._gone.set()
+            raise
+
+    async def aclose(self) -> None:
+        self._gone.set()
+        await self._inner.aclose()
+
+    def __aiter__(self) -> _WatchedRead:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> _WatchedRead:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+
+class _Watched:
+    """Wrap a transport so that its read stream reports the end of the connection."""
+
+    def __init__(self, inner: AbstractAsyncContextManager[Any], gone: anyio.Event) -> None:
+        self._inner = inner
+        self._gone = gone
+
+    async def __aenter__(self) -> Any:
+        read, write = await self._inner.__aenter__()
+        return _WatchedRead(read, self._gone), write
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        self._gone.set()
+        return await self._inner.__aexit__(exc_type, exc, tb)
+
+
+async def list_all_tools(defn: ConnectionDefinition, client: Client) -> list[mt.Tool]:
+    """Every page of `tools/list`, with the definition's allow/deny lists applied."""
+    tools: list[mt.Tool] = []
+    cursor: str | None = None
+    for _ in range(LIST_PAGE_CAP):
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return [t for t in tools if defn.allows_tool(t.name)]
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        out: list[BaseException] = []
+        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
+            out.extend(_leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
+        return out
+    return [exc]
+
+
+def _where(defn: ConnectionDefinition) -> str:
+    if defn.url is not None:
+        parts = urlsplit(defn.url)  # never the query or userinfo: either may carry a key
+        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
+    return repr(defn.command)
+
+
+def translate(
+    defn: ConnectionDefinition,
+    exc: BaseException,
+    operation: Operation,
+    *,
+    http_status: list[int] | None = None,
+    tool: str | None = None,
+) -> ConnectionsError:
+    """The typed error for `exc`, raised while doing `operation` on `defn`; the message names the connection.
+
+    Messages are built here from codes and classes, never by echoing a request (headers, URLs
+    with queries, environment values), so no secret reaches a log line or the model.
+    """
+    leaves = _leaves(exc)
+    typed = next((e for e in leaves if isinstance(e, ConnectionsError)), None)
+    if typed is not None:
+        return typed
+    leaf = next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
+    name = defn.name
+    doing = {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[operation]
+    status = f" (HTTP {http_status[-1]})" if http_status else ""
+    if isinstance(leaf, OSError) and defn.kind == "stdio" and operation == "connect":
+        reason = leaf.strerror or type(leaf).__name__
+        return ConnectionUnavailable(name, f"cannot start {defn.command!r}: {reason}")
+    if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
+        return UpstreamTimeout(name, f"{doing} timed out")
+    if isinstance(leaf, httpx2.ConnectError):
+        return ConnectionUnavailable(name, f"cannot connect to {_where(defn)} (connection refused or unreachable)")
+    if isinstance(leaf, httpx2.HTTPStatusError):
+        code = leaf.response.status_code
+        return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {code}")
+    if isinstance(leaf, httpx2.SSEError):
+        return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP SSE endpoint ({leaf})"[:400])
+    if isinstance(leaf, httpx2.TransportError):
+        return ConnectionUnavailable(name, f"{doing} failed: {type(leaf).__name__} talking to {_where(defn)}")
+    if isinstance(leaf, MCPError):
+        if leaf.code == mt.CONNECTION_CLOSED:
+            what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
+            return ConnectionUnavailable(name, f"{doing} failed: {what}; it is reopened on the next use")
+        if leaf.code == mt.REQUEST_TIMEOUT:
+            return UpstreamTimeout(name, f"{doing} timed out")
+        if leaf.code == mt.PARSE_ERROR:
+            return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
+        if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
+            return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
+        if leaf.code == mt.INTERNAL_ERROR and http_status:
+            return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
+        return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
+    if isinstance(leaf, ValidationError):
+        return UpstreamError(name, f"{doing} failed: the upstream's result does not match the MCP schema")
+    if isinstance(leaf, anyio.EndOfStream | anyio.ClosedResourceError | anyio.BrokenResourceError):
+        return ConnectionUnavailable(name, f"{doing} failed: the connection closed")
+    return UpstreamError(name, f"{doing} failed: {type(leaf).__name__}")
+
+
+async def _one_off(
+    defn: ConnectionDefinition,
+    operation: Operation,
+    run: Callable[[Client], Any],
+    *,
+    headers: Mapping[str, str],
+    environ: Mapping[str, str] | None,
+    auth: httpx2.Auth | None,
+    tool: str | None = None,
+) -> Any:
+    phase: Operation = "connect"
+    status: list[int] = []
+    # One scope for the whole life of the client: its deadline moves from the connect budget to
+    # the operation's, so no cancel scope is exited out of order around the client's task groups.
+    with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
+        try:
+            async with open_client(defn, headers=headers, environ=environ, auth=auth) as opened:
+                status = opened.http_status
+                phase = operation
+                budget = defn.timeouts.list if operation == "list" else defn.timeouts.call
+                scope.deadline = anyio.current_time() + budget
+                return await run(opened.client)
+        except ClientError:
+            raise
+        except Exception as exc:
+            if scope.cancel_called:
+                raise UpstreamTimeout(defn.name, f"{_describe(phase, tool)} timed out") from None
+            raise translate(defn, exc, phase, http_status=status, tool=tool) from None
+    raise UpstreamTimeout(defn.name, f"{_describe(phase, tool)} timed out")
+
+
+def _describe(phase: Operation, tool: str | None) -> str:
+    return {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[phase]
+
+
+async def list_tools_once(
+    defn: ConnectionDefinition,
+    *,
+    headers: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+) -> list[mt.Tool]:
+    """List `defn`'s tools through a one-off client carrying `headers` over the static ones; never pooled.
+
+    Raises `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
+    """
+
+    async def run(client: Client) -> list[mt.Tool]:
+        return await list_all_tools(defn, client)
+
+    result: list[mt.Tool] = await _one_off(defn, "list", run, headers=headers, environ=environ, auth=auth)
+    return result
+
+
+async def call_tool_once(
+    defn: ConnectionDefinition,
+    tool: str,
+    arguments: Mapping[str, Any] | None,
+    *,
+    headers: Mapping[str, str],
+    environ: Mapping[str, str] | None = None,
+    auth: httpx2.Auth | None = None,
+) -> mt.CallToolResult:
+    """Call `tool` through a one-off client carrying `headers` over the static ones; never pooled.
+
+    Raises `UnknownTool` (allow/deny lists), `UpstreamError`, `UpstreamTimeout`,
+    `ConnectionUnavailable`, `EnvironmentVariableMissing`.
+    """
+    if not defn.allows_tool(tool):
+        raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
+
+    async def run(client: Client) -> mt.CallToolResult:
+        return await client.call_tool(tool, dict(arguments or {}))
+
+    result: mt.CallToolResult = await _one_off(
+        defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool
+    )
+    return result

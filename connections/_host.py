@@ -1,0 +1,49 @@
+"""`host.mcp`: the connection registry that agent code and authored server tools call.
+
+It sees every connection, host-only ones included, and always calls with the definition's
+static headers (plus the host OAuth provider's token), never a session's `auth` headers: a server
+tool runs for the deployment, not as a tenant.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import mcp.types as mt
+
+from ._pool import ClientPool, ConnectionStatus
+
+__all__ = ["HostMcp"]
+
+
+class HostMcp:
+    """`host.mcp`: `names()`, `await list_tools(name)`, `await call_tool(name, tool, args)` over a `ClientPool`."""
+
+    def __init__(self, pool: ClientPool) -> None:
+        self._pool = pool
+
+    def names(self) -> list[str]:
+        """Every connection's name (host-only connections included), sorted."""
+        return self._pool.names()
+
+    def status(self, name: str) -> ConnectionStatus:
+        """Whether `name` is idle, open or paused. Raises `UnknownConnection`."""
+        return self._pool.status(name)
+
+    async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
+        """The connection's tools (allow/deny lists applied).
+
+        Raises `UnknownConnection`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
+        """
+        return await self._pool.list_tools(name, use_cache=use_cache)
+
+    async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
+        """Call one tool; an `isError` result is returned as is.
+
+        Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
+        """
+        return await self._pool.call_tool(name, tool, args)
+
+    def __repr__(self) -> str:
+        return f"HostMcp(connections={self.names()})"

@@ -1,0 +1,51 @@
+"""A small TTL cache of `tools/list` results for connections listed with static headers only.
+
+Entries expire after `ttl` seconds (0 = never cache: list every time) and are dropped at once when
+the upstream sends `notifications/tools/list_changed`. A listing that was in flight while the
+notification arrived is not stored (the generation counter), so a stale listing never lands.
+"""
+
+from __future__ import annotations
+
+import time
+
+import mcp.types as mt
+from cachetools import TTLCache
+
+__all__ = ["DEFAULT_LISTING_TTL", "ListingCache"]
+
+DEFAULT_LISTING_TTL = 30.0
+"""Seconds a listing stays fresh when nothing says it changed."""
+
+
+class ListingCache:
+    """Connection name -> its filtered tool listing, with a TTL and `list_changed` invalidation."""
+
+    def __init__(self, ttl: float = DEFAULT_LISTING_TTL, maxsize: int = 1024) -> None:
+        self.ttl = ttl
+        self._entries: TTLCache[str, tuple[mt.Tool, ...]] | None = (
+            TTLCache(maxsize=maxsize, ttl=ttl, timer=time.monotonic) if ttl > 0 else None
+        )
+        self._generations: dict[str, int] = {}
+
+    def generation(self, name: str) -> int:
+        """Take this before listing; pass it to `put` so an invalidation in between wins."""
+        return self._generations.get(name, 0)
+
+    def get(self, name: str) -> list[mt.Tool] | None:
+        """The fresh listing of `name`, or None."""
+        if self._entries is None:
+            return None
+        found = self._entries.get(name)
+        return list(found) if found is not None else None
+
+    def put(self, name: str, tools: list[mt.Tool], generation: int) -> None:
+        """Store a listing taken at `generation` (dropped if `invalidate` ran since)."""
+        if self._entries is not None and generation == self.generation(name):
+            self._entries[name] = tuple(tools)
+
+    def invalidate(self, name: str) -> None:
+        """Forget `name`'s listing (its upstream said `tools/list_changed`, or its session restarted)."""
+        self._generations[name] = self.generation(name) + 1
+        if self._entries is not None:
+            self._entries.pop(name, None)

@@ -1,0 +1,420 @@
+"""`ClientPool`: one lazily opened, reused upstream session per connection.
+
+Each open session is owned by a runner task in the pool's task group (anyio requires a client's
+task groups to be entered and left by one task); callers in any task share it. The first use
+opens it under a per-connection lock, so concurrent first uses open one session, not several.
+A session whose transport ends (a stdio child exits, an SSE stream drops) is replaced on the next
+use, after a backoff; too many consecutive failures pause restarts (crash loop) and every use
+fails fast with `ConnectionUnavailable` until the pause ends. Closing the pool closes every
+client: stdin closed, a grace period, then the child's whole process group is killed (the SDK's
+stdio shutdown, shielded from cancellation). See docs/clients.md.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeVar
+
+import anyio
+import anyio.abc
+import httpx2
+import mcp.types as mt
+from mcp import Client
+from mcp.client.session import IncomingMessage
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from ._clients import OpenedClient, client_mode, list_all_tools, open_client, translate
+from ._definitions import ConnectionDefinition
+from ._exceptions import (
+    ClientError,
+    ConnectionsError,
+    ConnectionUnavailable,
+    UnknownConnection,
+    UnknownTool,
+    UpstreamError,
+    UpstreamTimeout,
+)
+from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+
+__all__ = ["AuthFor", "ClientPool", "ConnectionStatus", "RestartPolicy"]
+
+logger = logging.getLogger(__name__)
+
+AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
+"""Returns the `httpx2.Auth` for an HTTP/SSE connection (the host OAuth provider), or None."""
+
+_T = TypeVar("_T")
+_CLOSE_GRACE = 10.0  # stdin close (2 s) + SIGTERM (2 s) + SIGKILL reap (2 s), with room to spare
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPolicy:
+    """When a failed or exited upstream is opened again (see docs/clients.md)."""
+
+    backoff_initial: float = 0.25
+    """Delay before the second consecutive attempt; doubles each time. The first restart is immediate."""
+    backoff_max: float = 5.0
+    crash_loop_failures: int = 5
+    """This many consecutive failures within `crash_loop_window` seconds pause restarts."""
+    crash_loop_window: float = 60.0
+    crash_loop_pause: float = 30.0
+    """Seconds every use fails fast with `ConnectionUnavailable`; then one attempt is let through."""
+
+    def delay(self, failures: int) -> float:
+        if failures <= 1:
+            return 0.0
+        return min(self.backoff_initial * 2 ** (failures - 2), self.backoff_max)
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionStatus:
+    """What the pool knows about one connection (for `agent-sdk mcp list`, `/v1/info` and tests)."""
+
+    name: str
+    state: Literal["idle", "opening", "open", "paused"]
+    opens: int
+    """Sessions opened so far (the first open plus every restart)."""
+    failures: int
+    """Consecutive failures (open failures and unexpected exits) since the last successful operation."""
+    protocol_version: str | None
+    last_error: str | None
+
+
+@dataclass(slots=True)
+class _Session:
+    started: float
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    ready: anyio.Event = field(default_factory=anyio.Event)
+    finished: anyio.Event = field(default_factory=anyio.Event)
+    opened: OpenedClient | None = None
+    error: ConnectionsError | None = None
+    stopping: bool = False
+
+    @property
+    def usable(self) -> bool:
+        return self.opened is not None and not self.opened.gone.is_set() and not self.wake.is_set()
+
+
+@dataclass(slots=True)
+class _Slot:
+    defn: ConnectionDefinition
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    session: _Session | None = None
+    failures: list[float] = field(default_factory=list[float])
+    last_error: ConnectionsError | None = None
+    open_failed_at: float = -math.inf
+    paused_until: float = -math.inf
+    learned_mode: str | None = None
+    opens: int = 0
+
+
+class ClientPool:
+    """Lazily opened, shared upstream sessions for a project's connections (static headers only).
+
+    Use as `async with ClientPool(connections, environ=..., auth_for=...) as pool`. Enter and leave
+    it in one task (the app's lifespan); call its methods from any task.
+    """
+
+    def __init__(
+        self,
+        connections: Mapping[str, ConnectionDefinition],
+        *,
+        environ: Mapping[str, str] | None = None,
+        auth_for: AuthFor | None = None,
+        listing_ttl: float = DEFAULT_LISTING_TTL,
+        restart_policy: RestartPolicy | None = None,
+    ) -> None:
+        self._slots = {name: _Slot(defn) for name, defn in connections.items()}
+        self._environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
+        self._auth_for = auth_for
+        self._cache = ListingCache(listing_ttl)
+        self._policy = restart_policy or RestartPolicy()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closed = False
+
+    async def __aenter__(self) -> ClientPool:
+        if self._tg is not None or self._closed:
+            raise RuntimeError("a ClientPool is entered once")
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every session and stop every child (stdin closed, grace period, process group killed)."""
+        if self._closed:
+            return
+        self._closed = True
+        tg, self._tg = self._tg, None
+        if tg is None:
+            return
+        for slot in self._slots.values():
+            if slot.session is not None:
+                slot.session.stopping = True
+                slot.session.wake.set()
+        # Every runner closes its own client in parallel; a stdio child's shutdown is shielded
+        # inside the SDK, so a cancelled owner (Ctrl-C of `serve`) still stops every child.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE):
+            for slot in self._slots.values():
+                if slot.session is not None:
+                    await slot.session.finished.wait()
+        tg.cancel_scope.cancel()
+        await tg.__aexit__(None, None, None)
+
+    def names(self) -> list[str]:
+        """Every connection's name, sorted."""
+        return sorted(self._slots)
+
+    def definition(self, name: str) -> ConnectionDefinition:
+        """The definition of `name`. Raises `UnknownConnection`."""
+        return self._slot(name).defn
+
+    def status(self, name: str) -> ConnectionStatus:
+        """Where `name` stands: idle, opening, open or paused, with its open and failure counts."""
+        slot = self._slot(name)
+        s = slot.session
+        state: Literal["idle", "opening", "open", "paused"] = "idle"
+        if anyio.current_time() < slot.paused_until:
+            state = "paused"
+        elif s is not None and s.usable:
+            state = "open"
+        elif s is not None and not s.ready.is_set():
+            state = "opening"
+        version = s.opened.protocol_version if s is not None and s.opened is not None and s.usable else None
+        return ConnectionStatus(
+            name=name,
+            state=state,
+            opens=slot.opens,
+            failures=len(slot.failures),
+            protocol_version=version,
+            last_error=str(slot.last_error) if slot.last_error is not None else None,
+        )
+
+    async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
+        """`tools/list` (all pages) with the allow/deny lists applied, under the `list` timeout.
+
+        `use_cache=True` answers from the listing cache when a fresh entry exists (connections
+        without an `auth` callback only). Raises `UnknownConnection`, `UpstreamError`,
+        `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
+        """
+        slot = self._slot(name)
+        cacheable = slot.defn.auth is None
+        if use_cache and cacheable:
+            cached = self._cache.get(name)
+            if cached is not None:
+                return cached
+        generation = self._cache.generation(name)
+
+        async def run(client: Client) -> list[mt.Tool]:
+            return await list_all_tools(slot.defn, client)
+
+        tools = await self._operate(slot, "list", run, slot.defn.timeouts.list)
+        if cacheable:
+            self._cache.put(name, tools, generation)
+        return tools
+
+    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
+        """`tools/call` under the `call` timeout; an `isError` result is returned, not raised.
+
+        Raises `UnknownConnection`, `UnknownTool` (hidden by allow/deny, or absent upstream),
+        `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
+        """
+        slot = self._slot(name)
+        if not slot.defn.allows_tool(tool):
+            raise UnknownTool(name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
+        args = dict(arguments or {})
+
+        async def run(client: Client) -> mt.CallToolResult:
+            return await client.call_tool(tool, args)
+
+        try:
+            result = await self._operate(slot, "call", run, slot.defn.timeouts.call, tool=tool)
+        except UpstreamError:
+            if await self._lacks_tool(name, tool):
+                raise UnknownTool(name, tool) from None
+            raise
+        if result.is_error and await self._lacks_tool(name, tool):
+            raise UnknownTool(name, tool)
+        return result
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _slot(self, name: str) -> _Slot:
+        slot = self._slots.get(name)
+        if slot is None:
+            known = ", ".join(sorted(self._slots)) or "none"
+            raise UnknownConnection(name, f"no such connection (defined: {known})")
+        return slot
+
+    async def _lacks_tool(self, name: str, tool: str) -> bool:
+        """Whether the upstream's listing lacks `tool` (asked only after a call failed)."""
+        try:
+            tools = await self.list_tools(name, use_cache=True)
+        except ConnectionsError:
+            return False
+        return all(t.name != tool for t in tools)
+
+    async def _operate(
+        self,
+        slot: _Slot,
+        operation: Literal["list", "call"],
+        run: Callable[[Client], Awaitable[_T]],
+        budget: float,
+        *,
+        tool: str | None = None,
+    ) -> _T:
+        session, opened = await self._acquire(slot)
+        doing = "tools/list" if operation == "list" else f"tools/call {tool!r}"
+        try:
+            with anyio.fail_after(budget):
+                result = await run(opened.client)
+        except TimeoutError:
+            raise UpstreamTimeout(slot.defn.name, f"{doing} timed out after {budget:g}s") from None
+        except ClientError:
+            raise
+        except Exception as exc:
+            error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
+            if isinstance(error, ConnectionUnavailable):
+                session.wake.set()  # the runner retires it; the next use opens a new session
+            raise error from None
+        slot.failures.clear()
+        return result
+
+    async def _acquire(self, slot: _Slot) -> tuple[_Session, OpenedClient]:
+        if self._closed or self._tg is None:
+            raise ConnectionUnavailable(slot.defn.name, "the client pool is closed (or was never entered)")
+        s = slot.session
+        if s is not None and s.usable and s.opened is not None:
+            return s, s.opened  # the hot path: no lock
+        arrived = anyio.current_time()
+        async with slot.lock:
+            s = slot.session
+            if s is not None and not s.ready.is_set():
+                await self._wait_ready(slot, s)
+            if s is not None and s.usable and s.opened is not None:
+                return s, s.opened
+            if slot.last_error is not None and slot.open_failed_at >= arrived:
+                raise slot.last_error  # an open attempted while we queued failed: share its verdict
+            now = anyio.current_time()
+            if now < slot.paused_until:
+                raise ConnectionUnavailable(
+                    slot.defn.name,
+                    f"restarts are paused for {slot.paused_until - now:.0f}s after "
+                    f"{len(slot.failures)} consecutive failures (crash loop); last error: {slot.last_error}",
+                )
+            delay = self._policy.delay(len(slot.failures))
+            if delay:
+                await anyio.sleep(delay)
+            return await self._open(slot)
+
+    async def _open(self, slot: _Slot) -> tuple[_Session, OpenedClient]:
+        assert self._tg is not None
+        if slot.session is not None:
+            slot.session.stopping = True
+            slot.session.wake.set()
+        s = _Session(started=anyio.current_time())
+        slot.session = s
+        slot.opens += 1
+        self._cache.invalidate(slot.defn.name)
+        self._tg.start_soon(self._run, slot, s, name=f"mcp-client:{slot.defn.name}")
+        await self._wait_ready(slot, s)
+        if s.error is not None:
+            self._record_failure(slot, s.error)
+            slot.open_failed_at = anyio.current_time()
+            raise s.error
+        assert s.opened is not None
+        return s, s.opened
+
+    async def _wait_ready(self, slot: _Slot, s: _Session) -> None:
+        # The runner bounds the open by `timeouts.connect`; this is the belt to its braces.
+        with anyio.move_on_after(slot.defn.timeouts.connect + _CLOSE_GRACE):
+            await s.ready.wait()
+        if not s.ready.is_set():
+            s.stopping = True
+            s.wake.set()
+            s.error = UpstreamTimeout(slot.defn.name, "opening the connection timed out")
+            s.ready.set()
+
+    def _record_failure(self, slot: _Slot, error: ConnectionsError) -> None:
+        now = anyio.current_time()
+        window = self._policy.crash_loop_window
+        slot.failures = [t for t in slot.failures if now - t <= window] + [now]
+        slot.last_error = error
+        if len(slot.failures) >= self._policy.crash_loop_failures:
+            slot.paused_until = now + self._policy.crash_loop_pause
+            logger.warning(
+                "connection %r: %d consecutive failures; restarts paused for %gs",
+                slot.defn.name,
+                len(slot.failures),
+                self._policy.crash_loop_pause,
+            )
+
+    async def _run(self, slot: _Slot, s: _Session) -> None:
+        """Own one session from open to close; never raises into the pool's task group."""
+        defn = slot.defn
+        status: list[int] = []
+        try:
+            with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
+                try:
+                    async with open_client(
+                        defn,
+                        environ=self._environ,
+                        auth=self._auth_for(defn) if self._auth_for is not None and defn.url else None,
+                        on_message=self._on_message(defn.name, s),
+                        mode=client_mode(defn, slot.learned_mode),
+                    ) as opened:
+                        scope.deadline = math.inf
+                        status = opened.http_status
+                        if defn.protocol == "auto" and opened.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
+                            slot.learned_mode = "legacy"  # a restart skips the probe this upstream failed
+                        s.opened = opened
+                        s.ready.set()
+                        async with anyio.create_task_group() as watch:
+                            watch.start_soon(_relay, opened.gone, s.wake)
+                            await s.wake.wait()
+                            watch.cancel_scope.cancel()
+                except Exception as exc:
+                    if s.opened is None and not scope.cancel_called:
+                        s.error = translate(defn, exc, "connect", http_status=status)
+                    elif s.opened is not None:
+                        logger.debug("connection %r: error while closing: %s", defn.name, type(exc).__name__)
+            if s.opened is None and s.error is None and scope.cancel_called:
+                s.error = UpstreamTimeout(
+                    defn.name, f"opening the connection timed out after {defn.timeouts.connect:g}s"
+                )
+        finally:
+            if s.opened is None and s.error is None:
+                s.error = ConnectionUnavailable(defn.name, "the client pool is closing")
+            if s.opened is not None and not s.stopping and not self._closed:
+                what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
+                self._record_failure(slot, ConnectionUnavailable(defn.name, f"{what}; it is reopened on the next use"))
+                self._cache.invalidate(defn.name)
+            s.ready.set()
+            s.finished.set()
+
+    def _on_message(self, name: str, s: _Session) -> Callable[[IncomingMessage], Awaitable[None]]:
+        async def handle(message: IncomingMessage) -> None:
+            # MCP 2025-11-25 server/tools §List Changed Notification: drop the cached listing.
+            if isinstance(message, mt.ToolListChangedNotification) and slot_is_current():
+                self._cache.invalidate(name)
+            await anyio.lowlevel.checkpoint()
+
+        def slot_is_current() -> bool:
+            return not s.stopping
+
+        return handle
+
+
+async def _relay(source: anyio.Event, target: anyio.Event) -> None:
+    await source.wait()
+    target.set()
