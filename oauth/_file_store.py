@@ -92,7 +92,9 @@ class FileTokenStore:
             await self._run(self._ensure_root)
             # thread_local=False + not a singleton: one flock per acquisition, so another store object
             # in this process contends like another process would.
-            lock = filelock.FileLock(path, timeout=self._lock_timeout, mode=0o600, thread_local=False, is_singleton=False)
+            lock = filelock.FileLock(
+                path, timeout=self._lock_timeout, mode=0o600, thread_local=False, is_singleton=False
+            )
             await self._run(lock.acquire)
             try:
                 yield

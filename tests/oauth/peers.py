@@ -1,0 +1,99 @@
+"""Start the oauth tests' real peers: oidc-provider (npm) and the audience-checking MCP resource server."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.conftest import free_port
+from tests.peers import ROOT, node22, node_module
+
+HERE = Path(__file__).resolve().parent
+
+
+def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode} before listening on port {port}")
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not listen on 127.0.0.1:{port} within {limit:g}s")
+
+
+@contextmanager
+def _running(cmd: list[str], port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
+    try:
+        _wait_for_port(port, proc, what)
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+
+@dataclass(frozen=True)
+class AuthServer:
+    """A running oidc-provider."""
+
+    issuer: str
+
+    def stats(self) -> dict[str, Any]:
+        """Counters from the provider's events: grants by type, errors by code, codes issued."""
+        return httpx2.get(f"{self.issuer}/_stats").json()
+
+
+@dataclass(frozen=True)
+class ResourceServer:
+    """A running MCP resource server that accepts only JWTs for its own audience."""
+
+    base: str
+
+    @property
+    def url(self) -> str:
+        return f"{self.base}/mcp"
+
+    def reject_next(self) -> None:
+        httpx2.post(f"{self.base}/_control/reject-next")
+
+    def stats(self) -> dict[str, Any]:
+        return httpx2.get(f"{self.base}/_control/stats").json()
+
+
+@contextmanager
+def oidc_provider(access_token_ttl: int) -> Iterator[AuthServer]:
+    """oidc-provider with PKCE required, DCR, RFC 8707 JWT access tokens and refresh-token rotation."""
+    port = free_port()
+    package = node_module("oidc-provider", "package.json").parent
+    cmd = [str(node22()), str(HERE / "oidc_provider.mjs"), str(port), str(access_token_ttl), str(package)]
+    with _running(cmd, port, "oidc-provider"):
+        yield AuthServer(f"http://127.0.0.1:{port}")
+
+
+@contextmanager
+def resource_server(issuer: str) -> Iterator[ResourceServer]:
+    """The MCP resource server in its own process, trusting `issuer`."""
+    port = free_port()
+    cmd = [sys.executable, "-W", "ignore", str(HERE / "resource_server.py"), str(port), issuer]
+    with _running(cmd, port, "the MCP resource server"):
+        yield ResourceServer(f"http://127.0.0.1:{port}")
