@@ -1,0 +1,132 @@
+"""Each package's public contract: a complete, isort-sorted `__all__`, and the one-way dependency rule.
+
+`__all__` is sorted as ruff's RUF022 sorts it: SCREAMING_CASE, then CamelCase, then the rest, each
+group in natural order. Complete means every public name the package namespace holds (what its
+modules re-export) is listed, and every listed name exists.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import re
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGES = ["connections", "gateway", "gateway.commands", "oauth"]
+OURS = ("connections", "gateway", "oauth")
+FORBIDDEN = {"oauth": {"connections", "gateway"}, "connections": {"gateway"}}
+
+
+def isort_key(name: str) -> tuple[int, list[object]]:
+    if len(name) > 1 and name.isupper():
+        group = 0
+    elif name[:1].isupper():
+        group = 1
+    else:
+        group = 2
+    natural: list[object] = [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    return group, natural
+
+
+def test_isort_key_orders_like_ruff() -> None:
+    # The order `ruff check --select RUF022 --fix` (ruff 0.17) gives these names.
+    names = ["load", "Project", "NAME_RULE", "A2", "A10", "define_tool", "RESERVED", "T", "_x", "HTTPError"]
+    ruff = ["A2", "A10", "NAME_RULE", "RESERVED", "HTTPError", "Project", "T", "_x", "define_tool", "load"]
+    assert sorted(names, key=isort_key) == ruff
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_all_is_sorted(package: str) -> None:
+    exported = list(importlib.import_module(package).__all__)
+    assert exported == sorted(exported, key=isort_key)
+
+
+def reexported(package: str) -> set[str]:
+    """Public names the package's `__init__` binds from its own modules (or another of our packages)."""
+    init = ROOT.joinpath(*package.split("."), "__init__.py")
+    names: set[str] = set()
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.ImportFrom) and (node.level > 0 or (node.module or "").split(".")[0] in OURS):
+            names.update(alias.asname or alias.name for alias in node.names)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name) and t.id != "__all__")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return {name for name in names if not name.startswith("_")}
+
+
+@pytest.mark.parametrize("package", PACKAGES)
+def test_package_all_is_complete(package: str) -> None:
+    module = importlib.import_module(package)
+    assert [name for name in module.__all__ if not hasattr(module, name)] == []
+    # A re-exported submodule (`from . import project`) is a namespace, not part of the contract.
+    public = {n for n in reexported(package) if not isinstance(getattr(module, n), types.ModuleType)}
+    assert sorted(public - set(module.__all__)) == []
+    assert sorted(set(module.__all__) - public) == []
+
+
+def modules_of(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_every_module_all_is_sorted_and_names_what_it_defines(package: str) -> None:
+    for path in modules_of(package):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+            ):
+                names = [ast.literal_eval(e) for e in node.value.elts]  # type: ignore[attr-defined]
+                assert names == sorted(names, key=isort_key), path
+                module_name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                module = importlib.import_module(module_name)
+                missing = [n for n in names if not hasattr(module, n)]
+                assert not missing, f"{path}: __all__ names {missing} that the module does not define"
+
+
+def imported_packages(path: Path, root: Path = ROOT) -> set[str]:
+    """The top-level packages `path` imports, relative imports resolved against its own package."""
+    tree = ast.parse(path.read_text(), str(path))
+    here = list(path.relative_to(root).with_suffix("").parts)
+    if here[-1] == "__init__":
+        here = here[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level == 0:
+                found.add((node.module or "").split(".")[0])
+            else:
+                # `from ..x import y` in a/b/c.py (module a.b.c, package a.b) climbs level-1 packages from a.b.
+                base = (
+                    here[: len(here) - node.level] if path.name != "__init__.py" else here[: len(here) - node.level + 1]
+                )
+                target = [*base, *(node.module.split(".") if node.module else [])]
+                found.add(target[0] if target else "")
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_dependencies_point_one_way(package: str) -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(imported_packages(path) & FORBIDDEN[package])
+        for path in modules_of(package)
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_the_dependency_scan_sees_relative_imports_that_climb_out(tmp_path: Path) -> None:
+    module = tmp_path / "oauth" / "_probe.py"
+    module.parent.mkdir()
+    module.write_text("from ..connections import load_project\nfrom . import _config\nimport gateway.cli\n")
+    init = tmp_path / "oauth" / "sub" / "__init__.py"
+    init.parent.mkdir()
+    init.write_text("from ...gateway import main\nfrom .. import _config\n")
+    assert imported_packages(module, tmp_path) == {"connections", "oauth", "gateway"}
+    assert imported_packages(init, tmp_path) == {"gateway", "oauth"}
