@@ -1,28 +1,135 @@
-"""`create_app`: the Starlette application `agent-sdk serve` runs."""
+"""`create_app`: the one place the gateway's routes, middleware and lifespan are assembled.
+
+Request path, outermost first: `AuthChain` (Host/Origin guards, then loopback | bearer |
+anonymous; `/v1/health` is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
+every resource: the broker (client pool, stdio children), the session service (turns), and the
+two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
+"""
 
 from __future__ import annotations
 
+import logging
+import os
+from collections.abc import AsyncGenerator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import JSONResponse
-from starlette.routing import Route
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+from starlette.types import ASGIApp
 
 from connections import Project
 
-from .info import project_info
+from .auth_chain import AuthChain, BodyLimit
+from .discovery_routes import discovery_routes
+from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .runners import TurnRunner
+from .runners._select import make_runner
+from .runtime import Runtime
+from .session_routes import session_routes
+from .sessions import FileSessionStore, SessionService
+from .settings import ServeSettings
+from .tool_routes import tool_routes
+from .toolsets import BrokerLike, ToolCatalog
 
-__all__ = ["create_app"]
+__all__ = ["BrokerFactory", "create_app", "default_broker"]
+
+logger = logging.getLogger("agent_sdk.app")
+
+BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 
-def create_app(project: Project, *, state_root: Path) -> Starlette:
-    """The gateway app for a loaded project."""
+def default_broker(project: Project) -> AbstractAsyncContextManager[BrokerLike]:
+    """`connections.Broker(project, environ=os.environ)`: the client pool, host registry and turn builder."""
+    from connections import Broker  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
 
-    async def health(_request: Request) -> JSONResponse:
-        return JSONResponse({"ok": True})
+    return Broker(project, environ=os.environ)  # pyright: ignore[reportUnknownVariableType]
 
-    async def info(_request: Request) -> JSONResponse:
-        return JSONResponse(project_info(project))
 
-    return Starlette(routes=[Route("/v1/health", health), Route("/v1/info", info)])
+def _mcp_routes() -> list[BaseRoute]:
+    # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
+    return [Route("/v1/mcp", McpEndpoint("agent")), Route("/v1/mcp/tools", McpEndpoint("tools"))]
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return JSONResponse(
+        {"ok": False, "error": code, "message": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers
+    )
+
+
+async def _internal_error(_request: Request, exc: Exception) -> Response:
+    # No traceback or exception text on the wire: a message may carry a secret.
+    logger.error("unhandled %s while serving a request", type(exc).__name__)
+    return JSONResponse(
+        {"ok": False, "error": "internal_error", "message": "the server failed; see its log"}, status_code=500
+    )
+
+
+def create_app(
+    project: Project,
+    settings: ServeSettings | None = None,
+    *,
+    state_root: Path | None = None,
+    broker: BrokerFactory | None = None,
+    runner: TurnRunner | None = None,
+) -> ASGIApp:
+    """The gateway app for a loaded project. `broker` defaults to `connections.Broker`; `runner` to `settings.runner`.
+
+    Raises `ValueError` for an unknown runner name.
+    """
+    settings = settings or ServeSettings()
+    if state_root is not None:
+        settings = settings.model_copy(update={"state_root": state_root})
+    chosen = runner or make_runner(settings.runner)
+    open_broker = broker or default_broker
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
+        async with AsyncExitStack() as stack:
+            brk = await stack.enter_async_context(open_broker(project))
+            builder = brk.builder
+            sessions = await stack.enter_async_context(
+                SessionService.running(FileSessionStore(settings.state_root), builder, chosen)
+            )
+            has_server_tools = bool(project.tools) or any(
+                d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
+            )
+            managers = {
+                "agent": session_manager(agent_server(with_call_tool=has_server_tools), settings.max_body_bytes),
+                "tools": session_manager(tools_server(), settings.max_body_bytes),
+            }
+            for manager in managers.values():
+                await stack.enter_async_context(manager.run())
+            runtime = Runtime(
+                settings=settings,
+                project=project,
+                builder=builder,
+                catalog=ToolCatalog(builder, ttl=settings.toolset_ttl_s),
+                sessions=sessions,
+                runner=chosen,
+                host=getattr(brk, "host", None),
+                started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+                mcp=managers,
+            )
+            yield {"runtime": runtime}
+
+    routes: list[BaseRoute] = [*discovery_routes(), *_mcp_routes(), *tool_routes(), *session_routes()]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    return AuthChain(
+        BodyLimit(app, settings.max_body_bytes),
+        mode=settings.auth_mode,
+        bearer_tokens=settings.bearer_tokens,
+        loopback_bound=settings.loopback_bound,
+        public_paths=("/v1/health",),
+    )

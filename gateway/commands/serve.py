@@ -1,28 +1,72 @@
-"""`agent-sdk serve`: run the gateway on uvicorn."""
+"""`agent-sdk serve`: run the gateway on uvicorn.
+
+Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
+`--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
+AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
+AGENT_SDK_RUNNER. A bearer token is better passed through the environment (a flag shows in `ps`).
+"""
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import CliError
+from ..runners._select import RUNNERS
+from ..settings import ServeSettings
 from ._common import add_project_args, state_root_of
 from .project import load
 
-__all__ = ["register", "serve"]
+__all__ = ["register", "serve", "settings_from_args"]
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     p = sub.add_parser("serve", help="serve the project's tools and sessions over HTTP")
     add_project_args(p)
-    p.add_argument("--host", default=os.environ.get("AGENT_SDK_HOST", "127.0.0.1"))
-    p.add_argument("--port", type=int, default=int(os.environ.get("AGENT_SDK_PORT", "3000")))
+    p.add_argument("--host", default=None, help="bind address; default 127.0.0.1 or $AGENT_SDK_HOST")
+    p.add_argument("--port", type=int, default=None, help="port; default 3000 or $AGENT_SDK_PORT")
+    p.add_argument(
+        "--bearer-token",
+        action="append",
+        default=None,
+        metavar="T",
+        help="admit requests with Authorization: Bearer T (repeatable, one principal each); or $AGENT_SDK_BEARER_TOKEN",
+    )
+    p.add_argument(
+        "--allow-anonymous",
+        action="store_true",
+        default=None,
+        help="admit everyone as one principal (demo only); or $AGENT_SDK_ALLOW_ANONYMOUS=1",
+    )
+    p.add_argument(
+        "--runner", choices=RUNNERS, default=None, help="turn runner; default deterministic or $AGENT_SDK_RUNNER"
+    )
     p.set_defaults(func=serve)
 
 
+def settings_from_args(args: argparse.Namespace) -> ServeSettings:
+    """Flags over `AGENT_SDK_*` variables over defaults. Raises `CliError` naming a bad value (never a token)."""
+    try:
+        return ServeSettings.from_env(
+            os.environ,
+            host=args.host,
+            port=args.port,
+            state_root=state_root_of(args),
+            bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
+            allow_anonymous=args.allow_anonymous,
+            runner=args.runner,
+        )
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        raise CliError(f"invalid serve settings: {problems}") from None
+
+
 def serve(args: argparse.Namespace) -> int:
-    """Refuse to start on error diagnostics; otherwise run until Ctrl-C."""
+    """Refuse to start on error diagnostics; otherwise run until Ctrl-C (which closes every stdio child)."""
     import uvicorn
 
     from ..app import create_app
@@ -32,6 +76,21 @@ def serve(args: argparse.Namespace) -> int:
         for diag in project.errors:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
-    app = create_app(project, state_root=state_root_of(args))
-    uvicorn.run(app, host=args.host, port=args.port, log_level="info")
+    settings = settings_from_args(args)
+    if not settings.loopback_bound and settings.auth_mode != "bearer":
+        raise CliError(
+            f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
+            "so that callers must authenticate"
+            if settings.auth_mode == "loopback-strict"
+            else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
+        )
+    try:
+        app = create_app(project, settings)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    print(
+        f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
+    )
+    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", lifespan="on", proxy_headers=False)
     return 0

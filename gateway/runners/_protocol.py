@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Protocol
 
 from connections import SessionInfo, Toolset
@@ -21,4 +21,8 @@ class TurnRunner(Protocol):
 
     name: str
 
-    def run(self, session: SessionInfo, message: str, toolset: Toolset) -> AsyncIterator[TurnEvent]: ...
+    def run(
+        self, session: SessionInfo, message: str, toolset: Toolset, *, history: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[TurnEvent]:
+        """`history` is the conversation before `message`: `("user" | "assistant", text)` pairs, oldest first."""
+        ...

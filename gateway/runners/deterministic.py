@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import anyio
 
@@ -31,7 +31,9 @@ class DeterministicRunner:
 
     name = "deterministic"
 
-    async def run(self, session: SessionInfo, message: str, toolset: Toolset) -> AsyncIterator[TurnEvent]:
+    async def run(
+        self, session: SessionInfo, message: str, toolset: Toolset, *, history: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[TurnEvent]:
         replies: list[str] = []
         for raw in message.splitlines() or [""]:
             line = raw.strip()

@@ -1,0 +1,43 @@
+"""`GET /v1/health` (no auth) and `GET /v1/info` (the `info --json` document plus runtime facts, never a secret)."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from .info import project_info
+from .runtime import runtime_of
+
+__all__ = ["discovery_routes"]
+
+
+async def health(_request: Request) -> JSONResponse:
+    return JSONResponse({"ok": True})
+
+
+async def info(request: Request) -> JSONResponse:
+    runtime = runtime_of(request)
+    doc = project_info(runtime.project)
+    settings = runtime.settings
+    doc["runtime"] = {
+        "version": "0.1.0",
+        "runner": runtime.runner.name,
+        "auth": settings.auth_mode,
+        "bearerTokens": len(settings.bearer_tokens),
+        "startedAt": runtime.started_at,
+        "sessions": len(runtime.sessions.owned_by_all()),
+        "maxBodyBytes": settings.max_body_bytes,
+        "maxWaitMs": settings.max_wait_ms,
+        "endpoints": {
+            "mcp": "/v1/mcp",
+            "mcpTools": "/v1/mcp/tools",
+            "tools": "/v1/tools",
+            "sessions": "/v1/sessions",
+        },
+    }
+    return JSONResponse(doc)
+
+
+def discovery_routes() -> list[Route]:
+    return [Route("/v1/health", health, methods=["GET"]), Route("/v1/info", info, methods=["GET"])]

@@ -1,0 +1,47 @@
+"""Small helpers every JSON route shares: reading a body, answering an `ApiError`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from .errors import ApiError, InvalidRequest
+
+__all__ = ["error_response", "read_object", "string_field"]
+
+
+def error_response(exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.to_json(), status_code=exc.status)
+
+
+async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
+    """The body as a JSON object. Raises `InvalidRequest` for anything else (an empty body is `{}` if optional)."""
+    raw = await request.body()
+    if not raw.strip() and optional:
+        return {}
+    try:
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidRequest("the body is not valid JSON") from None
+    if not isinstance(value, dict):
+        raise InvalidRequest("the body must be a JSON object")
+    return value  # pyright: ignore[reportUnknownVariableType]
+
+
+def string_field(body: dict[str, Any], name: str, *, required: bool = False, max_len: int = 1_000_000) -> str | None:
+    """`body[name]` when it is a string. Raises `InvalidRequest` naming the field otherwise."""
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidRequest(f"field {name!r} is required")
+        return None
+    if not isinstance(value, str):
+        raise InvalidRequest(f"field {name!r} must be a string")
+    if required and not value.strip():
+        raise InvalidRequest(f"field {name!r} must not be empty")
+    if len(value) > max_len:
+        raise InvalidRequest(f"field {name!r} is longer than {max_len} characters")
+    return value

@@ -1,0 +1,44 @@
+"""`Runtime`: everything a request needs, made in the app lifespan and reached through `request.state`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
+
+from connections import Project, TurnBuilder
+
+from .auth_chain import Principal
+from .runners import TurnRunner
+from .sessions import SessionService
+from .settings import ServeSettings
+from .toolsets import ToolCatalog
+
+__all__ = ["Runtime", "principal_of", "runtime_of"]
+
+
+@dataclass(slots=True)
+class Runtime:
+    settings: ServeSettings
+    project: Project
+    builder: TurnBuilder
+    catalog: ToolCatalog
+    sessions: SessionService
+    runner: TurnRunner
+    host: Any
+    started_at: str
+    mcp: dict[str, StreamableHTTPSessionManager]
+    """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
+
+
+def runtime_of(request: Request) -> Runtime:
+    """The lifespan's `Runtime` (Starlette copies lifespan state into every request's scope)."""
+    return request.state.runtime
+
+
+def principal_of(request: Request) -> Principal:
+    """The principal the auth chain admitted; anonymous only where the chain did not run (public routes)."""
+    principal = request.scope.get("state", {}).get("principal")
+    return principal if isinstance(principal, Principal) else Principal("anonymous", "anonymous")

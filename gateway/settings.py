@@ -1,0 +1,82 @@
+"""`ServeSettings`: what `agent-sdk serve` runs with; every field also reads an `AGENT_SDK_*` variable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = ["AuthMode", "ServeSettings"]
+
+AuthMode = Literal["loopback-strict", "bearer", "anonymous"]
+
+_LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+class ServeSettings(BaseModel):
+    """Validated at the trust boundary (flags and environment). Tokens are `SecretStr`: `repr` is `***`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=3000, ge=0, le=65535)
+    state_root: Path = Path(".agent-sdk")
+    bearer_tokens: tuple[SecretStr, ...] = ()
+    allow_anonymous: bool = False
+    runner: str = "deterministic"
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
+    """Requests with a larger body get 413 before it is read (Content-Length) or as soon as it passes the cap."""
+    max_wait_ms: int = Field(default=60_000, ge=0)
+    """The cap on `ask`/`check` `waitMs`: a peer can never hold a request open longer."""
+    default_wait_ms: int = Field(default=20_000, ge=0)
+    toolset_ttl_s: float = Field(default=30.0, ge=0)
+    """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+
+    @field_validator("bearer_tokens")
+    @classmethod
+    def _tokens_not_empty(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+        for token in value:
+            if len(token.get_secret_value()) < 16:
+                raise ValueError("a bearer token must be at least 16 characters (use a random value)")
+        return value
+
+    @property
+    def auth_mode(self) -> AuthMode:
+        """Bearer wins over anonymous; loopback-strict is the default."""
+        if self.bearer_tokens:
+            return "bearer"
+        if self.allow_anonymous:
+            return "anonymous"
+        return "loopback-strict"
+
+    @property
+    def loopback_bound(self) -> bool:
+        return self.host in _LOOPBACK_HOSTS
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: object) -> ServeSettings:
+        """Settings from `AGENT_SDK_*` variables, then `overrides` (flags given on the command line win).
+
+        Raises `pydantic.ValidationError` naming the bad field.
+        """
+        env = os.environ if environ is None else environ
+        values: dict[str, object] = {}
+        simple = {
+            "host": "AGENT_SDK_HOST",
+            "port": "AGENT_SDK_PORT",
+            "state_root": "AGENT_SDK_STATE_ROOT",
+            "runner": "AGENT_SDK_RUNNER",
+            "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+        }
+        for field, var in simple.items():
+            if env.get(var):
+                values[field] = env[var]
+        if env.get("AGENT_SDK_BEARER_TOKEN"):
+            values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):
+            values["allow_anonymous"] = True
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(values)

@@ -1,0 +1,91 @@
+"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (reference/tools.md)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem
+
+from .errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, UnknownTool
+from .runtime import Runtime
+from .sessions import LiveSession, parse_continuation_token
+
+__all__ = ["bind_session", "call_tool", "connection_errors"]
+
+
+def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
+    return [p.to_json() for p in problems]
+
+
+def bind_session(
+    runtime: Runtime, principal: str, session_id: object, token: object
+) -> tuple[LiveSession | None, SessionInfo | None]:
+    """The session a call or listing is bound to, and the identity its toolset is built for.
+
+    Raises `InvalidContinuationToken` (malformed, or given with `sessionId`), `SessionNotFound`,
+    `Forbidden`. A well-formed token that names no session binds to a scratch identity made of
+    the token's channel id and key.
+    """
+    if session_id is not None and token is not None:
+        raise InvalidContinuationToken("pass sessionId or continuationToken, not both")
+    if session_id is not None:
+        live = runtime.sessions.get(session_id, principal)
+        return live, live.info()
+    if token is not None:
+        channel, key = parse_continuation_token(token)
+        assert isinstance(token, str)
+        live = runtime.sessions.by_token(token, principal)
+        if live is not None:
+            return live, live.info()
+        return None, SessionInfo(id=f"{channel}:{key}", channel_id=channel, auth=principal)
+    return None, None
+
+
+async def call_tool(
+    runtime: Runtime, principal: str, name: str, arguments: object, *, session_id: object = None, token: object = None
+) -> dict[str, Any]:
+    """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
+
+    Raises `ApiError`s: `UnknownTool` (with the available names), `InvalidToolInput`,
+    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
+    """
+    live, info = bind_session(runtime, principal, session_id, token)
+    tool, toolset, problems = await runtime.catalog.tool(name, info)
+    if tool is None:
+        extra: dict[str, Any] = {"available": toolset.names()}
+        if problems:
+            extra["connectionErrors"] = connection_errors(problems)
+        raise UnknownTool(f"no callable tool named {name[:64]!r}", **extra)
+    if live is not None and live.busy and tool.effect != "read":
+        raise SessionBusy(f"session {live.id} is running a turn; {name!r} is not a read-effect tool, retry after it")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidToolInput(f"invalid input for tool {name!r}: input must be a JSON object")
+    call_id = f"tool_{name}_{uuid.uuid4().hex[:12]}"
+    started = time.perf_counter()
+    outcome: ToolOutcome
+    try:
+        outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
+    except ToolInputError as exc:
+        raise InvalidToolInput(str(exc)) from None
+    except ConnectionsError as exc:
+        outcome = ToolOutcome(is_error=True, result={"error": exc.code, "message": str(exc)})
+    except Exception as exc:  # boundary: the tool body raised; the caller gets what the model would see
+        outcome = ToolOutcome(
+            is_error=True, result={"error": "tool_failed", "message": f"{type(exc).__name__}: {exc}"[:500]}
+        )
+    duration_ms = round((time.perf_counter() - started) * 1000)
+    if live is not None:
+        runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
+    return {
+        "ok": True,
+        "toolName": name,
+        "callId": call_id,
+        "isError": outcome.is_error,
+        "result": outcome.result,
+        "durationMs": duration_ms,
+    }

@@ -1,0 +1,74 @@
+"""`ToolCatalog`: the session-less toolset, listed live for catalogs and reused briefly for calls.
+
+`tools/list` on `/v1/mcp/tools` always lists live (fail-closed, DESIGN.md §5). A `tools/call`
+reuses the last complete listing for `ttl` seconds so a call costs one upstream round trip, not a
+listing plus a call; an unknown name or an expired listing lists again first. Session-bound
+toolsets (per-session `auth`) are never cached: their headers are computed for every build.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+
+from connections import SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
+
+__all__ = ["BrokerLike", "ToolCatalog"]
+
+
+class BrokerLike(Protocol):
+    """What the gateway needs from `connections.Broker`: the turn builder (and the host registry)."""
+
+    @property
+    def builder(self) -> TurnBuilder: ...
+
+
+@dataclass(slots=True)
+class ToolCatalog:
+    builder: TurnBuilder
+    ttl: float = 30.0
+    _cached: Toolset | None = None
+    _stamp: float = 0.0
+    _lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def live(self) -> Toolset:
+        """The session-less toolset, listed now. Raises `TurnBuildError` (fail-closed)."""
+        toolset = await self.builder.build(None)
+        self._remember(toolset)
+        return toolset
+
+    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]:
+        """What can be listed plus the problems (for `GET /v1/tools`, which reports `connectionErrors`)."""
+        toolset, problems = await self.builder.collect(session)
+        if session is None and not problems:
+            self._remember(toolset)
+        return toolset, problems
+
+    async def tool(
+        self, name: str, session: SessionInfo | None = None
+    ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
+        """The named tool for a call. Session-less calls reuse a fresh listing; bound ones build anew."""
+        if session is None:
+            cached = self._fresh()
+            if cached is not None and name in cached:
+                return cached.get(name), cached, []
+            async with self._lock:
+                cached = self._fresh()
+                if cached is not None and name in cached:
+                    return cached.get(name), cached, []
+                toolset, problems = await self.collect(None)
+        else:
+            toolset, problems = await self.builder.collect(session)
+        return toolset.get(name), toolset, problems
+
+    def _fresh(self) -> Toolset | None:
+        if self._cached is not None and time.monotonic() - self._stamp < self.ttl:
+            return self._cached
+        return None
+
+    def _remember(self, toolset: Toolset) -> None:
+        self._cached = toolset
+        self._stamp = time.monotonic()
