@@ -29,7 +29,6 @@ import mcp.types as mt
 from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
-from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import LATEST_MODERN_VERSION
@@ -45,6 +44,7 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._expand import expand_map
+from ._stdio import StdioChild, stdio_transport
 
 __all__ = [
     "INHERITED_ENV",
@@ -82,10 +82,17 @@ class OpenedClient:
     """Set when the transport ended (the child exited, the SSE stream dropped): do not reuse it."""
     http_status: list[int] = field(default_factory=list[int])
     """The last HTTP error status seen on this client (for error messages; empty for stdio)."""
+    child: StdioChild | None = None
+    """The stdio child process (None for HTTP and SSE)."""
 
     @property
     def protocol_version(self) -> str:
         return self.client.protocol_version
+
+    @property
+    def alive(self) -> bool:
+        """False once the transport ended or the stdio child exited."""
+        return not self.gone.is_set() and (self.child is None or self.child.alive)
 
 
 def merge_headers(static: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -145,12 +152,17 @@ async def open_client(
         raise ConnectionUnavailable(defn.name, "account connections are reached through the account bridge")
     gone = anyio.Event()
     status: list[int] = []
+    children: list[StdioChild] = []
     if defn.kind == "stdio":
         assert defn.command is not None
-        params = StdioServerParameters(
-            command=defn.command, args=list(defn.args), env=child_environment(defn, env_source), cwd=defn.cwd
+        transport: AbstractAsyncContextManager[Any] = stdio_transport(
+            defn.command,
+            list(defn.args),
+            env=child_environment(defn, env_source),
+            cwd=defn.cwd,
+            errlog=_errlog(),
+            on_spawn=children.append,
         )
-        transport: AbstractAsyncContextManager[Any] = stdio_client(params, errlog=_errlog())
     else:
         assert defn.url is not None
         all_headers = merge_headers(expand_map(defn.name, "header", defn.headers, env_source), headers)
@@ -187,7 +199,7 @@ async def open_client(
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
     )
     async with client:
-        yield OpenedClient(client=client, gone=gone, http_status=status)
+        yield OpenedClient(client=client, gone=gone, http_status=status, child=children[0] if children else None)
 
 
 @asynccontextmanager

@@ -82,6 +82,8 @@ class ConnectionStatus:
     failures: int
     """Consecutive failures (open failures and unexpected exits) since the last successful operation."""
     protocol_version: str | None
+    pid: int | None
+    """The stdio child's process id while it runs."""
     last_error: str | None
 
 
@@ -97,7 +99,7 @@ class _Session:
 
     @property
     def usable(self) -> bool:
-        return self.opened is not None and not self.opened.gone.is_set() and not self.wake.is_set()
+        return self.opened is not None and self.opened.alive and not self.wake.is_set()
 
 
 @dataclass(slots=True)
@@ -190,13 +192,16 @@ class ClientPool:
             state = "open"
         elif s is not None and not s.ready.is_set():
             state = "opening"
-        version = s.opened.protocol_version if s is not None and s.opened is not None and s.usable else None
+        live = s.opened if s is not None and s.opened is not None and s.usable else None
+        version = live.protocol_version if live is not None else None
+        pid = live.child.pid if live is not None and live.child is not None else None
         return ConnectionStatus(
             name=name,
             state=state,
             opens=slot.opens,
             failures=len(slot.failures),
             protocol_version=version,
+            pid=pid,
             last_error=str(slot.last_error) if slot.last_error is not None else None,
         )
 

@@ -1,0 +1,150 @@
+"""The stdio transport: a child process speaking newline-delimited JSON-RPC on stdin/stdout.
+
+Modelled on the SDK's `stdio_client` (same framing, same shutdown order, the SDK's own
+process-group kill), with two differences the pool needs: the child's pid and liveness are
+visible (`StdioChild`), and the child's whole process group is swept after it exits, so a
+grandchild left behind by a server that exited on stdin EOF is not orphaned.
+
+Shutdown (MCP 2025-11-25 basic/lifecycle §Shutdown, stdio): close the child's stdin, wait
+`STDIN_GRACE` seconds for it to exit, then SIGTERM the process group, SIGKILL after
+`TERM_GRACE` seconds. It runs shielded from cancellation with every wait bounded, so Ctrl-C of
+the gateway still stops every child and cannot hang on one.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import AsyncGenerator, Callable, Mapping
+from contextlib import asynccontextmanager, suppress
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import anyio
+import anyio.abc
+import mcp.types as mt
+from anyio.streams.text import TextReceiveStream
+from mcp.os.posix.utilities import terminate_posix_process_tree
+from mcp.shared.message import SessionMessage
+
+__all__ = ["STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
+
+logger = logging.getLogger(__name__)
+
+STDIN_GRACE = 2.0
+"""Seconds a child has to exit by itself once its stdin is closed."""
+TERM_GRACE = 2.0
+"""Seconds between SIGTERM and SIGKILL to the child's process group."""
+_REAP_WAIT = 2.0
+
+
+@dataclass(slots=True)
+class StdioChild:
+    """The running child: its pid (also its process group id) and whether it has exited."""
+
+    process: anyio.abc.Process
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def alive(self) -> bool:
+        return self.process.returncode is None
+
+
+@asynccontextmanager
+async def stdio_transport(
+    command: str,
+    args: list[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    errlog: TextIO | int | None,
+    on_spawn: Callable[[StdioChild], None],
+) -> AsyncGenerator[tuple[Any, Any]]:
+    """Start the child in a new session (its own process group) and bridge its pipes to MCP streams.
+
+    Raises `OSError` when the command cannot be started.
+    """
+    process = await anyio.open_process([command, *args], env=dict(env), cwd=cwd, stderr=errlog, start_new_session=True)
+    on_spawn(StdioChild(process))
+    # No await until the task group is entered, or a cancellation here would leak the child.
+    read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
+    assert process.stdin is not None and process.stdout is not None
+    stdin, stdout = process.stdin, process.stdout
+
+    async def reader() -> None:
+        buffer = ""
+        try:
+            async with read_send:
+                async for chunk in TextReceiveStream(stdout, errors="replace"):
+                    lines = (buffer + chunk).split("\n")
+                    buffer = lines.pop()
+                    for line in lines:
+                        if line.strip():
+                            await read_send.send(_parse(line))
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass  # EOF or our own shutdown: the session sees the read stream end
+
+    async def writer() -> None:
+        try:
+            async with write_recv:
+                async for message in write_recv:
+                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    await stdin.send(data.encode())
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            # The child stopped reading: end the session instead of leaving a request hanging.
+            await read_send.aclose()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(reader)
+        tg.start_soon(writer)
+        try:
+            yield read_recv, write_send
+        finally:
+            with anyio.CancelScope(shield=True):
+                await write_send.aclose()
+                await read_recv.aclose()
+                await stop_child(process)
+            tg.cancel_scope.cancel()
+
+
+def _parse(line: str) -> SessionMessage | Exception:
+    try:
+        return SessionMessage(mt.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:  # a log line on stdout: surfaced to the session, which drops it
+        return exc
+
+
+async def stop_child(process: anyio.abc.Process) -> None:
+    """Close stdin, wait `STDIN_GRACE`, then kill the process group; sweep the group either way."""
+    assert process.stdin is not None and process.stdout is not None
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdin.aclose()
+    await _wait_exit(process, STDIN_GRACE)
+    if sys.platform != "win32":
+        # The leader's pid is the group id (start_new_session); killpg reaches grandchildren even
+        # after the leader exited, which is how a server that exits on EOF still leaves no orphans.
+        await terminate_posix_process_tree(process, TERM_GRACE)
+    elif process.returncode is None:  # pragma: no cover - the gateway targets POSIX
+        process.kill()
+    await _wait_exit(process, _REAP_WAIT)
+    if process.returncode is None:
+        logger.warning("stdio child %d survived SIGKILL; abandoning it", process.pid)
+    with suppress(OSError, anyio.BrokenResourceError, anyio.ClosedResourceError):
+        await process.stdout.aclose()
+    transport = getattr(getattr(process, "_process", None), "_transport", None)
+    close = getattr(transport, "close", None)
+    if callable(close):  # asyncio's subprocess transport warns at GC unless closed
+        with suppress(PermissionError):
+            close()
+
+
+async def _wait_exit(process: anyio.abc.Process, limit: float) -> None:
+    # Poll `returncode`, not `process.wait()`: on asyncio 3.11+ wait() also waits for pipe EOF,
+    # and a grandchild holding the pipes would make an exited child look hung.
+    with anyio.move_on_after(limit):
+        while process.returncode is None:  # noqa: ASYNC110
+            await anyio.sleep(0.01)
