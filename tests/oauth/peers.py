@@ -97,3 +97,12 @@ def resource_server(issuer: str) -> Iterator[ResourceServer]:
     cmd = [sys.executable, "-W", "ignore", str(HERE / "resource_server.py"), str(port), issuer]
     with _running(cmd, port, "the MCP resource server"):
         yield ResourceServer(f"http://127.0.0.1:{port}")
+
+
+@contextmanager
+def bad_server() -> Iterator[str]:
+    """`bad_server.py` (misbehaving authorization servers); yields its base URL."""
+    port = free_port()
+    cmd = [sys.executable, "-W", "ignore", str(HERE / "bad_server.py"), str(port)]
+    with _running(cmd, port, "the misbehaving authorization server"):
+        yield f"http://127.0.0.1:{port}"

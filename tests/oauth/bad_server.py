@@ -1,0 +1,86 @@
+"""Misbehaving authorization servers for the bad-input tests, each behind its own path prefix.
+
+    python tests/oauth/bad_server.py PORT
+
+For MODE in `nos256`, `garbage-metadata`, `garbage-token`, a resource at `/MODE/mcp` answers 401 with
+a challenge pointing at its protected-resource metadata, which names the authorization server
+`http://127.0.0.1:PORT/MODE`:
+- `nos256`: metadata without `code_challenge_methods_supported`;
+- `garbage-metadata`: the metadata URLs answer an HTML page with status 200;
+- `garbage-token`: good metadata, an authorize endpoint that redirects straight back with a code,
+  and a token endpoint that answers HTML with status 200.
+"""
+
+from __future__ import annotations
+
+import sys
+from urllib.parse import urlencode
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.routing import Route
+
+PORT = int(sys.argv[1])
+BASE = f"http://127.0.0.1:{PORT}"
+
+
+async def resource(request: Request) -> Response:
+    mode = request.path_params["mode"]
+    prm = f"{BASE}/.well-known/oauth-protected-resource/{mode}/mcp"
+    return JSONResponse({"error": "invalid_token"}, 401, {"WWW-Authenticate": f'Bearer resource_metadata="{prm}"'})
+
+
+async def resource_metadata(request: Request) -> Response:
+    mode = request.path_params["mode"]
+    return JSONResponse({"resource": f"{BASE}/{mode}/mcp", "authorization_servers": [f"{BASE}/{mode}"]})
+
+
+async def server_metadata(request: Request) -> Response:
+    mode = request.path_params["mode"]
+    if mode == "garbage-metadata":
+        return HTMLResponse("<html><body>Welcome to our portal</body></html>")
+    issuer = f"{BASE}/{mode}"
+    meta: dict[str, object] = {
+        "issuer": issuer,
+        "authorization_endpoint": f"{issuer}/authorize",
+        "token_endpoint": f"{issuer}/token",
+        "registration_endpoint": f"{issuer}/register",
+        "response_types_supported": ["code"],
+    }
+    if mode != "nos256":
+        meta["code_challenge_methods_supported"] = ["S256"]
+    return JSONResponse(meta)
+
+
+async def register(request: Request) -> Response:
+    body = await request.json()
+    return JSONResponse({"client_id": "bad-client", "redirect_uris": body["redirect_uris"]}, 201)
+
+
+async def authorize(request: Request) -> Response:
+    query = request.query_params
+    target = f"{query['redirect_uri']}?{urlencode({'code': 'c0de', 'state': query['state']})}"
+    return RedirectResponse(target, 302)
+
+
+async def token(request: Request) -> Response:
+    return HTMLResponse("<html><body>502 upstream hiccup</body></html>")
+
+
+app = Starlette(
+    routes=[
+        Route("/{mode}/mcp", resource, methods=["GET", "POST"]),
+        Route("/.well-known/oauth-protected-resource/{mode}/mcp", resource_metadata),
+        Route("/.well-known/oauth-authorization-server/{mode}", server_metadata),
+        Route("/.well-known/openid-configuration/{mode}", server_metadata),
+        Route("/{mode}/.well-known/openid-configuration", server_metadata),
+        Route("/{mode}/register", register, methods=["POST"]),
+        Route("/{mode}/authorize", authorize),
+        Route("/{mode}/token", token, methods=["POST"]),
+    ]
+)
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")

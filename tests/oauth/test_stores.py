@@ -1,0 +1,181 @@
+"""Token stores against real backends: the file (0600, atomic), the keyring (keyrings.alt), Redis."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from oauth import (
+    ClientRegistration,
+    FileTokenStore,
+    Grant,
+    RedisTokenStore,
+    Secret,
+    StoreKey,
+    TokenSet,
+    TokenStore,
+    grant_status,
+)
+from tests.conftest import free_port
+from tests.peers import ROOT, debian_bin
+
+pytestmark = pytest.mark.anyio
+
+ACCESS = "at-" + "a" * 40
+REFRESH = "rt-" + "r" * 40
+
+
+def make_grant(connection: str = "docs", resource: str = "https://mcp.example.com/mcp") -> Grant:
+    return Grant(
+        key=StoreKey(connection, resource),
+        issuer="https://as.example.com",
+        token_endpoint="https://as.example.com/token",
+        client=ClientRegistration("client-1", None, "none", "dynamic", "http://127.0.0.1:5555/callback"),
+        tokens=TokenSet(Secret(ACCESS), Secret(REFRESH), "Bearer", time.time() + 3600, "mcp:tools", time.time()),
+        resource_indicator=resource,
+        revocation_endpoint="https://as.example.com/revoke",
+    )
+
+
+async def roundtrip(store: TokenStore) -> None:
+    grant = make_grant()
+    await store.save(grant)
+    await store.save(make_grant("other"))
+    loaded = await store.load(grant.key)
+    assert loaded is not None and loaded.tokens is not None and loaded.tokens.refresh_token is not None
+    assert loaded.tokens.access_token.reveal() == ACCESS and loaded.tokens.refresh_token.reveal() == REFRESH
+    assert loaded.tokens.expires_at == grant.tokens.expires_at  # type: ignore[union-attr]  # persisted expiry
+    assert await store.keys() == [grant.key, StoreKey("other", grant.key.resource)]
+    assert await store.delete(grant.key) is True
+    assert await store.load(grant.key) is None
+    assert await store.delete(grant.key) is False
+
+
+async def test_file_store_roundtrip_mode_0600_and_no_token_in_repr(tmp_path: Path) -> None:
+    store = FileTokenStore(tmp_path / "state")
+    await roundtrip(store)
+    path = tmp_path / "state" / "mcp-auth.json"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "state").stat().st_mode) == 0o700
+    assert json.loads(path.read_text())["version"] == 1
+    shown = f"{make_grant()!r} {make_grant().tokens!r} {grant_status(make_grant()).lines()}"
+    assert ACCESS not in shown and REFRESH not in shown
+    assert [p.name for p in (tmp_path / "state").iterdir() if p.suffix == ".tmp"] == []  # atomic replace left nothing
+
+
+async def test_file_store_lock_excludes_another_store_object_on_the_same_file(tmp_path: Path) -> None:
+    first, second = FileTokenStore(tmp_path), FileTokenStore(tmp_path)
+    key = StoreKey("docs", "https://mcp.example.com/mcp")
+    order: list[str] = []
+    held = anyio.Event()
+
+    async def holder() -> None:
+        async with first.lock(key):
+            order.append("first in")
+            held.set()
+            await anyio.sleep(0.2)
+            order.append("first out")
+
+    async def contender() -> None:
+        await held.wait()
+        async with second.lock(key):
+            order.append("second in")
+
+    with anyio.fail_after(30):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(holder)
+            tg.start_soon(contender)
+    assert order == ["first in", "first out", "second in"]
+
+
+def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
+    # keyrings.alt's PlaintextKeyring, selected explicitly, writing under a temporary XDG_DATA_HOME.
+    script = (
+        "import anyio, json, sys\n"
+        "sys.path.insert(0, 'tests/oauth')\n"
+        "from test_stores import make_grant, roundtrip\n"
+        "from oauth import KeyringTokenStore\n"
+        "async def main():\n"
+        "    store = KeyringTokenStore()\n"
+        "    await roundtrip(store)\n"
+        "    await store.save(make_grant())\n"
+        "    print(json.dumps([list(k) for k in await store.keys()]))\n"
+        "anyio.run(main)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "XDG_DATA_HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout) == [["docs", "https://mcp.example.com/mcp"], ["other", "https://mcp.example.com/mcp"]]
+    files = [p for p in tmp_path.rglob("*") if p.is_file()]
+    assert files, "PlaintextKeyring wrote nothing under XDG_DATA_HOME"
+    assert any("[agent_2Dsdk]" in p.read_text() for p in files)  # service `agent-sdk`, as keyrings.alt escapes it
+
+
+@pytest.fixture(scope="module")
+def redis_url() -> Iterator[str]:
+    port = free_port()
+    proc = subprocess.Popen(
+        [debian_bin("redis-server"), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        from .peers import _wait_for_port  # pyright: ignore[reportPrivateUsage]
+
+        _wait_for_port(port, proc, "redis-server")  # type: ignore[arg-type]
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture
+async def redis_store(redis_url: str) -> AsyncIterator[RedisTokenStore]:
+    async with RedisTokenStore(redis_url) as store:
+        yield store
+
+
+async def test_redis_store_roundtrip(redis_store: RedisTokenStore) -> None:
+    await roundtrip(redis_store)
+    assert "127.0.0.1" in redis_store.name
+
+
+async def test_redis_lock_excludes_another_replica(redis_url: str) -> None:
+    key = StoreKey("docs", "https://mcp.example.com/mcp")
+    order: list[str] = []
+    held = anyio.Event()
+    async with RedisTokenStore(redis_url) as first, RedisTokenStore(redis_url) as second:
+
+        async def holder() -> None:
+            async with first.lock(key):
+                order.append("first in")
+                held.set()
+                await anyio.sleep(0.2)
+                order.append("first out")
+
+        async def contender() -> None:
+            await held.wait()
+            async with second.lock(key):
+                order.append("second in")
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(holder)
+                tg.start_soon(contender)
+    assert order == ["first in", "first out", "second in"]
