@@ -7,7 +7,8 @@
 //
 // (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
 //
-// GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued).
+// GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued,
+// registrations, grants revoked).
 import { generateKeyPairSync } from 'node:crypto';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -54,7 +55,7 @@ provider.on('grant.success', (ctx) => bump(stats.grants, ctx.oidc.params.grant_t
 provider.on('grant.error', (_ctx, err) => bump(stats.errors, err.error || 'unknown'));
 provider.on('authorization_code.saved', () => { stats.codes += 1; });
 provider.on('registration_create.success', () => { stats.registrations += 1; });
-provider.on('revocation.success', () => { stats.revocations += 1; });
+provider.on('grant.revoked', () => { stats.revocations += 1; });
 provider.on('server_error', (_ctx, err) => console.error('server_error', err));
 
 provider.use(async (ctx, next) => {
