@@ -22,7 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuildError, TurnTool
 
@@ -263,8 +263,49 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
+def _envelope_problem(raw: bytes) -> tuple[int, str] | None:
+    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else None.
+
+    Checked before the SDK so that every malformed body, in either protocol era, gets the same
+    short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
+    """
+    try:
+        message = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return mt.PARSE_ERROR, "Parse error: the body is not JSON"
+    if isinstance(message, list):
+        return mt.INVALID_REQUEST, "Invalid Request: batches are not accepted; send one JSON-RPC message per POST"
+    if not isinstance(message, dict):
+        return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
+    body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
+    if body.get("jsonrpc") != "2.0":
+        return mt.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
+    if "id" in body:
+        ident = body["id"]
+        if isinstance(ident, bool) or not isinstance(ident, str | int):
+            return mt.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+    if "method" in body and not isinstance(body["method"], str):
+        return mt.INVALID_REQUEST, "Invalid Request: method must be a string"
+    if "method" not in body and "result" not in body and "error" not in body:
+        return mt.INVALID_REQUEST, "Invalid Request: no method"
+    if "params" in body and not isinstance(body["params"], dict):
+        return mt.INVALID_PARAMS, "Invalid params: params must be an object"
+    return None
+
+
+async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
+    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
 class McpEndpoint:
-    """POST goes to the runtime's session manager named `key`; any other method is 405."""
+    """POST goes to the runtime's session manager named `key`; any other method is 405.
+
+    The body was already buffered (and capped) by `BodyLimit`, so reading it here to check the
+    JSON-RPC envelope costs no second pass over the network stream.
+    """
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -280,5 +321,27 @@ class McpEndpoint:
                 [(b"allow", b"POST")],
             )
             return
+        chunks: list[bytes] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return  # the client went away
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                break
+        raw = b"".join(chunks)
+        problem = _envelope_problem(raw)
+        if problem is not None:
+            await _send_jsonrpc_error(send, *problem)
+            return
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
         runtime: Runtime = scope["state"]["runtime"]
-        await runtime.mcp[self.key].handle_request(scope, receive, send)
+        await runtime.mcp[self.key].handle_request(scope, replay, send)

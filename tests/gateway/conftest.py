@@ -1,0 +1,165 @@
+"""Gateway test helpers: `agent-sdk serve` as a real subprocess on a loopback port, projects made on disk,
+and the "everything" reference server as an upstream we did not write."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.conftest import free_port
+from tests.peers import node_bin
+
+HERE = Path(__file__).resolve().parent
+BASIC = HERE / "projects" / "basic"
+ROOT = HERE.parent.parent
+
+
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:
+    """Block until `port` accepts connections; fail with the process's log if it exits first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited with {proc.returncode} before listening on {port}")
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    pytest.fail(f"{what} did not listen on {port} within {timeout}s")
+
+
+@dataclass
+class Served:
+    """One `agent-sdk serve` process."""
+
+    proc: subprocess.Popen[bytes]
+    url: str
+    port: int
+    state_root: Path
+    log: Path
+
+    def stop(self, sig: int = signal.SIGINT) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def client(self, **kwargs: object) -> httpx2.Client:
+        return httpx2.Client(base_url=self.url, timeout=30.0, **kwargs)  # type: ignore[arg-type]
+
+
+def serve(
+    project: Path, state_root: Path, *flags: str, env: dict[str, str] | None = None, port: int | None = None
+) -> Served:
+    """Start `agent-sdk serve` and wait until it answers `/v1/health`."""
+    port = port or free_port()
+    log = state_root.parent / f"serve-{port}.log"
+    state_root.mkdir(parents=True, exist_ok=True)
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_") or k == "AGENT_SDK_PEERS"}
+    full_env = {**inherited, "PYTHONPATH": str(ROOT), **(env or {})}
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-c",
+                "from gateway.cli import entrypoint; entrypoint()",
+                "serve",
+                "--dir",
+                str(project),
+                "--port",
+                str(port),
+                "--state-root",
+                str(state_root),
+                *flags,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=full_env,
+        )
+    served = Served(proc, f"http://127.0.0.1:{port}", port, state_root, log)
+    try:
+        wait_for_port(port, proc, "agent-sdk serve")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx2.get(f"{served.url}/v1/health", timeout=2).status_code == 200:
+                    return served
+            except httpx2.HTTPError:
+                pass
+            time.sleep(0.05)
+    except BaseException:
+        served.stop()
+        raise
+    served.stop()
+    pytest.fail(f"agent-sdk serve did not become healthy:\n{served.log_text()}")
+
+
+def make_project(root: Path, connections: dict[str, str] | None = None, *, tools: bool = True) -> Path:
+    """A project folder: the basic authored tools plus `connections` (name -> definition file body)."""
+    if tools:
+        shutil.copytree(BASIC / "agent" / "tools", root / "agent" / "tools", dirs_exist_ok=True)
+    for name, body in (connections or {}).items():
+        folder = root / "agent" / "mcp-connections"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"{name}.py").write_text(body)
+    return root
+
+
+def url_connection(url: str, *, advertise: bool = True) -> str:
+    return (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={url!r}, advertise_tools={advertise!r})\n"
+    )
+
+
+@dataclass
+class Upstream:
+    url: str
+    proc: subprocess.Popen[bytes]
+
+
+@pytest.fixture(scope="session")
+def everything() -> Iterator[Upstream]:
+    """The MCP reference server "everything" over Streamable HTTP (endpoint /mcp)."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(node_bin("mcp-server-everything")), "streamableHttp"],
+        env={**os.environ, "PORT": str(port)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, proc, "mcp-server-everything")
+        yield Upstream(f"http://127.0.0.1:{port}/mcp", proc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def assert_clean(body: str, secrets: Sequence[str] = ()) -> None:
+    """No traceback and no secret in a response body or a log."""
+    assert "Traceback" not in body
+    assert 'File "' not in body
+    for secret in secrets:
+        assert secret not in body
