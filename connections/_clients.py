@@ -13,8 +13,10 @@ clients that carry a session's own headers for connections with an `auth` callba
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import ssl
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -95,6 +97,13 @@ class OpenedClient:
         return not self.gone.is_set() and (self.child is None or self.child.alive)
 
 
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client: building one loads the CA bundle (~90 ms), and
+    one-off clients for per-session `auth` open for every operation. Contexts are safe to share."""
+    return httpx2.create_ssl_context()
+
+
 def merge_headers(static: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
     """`extra` over `static`, case-insensitively (HTTP header names are case-insensitive, RFC 9110 §5.1)."""
     merged: dict[str, tuple[str, str]] = {k.lower(): (k, v) for k, v in static.items()}
@@ -131,11 +140,13 @@ async def open_client(
     auth: httpx2.Auth | None = None,
     on_message: OnMessage | None = None,
     mode: str | None = None,
+    http_status: list[int] | None = None,
 ) -> AsyncGenerator[OpenedClient]:
     """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
 
     `headers` are merged over the definition's static headers. No timeout is applied here: the
-    caller bounds the open with its own cancel scope (`Timeouts.connect`).
+    caller bounds the open with its own cancel scope (`Timeouts.connect`). `http_status` (if
+    given) receives the last HTTP error status, also when the open itself fails.
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
     account connection, and whatever the transport raises (map it with `translate`).
@@ -151,7 +162,7 @@ async def open_client(
     if defn.kind == "account":
         raise ConnectionUnavailable(defn.name, "account connections are reached through the account bridge")
     gone = anyio.Event()
-    status: list[int] = []
+    status: list[int] = [] if http_status is None else http_status
     children: list[StdioChild] = []
     if defn.kind == "stdio":
         assert defn.command is not None
@@ -181,6 +192,7 @@ async def open_client(
             return httpx2.AsyncClient(
                 headers=headers,
                 auth=auth,
+                verify=shared_ssl_context(),
                 timeout=httpx2.Timeout(None, connect=defn.timeouts.connect),
                 event_hooks={"response": [on_response]},
             )
@@ -377,8 +389,7 @@ async def _one_off(
     # the operation's, so no cancel scope is exited out of order around the client's task groups.
     with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
         try:
-            async with open_client(defn, headers=headers, environ=environ, auth=auth) as opened:
-                status = opened.http_status
+            async with open_client(defn, headers=headers, environ=environ, auth=auth, http_status=status) as opened:
                 phase = operation
                 budget = defn.timeouts.list if operation == "list" else defn.timeouts.call
                 scope.deadline = anyio.current_time() + budget

@@ -96,6 +96,9 @@ class _Session:
     opened: OpenedClient | None = None
     error: ConnectionsError | None = None
     stopping: bool = False
+    """Retired: closing (or closed); never handed out again."""
+    broken: bool = False
+    """An operation found the transport unusable (connection refused, stream closed)."""
 
     @property
     def usable(self) -> bool:
@@ -290,7 +293,8 @@ class ClientPool:
         except Exception as exc:
             error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
             if isinstance(error, ConnectionUnavailable):
-                session.wake.set()  # the runner retires it; the next use opens a new session
+                session.broken = True
+                self._retire(slot, session)  # the next use opens a new session
             raise error from None
         slot.failures.clear()
         return result
@@ -308,6 +312,8 @@ class ClientPool:
                 await self._wait_ready(slot, s)
             if s is not None and s.usable and s.opened is not None:
                 return s, s.opened
+            if s is not None:
+                self._retire(slot, s)
             if slot.last_error is not None and slot.open_failed_at >= arrived:
                 raise slot.last_error  # an open attempted while we queued failed: share its verdict
             now = anyio.current_time()
@@ -325,8 +331,7 @@ class ClientPool:
     async def _open(self, slot: _Slot) -> tuple[_Session, OpenedClient]:
         assert self._tg is not None
         if slot.session is not None:
-            slot.session.stopping = True
-            slot.session.wake.set()
+            self._retire(slot, slot.session)
         s = _Session(started=anyio.current_time())
         slot.session = s
         slot.opens += 1
@@ -349,6 +354,17 @@ class ClientPool:
             s.wake.set()
             s.error = UpstreamTimeout(slot.defn.name, "opening the connection timed out")
             s.ready.set()
+
+    def _retire(self, slot: _Slot, s: _Session) -> None:
+        """Stop using `s`; if it ended by itself (not by us), count that as one failure. Idempotent."""
+        if s.stopping:
+            return
+        s.stopping = True
+        s.wake.set()
+        if (s.opened is not None and not s.opened.alive) or s.broken:
+            what = "the server process exited" if slot.defn.kind == "stdio" else "the connection closed"
+            self._record_failure(slot, ConnectionUnavailable(slot.defn.name, f"{what}; it is reopened on the next use"))
+            self._cache.invalidate(slot.defn.name)
 
     def _record_failure(self, slot: _Slot, error: ConnectionsError) -> None:
         now = anyio.current_time()
@@ -377,9 +393,9 @@ class ClientPool:
                         auth=self._auth_for(defn) if self._auth_for is not None and defn.url else None,
                         on_message=self._on_message(defn.name, s),
                         mode=client_mode(defn, slot.learned_mode),
+                        http_status=status,
                     ) as opened:
                         scope.deadline = math.inf
-                        status = opened.http_status
                         if defn.protocol == "auto" and opened.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
                             slot.learned_mode = "legacy"  # a restart skips the probe this upstream failed
                         s.opened = opened
@@ -400,10 +416,8 @@ class ClientPool:
         finally:
             if s.opened is None and s.error is None:
                 s.error = ConnectionUnavailable(defn.name, "the client pool is closing")
-            if s.opened is not None and not s.stopping and not self._closed:
-                what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
-                self._record_failure(slot, ConnectionUnavailable(defn.name, f"{what}; it is reopened on the next use"))
-                self._cache.invalidate(defn.name)
+            if not self._closed:
+                self._retire(slot, s)
             s.ready.set()
             s.finished.set()
 

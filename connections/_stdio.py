@@ -50,7 +50,19 @@ class StdioChild:
 
     @property
     def alive(self) -> bool:
-        return self.process.returncode is None
+        """False once the child exited, including the moment between its death and its reaping."""
+        return self.process.returncode is None and not _zombie(self.process.pid)
+
+
+def _zombie(pid: int) -> bool:
+    # A killed child is a zombie until the event loop's child watcher reaps it; a call sent in
+    # that window would be lost, so look at the kernel's view (Linux /proc; elsewhere: returncode).
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] in (b"Z", b"X")
 
 
 @asynccontextmanager
