@@ -253,7 +253,10 @@ class _Loading:
     def _add_connection(
         self, defn: ConnectionDefinition, path: Path, *, in_host_folder: bool, namespace: str | None = None
     ) -> None:
-        problems = [*defn.problems, *connection_problems(defn, in_host_folder=in_host_folder)]
+        rules = list(connection_problems(defn, in_host_folder=in_host_folder))
+        if path.suffix == ".json":  # one mcp.json holds many servers: say which one
+            rules = [Problem(p.code, f"server {defn.name!r}: {p.message}", p.severity) for p in rules]
+        problems = [*defn.problems, *rules]
         failed = self._report(path, defn.line, problems)
         if defn.name in self.conn_sources:
             first = self.conn_sources[defn.name]
