@@ -83,7 +83,7 @@ async def test_advertised_tools_keep_the_upstream_names_and_schemas(tmp_path: Pa
     root = project(tmp_path, {"mcp-connections/everything.py": advertised(everything)})
     async with Broker(load_project(root)) as broker:
         toolset = await broker.builder.build(session())
-        upstream = await broker.host.list_tools("everything")
+        upstream = await broker.host.mcp.list_tools("everything")
     assert {t.name for t in upstream} <= set(toolset.names())
     echo = toolset.get("echo")
     assert echo is not None and echo.source == "advertised" and echo.connection == "everything"
@@ -292,7 +292,7 @@ async def test_host_only_connections_never_reach_the_toolset(tmp_path: Path, ups
     )
     async with Broker(load_project(root)) as broker:
         toolset = await broker.builder.build(session())
-        assert "admin" in broker.host.names()
+        assert "admin" in broker.host.mcp.names()
     assert toolset.names() == []
 
 

@@ -1,0 +1,105 @@
+"""`Broker`: a loaded project made live — the client pool, `host.mcp` and the turn builder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx2
+import mcp.types as mt
+
+from oauth import ConnectionAuth, TokenStore, connection_auth
+
+from ._clients import call_tool_once, list_tools_once
+from ._definitions import ConnectionDefinition
+from ._host import HostMcp
+from ._listing_cache import DEFAULT_LISTING_TTL
+from ._loader import Project
+from ._pool import ClientPool
+from ._turns import TurnBuilder
+
+__all__ = ["Broker", "Host"]
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What authored tools receive as `ctx.host`: `host.mcp` (static headers only)."""
+
+    mcp: HostMcp
+
+
+class Broker:
+    """Owns everything that talks to upstreams for one project.
+
+    `async with Broker(project) as broker:` then `await broker.builder.build(session)` for a turn,
+    `broker.host.mcp` for agent code. Leaving the block closes every client and stdio child.
+
+    Connections with `oauth` get their `Authorization` from `token_store` (tokens written by
+    `agent-sdk mcp oauth`); without a store such a connection fails with a sentence saying so.
+    Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
+    clients carrying that session's headers.
+    """
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        environ: Mapping[str, str] | None = None,
+        token_store: TokenStore | None = None,
+        listing_ttl: float = DEFAULT_LISTING_TTL,
+    ) -> None:
+        self.project = project
+        self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
+        self._store = token_store
+        self._oauth_http: httpx2.AsyncClient | None = None
+        self._auths: dict[str, ConnectionAuth] = {}
+        self.pool = ClientPool(
+            project.connections, environ=self.environ, auth_for=self._auth_for, listing_ttl=listing_ttl
+        )
+        self.host = Host(mcp=HostMcp(self.pool))
+        self.builder = TurnBuilder(project, list_tools=self._list_tools, call_tool=self._call_tool, host=self.host)
+
+    async def __aenter__(self) -> Broker:
+        await self.pool.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pooled client (terminating stdio children) and the OAuth HTTP client."""
+        try:
+            await self.pool.aclose()
+        finally:
+            if self._oauth_http is not None:
+                await self._oauth_http.aclose()
+
+    def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
+        if defn.oauth is None or defn.url is None or self._store is None:
+            return None
+        auth = self._auths.get(defn.name)
+        if auth is None:
+            if self._oauth_http is None:
+                self._oauth_http = httpx2.AsyncClient(timeout=30.0)
+            # One ConnectionAuth per connection for the broker's life: its lock and cached token
+            # survive a pooled client reopening, so a refresh is never run twice in this process.
+            auth = connection_auth(defn.name, defn.url, defn.oauth, self._store, http=self._oauth_http)
+            self._auths[defn.name] = auth
+        return auth
+
+    async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
+        if headers is None:
+            return await self.pool.list_tools(defn.name, use_cache=True)
+        return await list_tools_once(defn, headers=headers, environ=self.environ)
+
+    async def _call_tool(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
+    ) -> mt.CallToolResult:
+        if headers is None:
+            return await self.pool.call_tool(defn.name, tool, arguments)
+        return await call_tool_once(defn, tool, arguments, headers=headers, environ=self.environ)
