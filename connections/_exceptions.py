@@ -123,6 +123,8 @@ class ClientError(ConnectionsError):
     def __init__(self, connection: str, message: str) -> None:
         super().__init__(f"connection {connection!r}: {message}")
         self.connection = connection
+        self.detail = message
+        """The message without the connection prefix (for reports that name the connection already)."""
 
 
 class UnknownConnection(ClientError):

@@ -177,6 +177,8 @@ class TurnBuilder:
         attached = [d for d in model_facing if d.attached and d.name not in headers.failed]
         if session is not None and attached:
             tools.update(self._meta_tools({d.name: d for d in attached}, headers.values))
+        # Parallel work finishes in any order; report in a stable one so two runs read the same.
+        problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
         return Toolset(session=session, tools=tools), problems
 
     # -- per-session auth ---------------------------------------------------------------------
@@ -226,7 +228,8 @@ class TurnBuilder:
                     )
                 )
             except ConnectionsError as exc:
-                problems.append(TurnProblem(exc.code, f"tools/list failed: {exc}", connection=defn.name))
+                detail = getattr(exc, "detail", None) or str(exc)
+                problems.append(TurnProblem(exc.code, f"tools/list failed: {detail}", connection=defn.name))
 
         async with anyio.create_task_group() as tg:
             for defn in defns:
