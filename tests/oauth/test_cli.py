@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +137,28 @@ def test_no_browser_accepts_the_pasted_redirect_url(
     done = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--no-browser", "--timeout", "30", stdin=pasted)
     assert done.returncode == 1
     assert "different state" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_ctrl_c_while_waiting_exits_cleanly(tmp_path: Path, auth_server: AuthServer, resource: ResourceServer) -> None:
+    project = make_project(tmp_path / "project", resource.url)
+    proc = subprocess.Popen(
+        [str(CLI), "mcp", "oauth", "docs", "--dir", str(project), "--no-browser"],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,  # kept open: the CLI is waiting for a paste as well as for the redirect
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    waited = ""
+    for line in proc.stderr:  # wait (on the CLI's own output, not a clock) until it is waiting
+        waited += line
+        if "Waiting for the redirect" in line:
+            break
+    port = int(waited.split("Waiting for the redirect to http://127.0.0.1:")[1].split("/")[0])
+    proc.send_signal(signal.SIGINT)
+    _, rest = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "interrupted" in rest and "Traceback" not in rest
+    with socket.socket() as probe:  # the loopback listener is gone with it
+        assert probe.connect_ex(("127.0.0.1", port)) != 0
