@@ -36,13 +36,13 @@ from tests.processes import running
 pytestmark = pytest.mark.anyio
 
 UPSTREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams"
-COUNTING = str(UPSTREAMS / "counting_server.py")
+RAW = str(UPSTREAMS / "raw_stdio.py")
 SILENT = str(UPSTREAMS / "silent_stdio.py")
 
 
-def counting(tmp_path: Path, *, env: dict[str, str] | None = None, **fields: Any) -> ConnectionDefinition:
+def raw(tmp_path: Path, *, env: dict[str, str] | None = None, **fields: Any) -> ConnectionDefinition:
     full_env = {"COUNT_FILE": str(tmp_path / "count.txt"), **(env or {})}
-    return define_connection(command=sys.executable, args=[COUNTING, "stdio"], env=full_env, **fields).named("c", None)
+    return define_connection(command=sys.executable, args=[RAW], env=full_env, **fields).named("c", None)
 
 
 def events(tmp_path: Path, kind: str) -> int:
@@ -57,8 +57,7 @@ def text(result: mt.CallToolResult) -> str:
 
 def leftovers() -> dict[int, str]:
     """Our stdio fixtures still running below this test process."""
-    found = matching(f"{COUNTING} stdio") | matching(SILENT) | matching("sleep 300")
-    return found
+    return matching(RAW) | matching(SILENT) | matching("sleep 300")
 
 
 async def eventually(condition: Callable[[], bool], limit: float = 15.0) -> None:
@@ -75,7 +74,7 @@ def no_leaked_processes() -> Iterator[None]:
 
 
 async def test_child_killed_between_calls_is_restarted_once_on_next_use(tmp_path: Path) -> None:
-    async with ClientPool({"c": counting(tmp_path)}) as pool:
+    async with ClientPool({"c": raw(tmp_path)}) as pool:
         first = int(text(await pool.call_tool("c", "pid", {})))
         assert pool.status("c").pid == first
         os.kill(first, signal.SIGKILL)
@@ -90,7 +89,7 @@ async def test_child_killed_between_calls_is_restarted_once_on_next_use(tmp_path
 
 
 async def test_child_killed_during_a_call_fails_that_call_and_the_next_succeeds(tmp_path: Path) -> None:
-    async with ClientPool({"c": counting(tmp_path, timeouts={"call": 60})}) as pool:
+    async with ClientPool({"c": raw(tmp_path, timeouts={"call": 60})}) as pool:
         pid = int(text(await pool.call_tool("c", "pid", {})))
         errors: list[ConnectionsError] = []
 
@@ -114,9 +113,9 @@ async def test_child_killed_during_a_call_fails_that_call_and_the_next_succeeds(
 
 async def test_a_crash_loop_pauses_restarts_with_a_clear_error(tmp_path: Path) -> None:
     policy = RestartPolicy(backoff_initial=0.01, backoff_max=0.05, crash_loop_failures=3, crash_loop_pause=600)
-    async with ClientPool({"c": counting(tmp_path)}, restart_policy=policy) as pool:
+    async with ClientPool({"c": raw(tmp_path)}, restart_policy=policy) as pool:
         for _ in range(3):
-            with pytest.raises(ConnectionUnavailable, match="'c'.*exited"):
+            with pytest.raises(ConnectionUnavailable, match=r"'c'.*exited"):
                 await pool.call_tool("c", "crash", {})
         with pytest.raises(ConnectionUnavailable, match="crash loop") as caught:
             await pool.call_tool("c", "echo", {"text": "x"})
@@ -126,8 +125,8 @@ async def test_a_crash_loop_pauses_restarts_with_a_clear_error(tmp_path: Path) -
 
 
 async def test_a_hanging_tool_call_times_out_and_the_session_stays_usable(tmp_path: Path) -> None:
-    async with ClientPool({"c": counting(tmp_path, timeouts={"call": 1})}) as pool:
-        with pytest.raises(UpstreamTimeout, match="'c'.*tools/call 'hang' timed out") as caught:
+    async with ClientPool({"c": raw(tmp_path, timeouts={"call": 1})}) as pool:
+        with pytest.raises(UpstreamTimeout, match=r"'c'.*tools/call 'hang' timed out") as caught:
             await pool.call_tool("c", "hang", {})
         assert caught.value.code == "upstream_timeout"
         assert text(await pool.call_tool("c", "echo", {"text": "still here"})) == "still here"
@@ -156,7 +155,7 @@ async def test_a_command_that_does_not_exist_is_connection_unavailable() -> None
 
 async def test_pool_close_stops_a_stubborn_child_and_its_process_group(tmp_path: Path) -> None:
     env = {"GRANDCHILD": "1", "STUBBORN": "1"}
-    async with ClientPool({"c": counting(tmp_path, env=env)}) as pool:
+    async with ClientPool({"c": raw(tmp_path, env=env)}) as pool:
         pid = int(text(await pool.call_tool("c", "pid", {})))
         assert matching("sleep 300")  # the grandchild runs
     assert not alive(pid)
@@ -164,7 +163,7 @@ async def test_pool_close_stops_a_stubborn_child_and_its_process_group(tmp_path:
 
 
 async def test_a_child_that_exits_on_eof_leaves_no_grandchild_behind(tmp_path: Path) -> None:
-    async with ClientPool({"c": counting(tmp_path, env={"GRANDCHILD": "1"})}) as pool:
+    async with ClientPool({"c": raw(tmp_path, env={"GRANDCHILD": "1"})}) as pool:
         await pool.call_tool("c", "echo", {"text": "x"})
         assert matching("sleep 300")
 
@@ -174,7 +173,7 @@ async def test_cancelling_the_pool_owner_still_stops_every_child(tmp_path: Path)
     started = anyio.Event()
 
     async def owner() -> None:
-        async with ClientPool({"c": counting(tmp_path, env={"GRANDCHILD": "1"})}) as pool:
+        async with ClientPool({"c": raw(tmp_path, env={"GRANDCHILD": "1"})}) as pool:
             await pool.call_tool("c", "echo", {"text": "x"})
             started.set()
             await pool.call_tool("c", "slow", {"seconds": 120})
@@ -244,5 +243,5 @@ async def test_broken_http_upstreams_are_typed_errors(
 async def test_an_http_upstream_that_refuses_connections_is_unavailable() -> None:
     defn = define_connection(url=f"http://127.0.0.1:{free_port()}/mcp").named("refused", None)
     async with ClientPool({"refused": defn}) as pool:
-        with pytest.raises(ConnectionUnavailable, match="'refused': cannot connect to http://127.0.0.1:"):
+        with pytest.raises(ConnectionUnavailable, match=r"'refused': cannot connect to http://127\.0\.0\.1:"):
             await pool.list_tools("refused")

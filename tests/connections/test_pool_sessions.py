@@ -1,0 +1,104 @@
+"""One upstream session per connection, counted at the upstream; the listing cache and list_changed."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as mt
+import pytest
+
+from connections import ClientPool, ConnectionDefinition, define_connection
+from tests.conftest import free_port
+from tests.fixtures.upstreams.proctable import matching
+from tests.processes import running
+
+pytestmark = pytest.mark.anyio
+
+UPSTREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams"
+COUNTING = str(UPSTREAMS / "counting_server.py")
+
+
+def text(result: mt.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
+
+
+def events(path: Path, *kinds: str) -> list[str]:
+    lines = path.read_text().splitlines() if path.exists() else []
+    return [line for line in lines if line.split()[0] in kinds]
+
+
+def stdio(name: str, count: Path, **fields: Any) -> ConnectionDefinition:
+    env = {"COUNT_FILE": str(count)}
+    return define_connection(command=sys.executable, args=[COUNTING, "stdio"], env=env, **fields).named(name, None)
+
+
+@pytest.fixture(scope="module")
+def counting_http(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    port = free_port()
+    count = tmp_path_factory.mktemp("count") / "count.txt"
+    with running([sys.executable, COUNTING, "http", str(port)], port=port, env={"COUNT_FILE": str(count)}):
+        yield f"http://127.0.0.1:{port}/mcp", count
+
+
+async def hundred_calls(pool: ClientPool, name: str) -> list[str]:
+    results: list[str] = []
+
+    async def one(i: int) -> None:
+        results.append(text(await pool.call_tool(name, "echo", {"text": str(i)})))
+
+    async with anyio.create_task_group() as tg:
+        for i in range(100):
+            tg.start_soon(one, i)
+    return results
+
+
+async def test_100_concurrent_calls_on_a_fresh_stdio_connection_start_one_child(tmp_path: Path) -> None:
+    count = tmp_path / "count.txt"
+    async with ClientPool({"c": stdio("c", count)}) as pool:
+        results = await hundred_calls(pool, "c")
+        assert sorted(results, key=int) == [str(i) for i in range(100)]
+        assert len(events(count, "start")) == 1
+        assert pool.status("c").opens == 1
+    assert not matching(f"{COUNTING} stdio")
+
+
+@pytest.mark.parametrize("protocol", ["auto", "legacy"])
+async def test_100_concurrent_calls_on_a_fresh_http_connection_open_one_session(
+    counting_http: tuple[str, Path], protocol: str
+) -> None:
+    url, count = counting_http
+    before = len(events(count, "initialize", "server/discover"))
+    async with ClientPool({"h": define_connection(url=url, protocol=protocol).named("h", None)}) as pool:
+        results = await hundred_calls(pool, "h")
+        assert len(results) == 100
+        await pool.list_tools("h")
+        opened = events(count, "initialize", "server/discover")[before:]
+        # One handshake (legacy) or one discovery probe (2026-07-28) for all 100 calls and the listing.
+        assert [line.split()[0] for line in opened] == ["server/discover" if protocol == "auto" else "initialize"]
+        assert pool.status("h").protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
+
+
+async def test_list_changed_from_the_upstream_drops_the_cached_listing(tmp_path: Path) -> None:
+    defn = stdio("c", tmp_path / "count.txt", protocol="legacy")
+    async with ClientPool({"c": defn}, listing_ttl=3600) as pool:
+        first = {t.name for t in await pool.list_tools("c", use_cache=True)}
+        assert "late_tool" not in first
+        # The cache answers while nothing changed...
+        assert {t.name for t in await pool.list_tools("c", use_cache=True)} == first
+        # ...until the upstream says tools/list_changed (sent by the add_tool tool itself).
+        await pool.call_tool("c", "add_tool", {"name": "late_tool"})
+        with anyio.fail_after(10):
+            while "late_tool" not in {t.name for t in await pool.list_tools("c", use_cache=True)}:  # noqa: ASYNC110
+                await anyio.sleep(0.01)  # the notification may land a moment after the call returns
+
+
+async def test_a_zero_ttl_lists_every_time(tmp_path: Path) -> None:
+    defn = stdio("c", tmp_path / "count.txt", protocol="modern")  # modern: no list_changed stream
+    async with ClientPool({"c": defn}, listing_ttl=0) as pool:
+        await pool.list_tools("c", use_cache=True)
+        await pool.call_tool("c", "add_tool", {"name": "late_tool"})
+        assert "late_tool" in {t.name for t in await pool.list_tools("c", use_cache=True)}
