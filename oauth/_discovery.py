@@ -201,8 +201,13 @@ class Discovery:
             raise DiscoveryError(f"no usable protected resource metadata for {resource_url}: {'; '.join(problems)}")
         return None
 
-    async def server_metadata(self, issuer: str) -> ServerMetadata:
-        """The authorization server's metadata; raises `DiscoveryError` / `PkceUnsupported`."""
+    async def server_metadata(self, issuer: str, *, legacy: bool = False) -> ServerMetadata:
+        """The authorization server's metadata; raises `DiscoveryError` / `PkceUnsupported`.
+
+        `legacy`: a 2025-03-26 server without resource metadata, whose authorization server is found
+        at its origin; its metadata may name another issuer (e.g. `<origin>/oauth`), so the RFC 8414
+        §3.3 equality check does not apply. S256 is still required.
+        """
         cached = self._cache.get(("asm", issuer, ""))
         if isinstance(cached, ServerMetadata):
             return cached
@@ -216,7 +221,7 @@ class Discovery:
             except pydantic.ValidationError:
                 problems.append(f"{url} is not authorization server metadata")
                 continue
-            if not _same_issuer(wire.issuer, issuer):
+            if not legacy and not _same_issuer(wire.issuer, issuer):
                 raise DiscoveryError(
                     f"the metadata at {url} names the issuer {wire.issuer}, not {issuer} (RFC 8414 §3.3); "
                     "refusing a server that does not identify as itself"

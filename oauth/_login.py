@@ -175,7 +175,7 @@ async def login(
             challenge = await probe_challenge(client_http, resource_url)
         prm = await finder.resource_metadata(resource_url, challenge)
         issuer = prm.authorization_servers[0] if prm else _origin(resource_url)  # 2025-03-26: the origin
-        asm = await finder.server_metadata(issuer)
+        asm = await finder.server_metadata(issuer, legacy=prm is None)
         resource = prm.resource if prm else resource_url
         key = StoreKey(connection, resource_url)
         previous = await store.load(key)

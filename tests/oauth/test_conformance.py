@@ -35,3 +35,21 @@ async def test_conformance_auth_suite_passes_every_scenario() -> None:
     assert failed == [], summary
     assert re.search(r"Total: \d+ passed, 0 failed, 0 warnings", summary), summary
     assert done.returncode == 0, summary
+
+
+@pytest.mark.parametrize("scenario", ["auth/resource-mismatch", "auth/2025-03-26-oauth-metadata-backcompat"])
+async def test_conformance_scenarios_beyond_the_auth_suite(scenario: str) -> None:
+    # resource-mismatch (draft): metadata naming another resource must stop the login before any
+    # authorization request. metadata-backcompat: a 2025-03-26 server without resource metadata.
+    suite = node_module("@modelcontextprotocol", "conformance", "dist", "index.js")
+    command = f"{sys.executable} {ROOT / 'tests' / 'oauth' / 'conformance_client.py'}"
+    with anyio.fail_after(60):
+        done = await anyio.run_process(
+            [str(node22()), str(suite), "client", "--command", command, "--scenario", scenario],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            check=False,
+        )
+    report = done.stderr.decode()
+    assert "OVERALL: PASSED" in report, report[-3000:]
+    assert re.search(r"Passed: \d+/\d+, 0 failed, 0 warnings", report), report[-3000:]
