@@ -1,12 +1,160 @@
-"""`agent-sdk mcp list|tools|call`: talk to one connection from the terminal."""
+"""`agent-sdk mcp list|tools|call`: talk to one connection from the terminal.
+
+The commands use the same client pool as `serve` (static headers, stored OAuth tokens from the
+state root; never a session's `auth` callback). Failures print one sentence naming the
+connection and exit 1; the SDK's own log lines (and their tracebacks) stay quiet unless
+`AGENT_SDK_DEBUG=1`.
+"""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import json
+import logging
+import os
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
-__all__ = ["register"]
+import anyio
+import mcp.types as mt
+
+from connections import Broker, ConnectionDefinition, ConnectionsError, Project
+from oauth import FileTokenStore, OAuthError
+
+from ..errors import CliError
+from ._common import add_project_args, state_root_of
+from .project import load
+
+__all__ = ["mcp_call", "mcp_list", "mcp_tools", "register"]
+
+_T = TypeVar("_T")
 
 
 def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     """Add `mcp list`, `mcp tools` and `mcp call` (built with the connection clients)."""
+    p = group.add_parser("list", help="list the project's connections (no upstream is contacted)")
+    add_project_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=mcp_list)
+
+    p = group.add_parser("tools", help="list one connection's tools (after its allow/deny lists)")
+    add_project_args(p)
+    p.add_argument("name", help="the connection")
+    p.add_argument("--json", action="store_true", help="print the tools as MCP JSON")
+    p.set_defaults(func=mcp_tools)
+
+    p = group.add_parser("call", help="call one tool and print its result as JSON")
+    add_project_args(p)
+    p.add_argument("name", help="the connection")
+    p.add_argument("tool", help="the tool's name on that connection")
+    p.add_argument("--args", default="{}", help='the tool\'s arguments as a JSON object, e.g. \'{"text": "hi"}\'')
+    p.set_defaults(func=mcp_call)
+
+
+def mcp_list(args: argparse.Namespace) -> int:
+    """Print each connection: name, kind, target and flags (never header or env values)."""
+    project = load(args.dir)
+    rows = [_describe(defn) for defn in sorted(project.connections.values(), key=lambda d: d.name)]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    if not rows:
+        print("(no connections)")
+    for row in rows:
+        flags = " ".join(f for f in ("host-only", "advertised", "oauth", "auth") if row[_FLAG_KEYS[f]])
+        print(f"{row['name']:<24} {row['kind']:<8} {row['target']:<48} {flags}".rstrip())
+    return 0
+
+
+def mcp_tools(args: argparse.Namespace) -> int:
+    """List the tools of `args.name` as a table or, with `--json`, as MCP `Tool` objects."""
+    project = load(args.dir)
+    _warn_auth(project, args.name)
+    tools = _run(project, args, lambda broker: broker.pool.list_tools(args.name))
+    if args.json:
+        print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], indent=2))
+        return 0
+    if not tools:
+        print("(no tools)")
+    for tool in tools:
+        read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
+        summary = (tool.description or "").strip().splitlines()
+        print(f"{tool.name:<32} {'read' if read_only else '    '}  {summary[0] if summary else ''}".rstrip())
+    return 0
+
+
+def mcp_call(args: argparse.Namespace) -> int:
+    """Call `args.tool` on `args.name`; print the result as JSON; exit 1 when the result is an error."""
+    try:
+        arguments = json.loads(args.args)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(arguments, dict):
+        raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
+    project = load(args.dir)
+    _warn_auth(project, args.name)
+    result: mt.CallToolResult = _run(
+        project,
+        args,
+        lambda broker: broker.pool.call_tool(args.name, args.tool, arguments),  # pyright: ignore[reportUnknownArgumentType]
+    )
+    print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
+    return 1 if result.is_error else 0
+
+
+_FLAG_KEYS = {"host-only": "hostOnly", "advertised": "advertiseTools", "oauth": "oauth", "auth": "hasAuth"}
+
+
+def _describe(defn: ConnectionDefinition) -> dict[str, Any]:
+    target = defn.url or " ".join([defn.command or "", *defn.args]).strip()
+    if defn.kind == "account":
+        target = "servers: " + (defn.servers if isinstance(defn.servers, str) else ", ".join(defn.servers))
+    return {
+        "name": defn.name,
+        "kind": defn.kind,
+        "target": target,
+        "hostOnly": defn.host_only,
+        "advertiseTools": defn.advertise_tools,
+        "oauth": defn.oauth is not None,
+        "hasAuth": defn.auth is not None,
+        "protocol": defn.protocol,
+        "timeouts": {
+            "connect": defn.timeouts.connect,
+            "list": defn.timeouts.list,
+            "call": defn.timeouts.call,
+        },
+    }
+
+
+def _warn_auth(project: Project, name: str) -> None:
+    defn = project.connections.get(name)
+    if defn is not None and defn.auth is not None:
+        print(
+            f"agent-sdk: note: connection {name!r} has a per-session auth callback; "
+            "this command sends its static headers only",
+            file=sys.stderr,
+        )
+
+
+def _run(project: Project, args: argparse.Namespace, operation: Callable[[Broker], Awaitable[_T]]) -> _T:
+    if os.environ.get("AGENT_SDK_DEBUG") != "1":
+        _quiet_sdk_logs()
+
+    async def main() -> _T:
+        async with Broker(project, token_store=FileTokenStore(state_root_of(args))) as broker:
+            return await operation(broker)
+
+    try:
+        return anyio.run(main)
+    except (ConnectionsError, OAuthError) as exc:
+        raise CliError(str(exc)) from None
+
+
+def _quiet_sdk_logs() -> None:
+    # The SDK logs transport failures with `logger.exception`; with no handler configured, Python's
+    # last-resort handler would print those tracebacks. The error the user needs is ours.
+    for name in ("mcp", "httpx2"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False
