@@ -14,6 +14,7 @@ the gateway still stops every child and cannot hang on one.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -55,14 +56,14 @@ class StdioChild:
 
 
 def _zombie(pid: int) -> bool:
-    # A killed child is a zombie until the event loop's child watcher reaps it; a call sent in
-    # that window would be lost, so look at the kernel's view (Linux /proc; elsewhere: returncode).
+    # A killed child is a zombie until the event loop's child watcher reaps it; a call sent in that
+    # window would be lost. WNOWAIT peeks at the exit without reaping it (the watcher still does).
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True  # already reaped: `returncode` is about to be set
+    except (AttributeError, OSError):  # pragma: no cover - no waitid on this platform
         return False
-    return stat[stat.rindex(b")") + 2 : stat.rindex(b")") + 3] in (b"Z", b"X")
 
 
 @asynccontextmanager
