@@ -111,41 +111,42 @@ async def cold(kind: str, url: str | None, rounds: int) -> dict[str, float]:
     return {"host_cold": statistics.median(host_s), "sdk_cold": statistics.median(sdk_s)}
 
 
-async def concurrent(kind: str, url: str | None, callers: int, per_caller: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    for label in ("host", "sdk"):
-        out.update(await _concurrent_side(kind, url, label, callers, per_caller))
-    return out
-
-
-async def _concurrent_side(kind: str, url: str | None, label: str, callers: int, per_caller: int) -> dict[str, float]:
-    samples: list[float] = []
+async def concurrent(kind: str, url: str | None, callers: int, per_caller: int, rounds: int = 6) -> dict[str, float]:
+    """`callers` tasks on one connection, `per_caller` calls each; host and SDK batches alternate."""
+    samples: dict[str, list[float]] = {"host": [], "sdk": []}
+    wall: dict[str, float] = {"host": 0.0, "sdk": 0.0}
     async with ClientPool({"bench": definition(kind, url)}) as pool, direct_client(kind, url) as direct:
         host = HostMcp(pool)
 
-        async def one() -> Any:
-            if label == "host":
-                return await host.call_tool("bench", "echo", ARGS)
+        async def via_host() -> Any:
+            return await host.call_tool("bench", "echo", ARGS)
+
+        async def via_sdk() -> Any:
             return await direct.call_tool("echo", ARGS)
 
-        await one()
+        sides = {"host": via_host, "sdk": via_sdk}
+        for fn in sides.values():
+            await fn()
+        for i in range(rounds):
+            for label in ("host", "sdk") if i % 2 == 0 else ("sdk", "host"):
+                fn, bucket = sides[label], samples[label]
 
-        async def caller() -> None:
-            for _ in range(per_caller):
-                samples.append(await timed(one))
+                async def caller(fn: Callable[[], Awaitable[Any]] = fn, bucket: list[float] = bucket) -> None:
+                    for _ in range(per_caller):
+                        bucket.append(await timed(fn))
 
-        start = time.perf_counter()
-        async with anyio.create_task_group() as tg:
-            for _ in range(callers):
-                tg.start_soon(caller)
-        wall = time.perf_counter() - start
+                start = time.perf_counter()
+                async with anyio.create_task_group() as tg:
+                    for _ in range(callers):
+                        tg.start_soon(caller)
+                wall[label] += time.perf_counter() - start
         sessions = pool.status("bench").opens
-    return {
-        f"{label}_conc_p50": pct(samples, 0.50),
-        f"{label}_conc_p99": pct(samples, 0.99),
-        f"{label}_conc_rps": len(samples) / wall,
-        **({"host_sessions": float(sessions)} if label == "host" else {}),
-    }
+    out: dict[str, float] = {"host_sessions": float(sessions)}
+    for label in ("host", "sdk"):
+        out[f"{label}_conc_p50"] = pct(samples[label], 0.50)
+        out[f"{label}_conc_p99"] = pct(samples[label], 0.99)
+        out[f"{label}_conc_rps"] = len(samples[label]) / wall[label]
+    return out
 
 
 def free_port() -> int:
@@ -174,6 +175,16 @@ def start_http() -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def run(args: argparse.Namespace, url: str) -> None:
+    only = set(args.only or ("warm", "cold", "concurrent"))
+    if "warm" in only:
+        await run_warm(args, url)
+    if "cold" in only:
+        await run_cold(args, url)
+    if "concurrent" in only:
+        await run_concurrent(args, url)
+
+
+async def run_warm(args: argparse.Namespace, url: str) -> None:
     print(f"# host.mcp vs direct SDK client (server-everything `echo`; {args.calls} warm calls each, interleaved)\n")
     print("| upstream | host p50 ms | SDK p50 ms | p50 ratio | host p99 ms | SDK p99 ms | p99 ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -185,13 +196,24 @@ async def run(args: argparse.Namespace, url: str) -> None:
             f"| {kind} | {ms(r['host_p50'])} | {ms(r['sdk_p50'])} | {r['ratio_p50']:.3f} | "
             f"{ms(r['host_p99'])} | {ms(r['sdk_p99'])} | {r['ratio_p99']:.3f} |"
         )
+    worst = max(r["ratio_p50"] for r in results.values())
+    print(f"\nworst p50 ratio: {worst:.3f} (target <= 1.15)")
+
+
+async def run_cold(args: argparse.Namespace, url: str) -> None:
     print(f"\n## Cold open: first call on a fresh client (median of {args.cold_rounds})\n")
     print("| upstream | host.mcp ms | SDK ms |")
     print("|---|---|---|")
     for kind in ("stdio", "http"):
         r = await cold(kind, url if kind == "http" else None, args.cold_rounds)
         print(f"| {kind} | {ms(r['host_cold'])} | {ms(r['sdk_cold'])} |")
-    print(f"\n## {args.concurrency} concurrent callers on one connection ({args.per_caller} calls each)\n")
+
+
+async def run_concurrent(args: argparse.Namespace, url: str) -> None:
+    print(
+        f"\n## {args.concurrency} concurrent callers on one connection ({args.per_caller} calls each, "
+        "6 alternating batches per side)\n"
+    )
     print("| upstream | host p50 ms | host p99 ms | host calls/s | SDK p50 ms | SDK p99 ms | SDK calls/s | sessions |")
     print("|---|---|---|---|---|---|---|---|")
     for kind in ("stdio", "http"):
@@ -201,8 +223,6 @@ async def run(args: argparse.Namespace, url: str) -> None:
             f"{ms(r['sdk_conc_p50'])} | {ms(r['sdk_conc_p99'])} | {r['sdk_conc_rps']:.0f} | "
             f"{r['host_sessions']:.0f} |"
         )
-    worst = max(r["ratio_p50"] for r in results.values())
-    print(f"\nworst p50 ratio: {worst:.3f} (target <= 1.15)")
 
 
 def main() -> None:
@@ -211,6 +231,9 @@ def main() -> None:
     parser.add_argument("--cold-rounds", type=int, default=5)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--per-caller", type=int, default=25)
+    parser.add_argument(
+        "--only", choices=("warm", "cold", "concurrent"), action="append", help="run only these sections (repeatable)"
+    )
     args = parser.parse_args()
     if not EVERYTHING.exists():
         raise SystemExit(f"{EVERYTHING} is missing; run `bash scripts/test` once to install the peers")

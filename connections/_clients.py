@@ -257,10 +257,15 @@ class _WatchedRead:
         return self
 
     async def __anext__(self) -> Any:
+        # The dispatcher's read loop: one frame over the inner stream, not two.
         try:
-            return await self.receive()
+            return await self._inner.receive()
         except anyio.EndOfStream:
+            self._gone.set()
             raise StopAsyncIteration from None
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._gone.set()
+            raise
 
     async def __aenter__(self) -> _WatchedRead:
         return self

@@ -281,23 +281,34 @@ class ClientPool:
         *,
         tool: str | None = None,
     ) -> _T:
-        session, opened = await self._acquire(slot)
-        doing = "tools/list" if operation == "list" else f"tools/call {tool!r}"
+        session = slot.session
+        if session is not None and session.usable and session.opened is not None and not self._closed:
+            opened = session.opened  # the hot path: no lock, no extra frame
+        else:
+            session, opened = await self._acquire(slot)
+        # A bare CancelScope, not fail_after: this runs on every call and costs a third as much.
+        scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
         try:
-            with anyio.fail_after(budget):
+            with scope:
                 result = await run(opened.client)
-        except TimeoutError:
-            raise UpstreamTimeout(slot.defn.name, f"{doing} timed out after {budget:g}s") from None
+                if slot.failures:
+                    slot.failures.clear()
+                return result
         except ClientError:
             raise
         except Exception as exc:
+            if scope.cancelled_caught or isinstance(exc, TimeoutError):
+                raise self._timeout(slot, operation, tool, budget) from None
             error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
             if isinstance(error, ConnectionUnavailable):
                 session.broken = True
                 self._retire(slot, session)  # the next use opens a new session
             raise error from None
-        slot.failures.clear()
-        return result
+        raise self._timeout(slot, operation, tool, budget)  # the scope's deadline passed
+
+    def _timeout(self, slot: _Slot, operation: str, tool: str | None, budget: float) -> UpstreamTimeout:
+        doing = "tools/list" if operation == "list" else f"tools/call {tool!r}"
+        return UpstreamTimeout(slot.defn.name, f"{doing} timed out after {budget:g}s")
 
     async def _acquire(self, slot: _Slot) -> tuple[_Session, OpenedClient]:
         if self._closed or self._tg is None:

@@ -106,9 +106,7 @@ async def test_one_off_clients_carry_session_headers_over_static_ones(counting_h
     defn = conn("tenant", url=counting_http, headers={"X-Tenant": "static", "X-Deploy": "${DEPLOY_NAME}"})
     environ = {"DEPLOY_NAME": "blue"}
     # Session headers win case-insensitively over the static ones; `${VAR}`s expand at open time.
-    result = await call_tool_once(
-        defn, "header", {"name": "x-tenant"}, headers={"x-tenant": "alice"}, environ=environ
-    )
+    result = await call_tool_once(defn, "header", {"name": "x-tenant"}, headers={"x-tenant": "alice"}, environ=environ)
     assert text(result) == "alice"
     result = await call_tool_once(defn, "header", {"name": "X-Deploy"}, headers={}, environ=environ)
     assert text(result) == "blue"
