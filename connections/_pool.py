@@ -34,6 +34,7 @@ from ._exceptions import (
     ClientError,
     ConnectionsError,
     ConnectionUnavailable,
+    EnvironmentVariableMissing,
     UnknownConnection,
     UnknownTool,
     UpstreamError,
@@ -49,6 +50,7 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 """Returns the `httpx2.Auth` for an HTTP/SSE connection (the host OAuth provider), or None."""
 
 _T = TypeVar("_T")
+_LACKS_TOOL_BUDGET = 5.0
 _CLOSE_GRACE = 10.0  # stdin close (2 s) + SIGTERM (2 s) + SIGKILL reap (2 s), with room to spare
 
 
@@ -266,11 +268,13 @@ class ClientPool:
 
     async def _lacks_tool(self, name: str, tool: str) -> bool:
         """Whether the upstream's listing lacks `tool` (asked only after a call failed)."""
-        try:
-            tools = await self.list_tools(name, use_cache=True)
-        except ConnectionsError:
-            return False
-        return all(t.name != tool for t in tools)
+        tools: list[mt.Tool] | None = None
+        with anyio.move_on_after(_LACKS_TOOL_BUDGET):  # an error path: never wait out a long list timeout
+            try:
+                tools = await self.list_tools(name, use_cache=True)
+            except ConnectionsError:
+                return False
+        return tools is not None and all(t.name != tool for t in tools)
 
     async def _operate(
         self,
@@ -313,6 +317,8 @@ class ClientPool:
     async def _acquire(self, slot: _Slot) -> tuple[_Session, OpenedClient]:
         if self._closed or self._tg is None:
             raise ConnectionUnavailable(slot.defn.name, "the client pool is closed (or was never entered)")
+        if slot.defn.kind == "account":
+            raise ConnectionUnavailable(slot.defn.name, "account connections are reached through the account bridge")
         s = slot.session
         if s is not None and s.usable and s.opened is not None:
             return s, s.opened  # the hot path: no lock
@@ -350,7 +356,9 @@ class ClientPool:
         self._tg.start_soon(self._run, slot, s, name=f"mcp-client:{slot.defn.name}")
         await self._wait_ready(slot, s)
         if s.error is not None:
-            self._record_failure(slot, s.error)
+            if not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
+                self._record_failure(slot, s.error)
+            slot.last_error = s.error
             slot.open_failed_at = anyio.current_time()
             raise s.error
         assert s.opened is not None

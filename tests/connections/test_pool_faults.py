@@ -22,6 +22,7 @@ from connections import (
     ConnectionDefinition,
     ConnectionsError,
     ConnectionUnavailable,
+    EnvironmentVariableMissing,
     RestartPolicy,
     UpstreamError,
     UpstreamTimeout,
@@ -245,3 +246,20 @@ async def test_an_http_upstream_that_refuses_connections_is_unavailable() -> Non
     async with ClientPool({"refused": defn}) as pool:
         with pytest.raises(ConnectionUnavailable, match=r"'refused': cannot connect to http://127\.0\.0\.1:"):
             await pool.list_tools("refused")
+
+
+async def test_an_unset_variable_is_named_and_never_counts_as_a_crash() -> None:
+    defn = define_connection(command=sys.executable, args=[RAW], env={"KEY": "${UNSET_KEY}"}).named("c", None)
+    async with ClientPool({"c": defn}, environ={"PATH": os.environ["PATH"]}) as pool:
+        for _ in range(6):
+            with pytest.raises(EnvironmentVariableMissing, match="UNSET_KEY") as caught:
+                await pool.call_tool("c", "echo", {})
+        assert caught.value.code == "environment_variable_missing"
+        assert pool.status("c").failures == 0 and pool.status("c").state != "paused"
+
+
+async def test_account_connections_are_not_opened_by_the_pool() -> None:
+    defn = define_connection(account=True).named("hub", None)
+    async with ClientPool({"hub": defn}) as pool:
+        with pytest.raises(ConnectionUnavailable, match="'hub': account connections"):
+            await pool.list_tools("hub")
