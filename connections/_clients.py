@@ -54,6 +54,7 @@ __all__ = [
     "OpenedClient",
     "call_tool_once",
     "client_mode",
+    "leaves",
     "list_all_tools",
     "list_tools_once",
     "merge_headers",
@@ -307,11 +308,12 @@ async def list_all_tools(defn: ConnectionDefinition, client: Client) -> list[mt.
     return [t for t in tools if defn.allows_tool(t.name)]
 
 
-def _leaves(exc: BaseException) -> list[BaseException]:
+def leaves(exc: BaseException) -> list[BaseException]:
+    """The non-group exceptions inside `exc` (itself when it is not a group)."""
     if isinstance(exc, BaseExceptionGroup):
         out: list[BaseException] = []
         for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            out.extend(_leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
+            out.extend(leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
         return out
     return [exc]
 
@@ -336,11 +338,11 @@ def translate(
     Messages are built here from codes and classes, never by echoing a request (headers, URLs
     with queries, environment values), so no secret reaches a log line or the model.
     """
-    leaves = _leaves(exc)
-    typed = next((e for e in leaves if isinstance(e, ConnectionsError)), None)
+    found = leaves(exc)
+    typed = next((e for e in found if isinstance(e, ConnectionsError)), None)
     if typed is not None:
         return typed
-    leaf = next((e for e in leaves if not isinstance(e, anyio.get_cancelled_exc_class())), leaves[0])
+    leaf = next((e for e in found if not isinstance(e, anyio.get_cancelled_exc_class())), found[0])
     name = defn.name
     doing = {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[operation]
     status = f" (HTTP {http_status[-1]})" if http_status else ""

@@ -26,9 +26,10 @@ import httpx2
 import mcp.types as mt
 from mcp import Client
 from mcp.client.session import IncomingMessage
+from mcp.shared.exceptions import MCPError
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
-from ._clients import OpenedClient, client_mode, list_all_tools, open_client, translate
+from ._clients import OpenedClient, client_mode, leaves, list_all_tools, open_client, translate
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
     ClientError,
@@ -285,30 +286,39 @@ class ClientPool:
         *,
         tool: str | None = None,
     ) -> _T:
-        session = slot.session
-        if session is not None and session.usable and session.opened is not None and not self._closed:
-            opened = session.opened  # the hot path: no lock, no extra frame
-        else:
-            session, opened = await self._acquire(slot)
-        # A bare CancelScope, not fail_after: this runs on every call and costs a third as much.
-        scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
-        try:
-            with scope:
-                result = await run(opened.client)
-                if slot.failures:
-                    slot.failures.clear()
-                return result
-        except ClientError:
-            raise
-        except Exception as exc:
-            if scope.cancelled_caught or isinstance(exc, TimeoutError):
-                raise self._timeout(slot, operation, tool, budget) from None
-            error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
-            if isinstance(error, ConnectionUnavailable):
-                session.broken = True
-                self._retire(slot, session)  # the next use opens a new session
-            raise error from None
-        raise self._timeout(slot, operation, tool, budget)  # the scope's deadline passed
+        for attempt in (1, 2):
+            session = slot.session
+            if session is not None and session.usable and session.opened is not None and not self._closed:
+                opened = session.opened  # the hot path: no lock, no extra frame
+            else:
+                session, opened = await self._acquire(slot)
+            # A bare CancelScope, not fail_after: this runs on every call and costs a third as much.
+            scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
+            try:
+                with scope:
+                    result = await run(opened.client)
+                    if slot.failures:
+                        slot.failures.clear()
+                    return result
+            except ClientError:
+                raise
+            except Exception as exc:
+                if scope.cancelled_caught or isinstance(exc, TimeoutError):
+                    raise self._timeout(slot, operation, tool, budget) from None
+                if attempt == 1 and _session_expired(exc, opened):
+                    # MCP 2025-11-25 transports §Session Management: on 404 for our session id the
+                    # client MUST start a new session. The server did not know the session, so the
+                    # request was not processed: one retry on a fresh session is safe.
+                    session.broken = True
+                    self._retire(slot, session)
+                    continue
+                error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
+                if isinstance(error, ConnectionUnavailable):
+                    session.broken = True
+                    self._retire(slot, session)  # the next use opens a new session
+                raise error from None
+            raise self._timeout(slot, operation, tool, budget)  # the scope's deadline passed
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _timeout(self, slot: _Slot, operation: str, tool: str | None, budget: float) -> UpstreamTimeout:
         doing = "tools/list" if operation == "list" else f"tools/call {tool!r}"
@@ -456,3 +466,17 @@ class ClientPool:
 async def _relay(source: anyio.Event, target: anyio.Event) -> None:
     await source.wait()
     target.set()
+
+
+def _session_expired(exc: BaseException, opened: OpenedClient) -> bool:
+    """The Streamable HTTP server answered 404 for our `Mcp-Session-Id` (it restarted or expired it).
+
+    The SDK reports a bare 404 as "Session terminated"; a server that sends a JSON-RPC body with
+    its 404 (the Python SDK's "Session not found") is recognised by the status the client saw.
+    """
+    return any(
+        isinstance(leaf, MCPError)
+        and leaf.code == mt.INVALID_REQUEST
+        and (leaf.message == "Session terminated" or opened.http_status == [404])
+        for leaf in leaves(exc)
+    )

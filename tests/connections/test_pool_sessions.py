@@ -102,3 +102,18 @@ async def test_a_zero_ttl_lists_every_time(tmp_path: Path) -> None:
         await pool.list_tools("c", use_cache=True)
         await pool.call_tool("c", "add_tool", {"name": "late_tool"})
         assert "late_tool" in {t.name for t in await pool.list_tools("c", use_cache=True)}
+
+
+async def test_a_restarted_http_upstream_gets_a_new_session_and_the_call_succeeds(tmp_path: Path) -> None:
+    port = free_port()
+    count = tmp_path / "count.txt"
+    cmd = [sys.executable, COUNTING, "http", str(port)]
+    defn = define_connection(url=f"http://127.0.0.1:{port}/mcp", protocol="legacy").named("h", None)
+    async with ClientPool({"h": defn}) as pool:
+        with running(cmd, port=port, env={"COUNT_FILE": str(count)}):
+            assert text(await pool.call_tool("h", "echo", {"text": "before"})) == "before"
+        # The upstream restarts (a deploy): it no longer knows our Mcp-Session-Id and answers 404.
+        with running(cmd, port=port, env={"COUNT_FILE": str(count)}):
+            assert text(await pool.call_tool("h", "echo", {"text": "after"})) == "after"
+        assert pool.status("h").opens == 2
+        assert len(events(count, "initialize")) == 2
