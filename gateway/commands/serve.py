@@ -89,6 +89,8 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
+    logging.getLogger("mcp").setLevel(logging.WARNING)
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
