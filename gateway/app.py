@@ -23,7 +23,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
-from connections import Project
+from connections import Broker, Project
+from oauth import serving_store
 
 from .auth_chain import AuthChain, BodyLimit
 from .discovery_routes import discovery_routes
@@ -44,11 +45,17 @@ logger = logging.getLogger("agent_sdk.app")
 BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 
-def default_broker(project: Project) -> AbstractAsyncContextManager[BrokerLike]:
-    """`connections.Broker(project, environ=os.environ)`: the client pool, host registry and turn builder."""
-    from connections import Broker  # type: ignore[attr-defined]  # pyright: ignore[reportAttributeAccessIssue]
-
-    return Broker(project, environ=os.environ)  # pyright: ignore[reportUnknownVariableType]
+@asynccontextmanager
+async def default_broker(project: Project, state_root: Path) -> AsyncGenerator[BrokerLike]:
+    """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
+    host registry and turn builder; oauth connections read (and refresh) the tokens
+    `agent-sdk mcp oauth` stored."""
+    store = serving_store(state_root)
+    try:
+        async with Broker(project, environ=os.environ, token_store=store) as broker:
+            yield broker
+    finally:
+        await store.aclose()
 
 
 def _mcp_routes() -> list[BaseRoute]:
@@ -88,7 +95,11 @@ def create_app(
     if state_root is not None:
         settings = settings.model_copy(update={"state_root": state_root})
     chosen = runner or make_runner(settings.runner)
-    open_broker = broker or default_broker
+
+    def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
+        return default_broker(p, settings.state_root)
+
+    open_broker = broker or _serving_broker
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:

@@ -49,6 +49,7 @@ from ._manage import LogoutResult as LogoutResult
 from ._manage import deployment_store as deployment_store
 from ._manage import grant_status as grant_status
 from ._manage import logout as logout
+from ._manage import serving_store as serving_store
 from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
 from ._store import TokenStore as TokenStore
@@ -100,4 +101,5 @@ __all__ = [
     "open_browser",
     "parse_www_authenticate",
     "print_url",
+    "serving_store",
 ]

@@ -6,6 +6,7 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import httpx2
 
@@ -16,9 +17,10 @@ from ._redis_store import RedisTokenStore
 from ._store import TokenStore
 from ._tokens import revoke
 
-__all__ = ["GrantStatus", "LogoutResult", "deployment_store", "grant_status", "logout"]
+__all__ = ["GrantStatus", "LogoutResult", "deployment_store", "grant_status", "logout", "serving_store"]
 
 SECRETS_URL_ENV = "AGENT_SDK_SECRETS_URL"
+TOKEN_STORE_ENV = "AGENT_SDK_TOKEN_STORE"
 
 
 def deployment_store(environ: Mapping[str, str] | None = None) -> TokenStore:
@@ -35,6 +37,33 @@ def deployment_store(environ: Mapping[str, str] | None = None) -> TokenStore:
     from ._exceptions import StoreError
 
     raise StoreError(f"{SECRETS_URL_ENV} must be a redis://, rediss:// or unix:// URL")
+
+
+def serving_store(state_root: Path | str, environ: Mapping[str, str] | None = None) -> TokenStore:
+    """The store a serving gateway reads tokens from (and writes rotated refresh tokens back to).
+
+    `AGENT_SDK_TOKEN_STORE=file|keyring|redis` chooses; unset, it is Redis when
+    `AGENT_SDK_SECRETS_URL` is set (replicas share one store) and otherwise the local
+    `mcp-auth.json` under `state_root` (what `agent-sdk mcp oauth` writes).
+
+    Raises `StoreError` for an unknown choice or a Redis choice without a Redis URL.
+    """
+    from ._exceptions import StoreError
+    from ._file_store import FileTokenStore
+
+    env = os.environ if environ is None else environ
+    choice = env.get(TOKEN_STORE_ENV, "").strip().lower()
+    if not choice:
+        choice = "redis" if env.get(SECRETS_URL_ENV, "").strip() else "file"
+    if choice == "file":
+        return FileTokenStore(state_root)
+    if choice == "keyring":
+        return KeyringTokenStore()
+    if choice == "redis":
+        if not env.get(SECRETS_URL_ENV, "").strip():
+            raise StoreError(f"{TOKEN_STORE_ENV}=redis needs {SECRETS_URL_ENV}=redis://host:port/db")
+        return deployment_store(env)
+    raise StoreError(f"{TOKEN_STORE_ENV} must be file, keyring or redis, got {choice[:20]!r}")
 
 
 @dataclass(frozen=True, slots=True)

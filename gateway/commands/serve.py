@@ -15,6 +15,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from oauth import OAuthError, serving_store
+
 from ..errors import CliError
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
@@ -84,6 +86,11 @@ def serve(args: argparse.Namespace) -> int:
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
+    try:
+        # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
+        serving_store(settings.state_root)
+    except OAuthError as exc:
+        raise CliError(str(exc)) from None
     try:
         app = create_app(project, settings)
     except ValueError as exc:
