@@ -5,6 +5,20 @@ Imports `oauth` only (`gateway -> connections -> oauth`).
 
 from oauth import OAuthConfig as OAuthConfig
 
+from ._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
+from ._account import Connector as Connector
+from ._account_login import ACCOUNT_URL_ENV as ACCOUNT_URL_ENV
+from ._account_login import API_KEY_ENV as API_KEY_ENV
+from ._account_login import KEYRING_SERVICE as KEYRING_SERVICE
+from ._account_login import AccountCredentials as AccountCredentials
+from ._account_login import AccountSetupError as AccountSetupError
+from ._account_login import account_file as account_file
+from ._account_login import forget_account_login as forget_account_login
+from ._account_login import keyring_user as keyring_user
+from ._account_login import load_account_credentials as load_account_credentials
+from ._account_login import normalize_hub_url as normalize_hub_url
+from ._account_login import save_account_login as save_account_login
+from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
 from ._clients import INHERITED_ENV as INHERITED_ENV
@@ -17,6 +31,11 @@ from ._definitions import Timeouts as Timeouts
 from ._definitions import define_connection as define_connection
 from ._diagnostics import Diagnostic as Diagnostic
 from ._diagnostics import Severity as Severity
+from ._exceptions import AccountConnectorMissing as AccountConnectorMissing
+from ._exceptions import AccountError as AccountError
+from ._exceptions import AccountNotConfigured as AccountNotConfigured
+from ._exceptions import AccountToolCollision as AccountToolCollision
+from ._exceptions import AccountUnauthorized as AccountUnauthorized
 from ._exceptions import ClientError as ClientError
 from ._exceptions import ConnectionsError as ConnectionsError
 from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
@@ -54,10 +73,21 @@ from ._turns import TurnBuilder as TurnBuilder
 from ._turns import outcome_from_mcp as outcome_from_mcp
 
 __all__ = [
+    "ACCOUNT_URL_ENV",
+    "API_KEY_ENV",
     "DEFAULT_LISTING_TTL",
+    "HUB_CONNECTORS_PATH",
     "INHERITED_ENV",
+    "KEYRING_SERVICE",
     "NAME_RULE",
     "RESERVED_TOOL_NAMES",
+    "AccountConnectorMissing",
+    "AccountCredentials",
+    "AccountError",
+    "AccountNotConfigured",
+    "AccountSetupError",
+    "AccountToolCollision",
+    "AccountUnauthorized",
     "AuthCallback",
     "AuthFor",
     "Broker",
@@ -68,6 +98,7 @@ __all__ = [
     "ConnectionStatus",
     "ConnectionUnavailable",
     "ConnectionsError",
+    "Connector",
     "Diagnostic",
     "Effect",
     "EnvironmentVariableMissing",
@@ -94,12 +125,19 @@ __all__ = [
     "UnknownTool",
     "UpstreamError",
     "UpstreamTimeout",
+    "account_file",
     "call_tool_once",
     "define_connection",
     "define_tool",
     "expand_map",
+    "forget_account_login",
     "is_valid_tool_name",
+    "keyring_user",
     "list_tools_once",
+    "load_account_credentials",
     "load_project",
+    "normalize_hub_url",
     "outcome_from_mcp",
+    "save_account_login",
+    "saved_hub_url",
 ]

@@ -40,7 +40,8 @@ class Broker:
     Connections with `oauth` get their `Authorization` from `token_store` (tokens written by
     `agent-sdk mcp oauth`); without a store such a connection fails with a sentence saying so.
     Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
-    clients carrying that session's headers.
+    clients carrying that session's headers. `child_env` is added to every stdio child's
+    environment (the gateway hands its account bridge's URL and secret down this way).
     """
 
     def __init__(
@@ -50,6 +51,7 @@ class Broker:
         environ: Mapping[str, str] | None = None,
         token_store: TokenStore | None = None,
         listing_ttl: float = DEFAULT_LISTING_TTL,
+        child_env: Mapping[str, str] | None = None,
     ) -> None:
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
@@ -57,7 +59,11 @@ class Broker:
         self._oauth_http: httpx2.AsyncClient | None = None
         self._auths: dict[str, ConnectionAuth] = {}
         self.pool = ClientPool(
-            project.connections, environ=self.environ, auth_for=self._auth_for, listing_ttl=listing_ttl
+            project.connections,
+            environ=self.environ,
+            auth_for=self._auth_for,
+            listing_ttl=listing_ttl,
+            child_env=child_env,
         )
         self.host = Host(mcp=HostMcp(self.pool))
         self.builder = TurnBuilder(project, list_tools=self._list_tools, call_tool=self._call_tool, host=self.host)

@@ -142,12 +142,14 @@ async def open_client(
     on_message: OnMessage | None = None,
     mode: str | None = None,
     http_status: list[int] | None = None,
+    child_env: Mapping[str, str] | None = None,
 ) -> AsyncGenerator[OpenedClient]:
     """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
 
     `headers` are merged over the definition's static headers. No timeout is applied here: the
     caller bounds the open with its own cancel scope (`Timeouts.connect`). `http_status` (if
-    given) receives the last HTTP error status, also when the open itself fails.
+    given) receives the last HTTP error status, also when the open itself fails. `child_env` goes
+    over a stdio child's environment last (the gateway's own variables, e.g. the account bridge's).
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
     account connection, and whatever the transport raises (map it with `translate`).
@@ -170,7 +172,7 @@ async def open_client(
         transport: AbstractAsyncContextManager[Any] = stdio_transport(
             defn.command,
             list(defn.args),
-            env=child_environment(defn, env_source),
+            env=child_environment(defn, env_source) | dict(child_env or {}),
             cwd=defn.cwd,
             errlog=_errlog(),
             on_spawn=children.append,

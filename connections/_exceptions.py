@@ -9,7 +9,12 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── UnknownTool              the connection has no such tool (or its allow/deny lists hide it)
 │   ├── UpstreamError            the upstream answered wrongly: JSON-RPC error, non-MCP body, HTTP error status
 │   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
-│   └── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
+│   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
+│   └── AccountError             an account connection (DESIGN.md §6) cannot use its hub
+│       ├── AccountNotConfigured     no hub URL or API key (agent-sdk login, or AGENT_SDK_ACCOUNT_URL + _API_KEY)
+│       ├── AccountUnauthorized      the hub refused the API key (wrong or revoked)
+│       ├── AccountConnectorMissing  `servers=[...]` names connectors the account has not linked
+│       └── AccountToolCollision     two selected connectors offer the same tool name
 └── TurnBuildError               a turn's toolset cannot be built exactly (fail-closed); lists each TurnProblem
 """
 
@@ -18,6 +23,11 @@ from __future__ import annotations
 from typing import ClassVar
 
 __all__ = [
+    "AccountConnectorMissing",
+    "AccountError",
+    "AccountNotConfigured",
+    "AccountToolCollision",
+    "AccountUnauthorized",
     "ClientError",
     "ConnectionUnavailable",
     "ConnectionsError",
@@ -159,3 +169,54 @@ class ConnectionUnavailable(ClientError):
     """The upstream cannot be reached: it cannot start or connect, it exited, or restarts are paused."""
 
     code = "connection_unavailable"
+
+
+class AccountError(ClientError):
+    """An account connection cannot use its hub (see docs/accounts.md)."""
+
+    code = "account_error"
+
+
+class AccountNotConfigured(AccountError):
+    """No hub is configured: neither `agent-sdk login` nor `AGENT_SDK_ACCOUNT_URL` + `AGENT_SDK_API_KEY`."""
+
+    code = "account_not_configured"
+
+
+class AccountUnauthorized(AccountError):
+    """The hub refused the API key: it is wrong, or it was revoked."""
+
+    code = "account_unauthorized"
+
+
+class AccountConnectorMissing(AccountError):
+    """`servers=[...]` names connectors the account has not linked; `missing` lists them."""
+
+    code = "account_connector_missing"
+
+    def __init__(self, connection: str, missing: list[str], available: list[str]) -> None:
+        have = ", ".join(available) or "none"
+        names = ", ".join(repr(m) for m in missing)
+        super().__init__(
+            connection,
+            f"the account has no linked connector {names} (it has: {have}); link it on the hub or remove it "
+            "from servers=[...]",
+        )
+        self.missing = tuple(missing)
+        self.available = tuple(available)
+
+
+class AccountToolCollision(AccountError):
+    """Two selected connectors offer a tool of the same name: a call could not be routed."""
+
+    code = "account_tool_collision"
+
+    def __init__(self, connection: str, tool: str, connectors: tuple[str, str]) -> None:
+        first, second = connectors
+        super().__init__(
+            connection,
+            f"tool {tool!r} is offered by both connector {first!r} and connector {second!r}; select one of them "
+            "with servers=[...] or hide the tool with deny_tools=[...]",
+        )
+        self.tool = tool
+        self.connectors = connectors

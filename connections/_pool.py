@@ -29,6 +29,7 @@ from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ._account import AccountConnections
 from ._clients import OpenedClient, client_mode, leaves, list_all_tools, open_client, translate
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
@@ -136,14 +137,27 @@ class ClientPool:
         auth_for: AuthFor | None = None,
         listing_ttl: float = DEFAULT_LISTING_TTL,
         restart_policy: RestartPolicy | None = None,
+        child_env: Mapping[str, str] | None = None,
     ) -> None:
         self._slots = {name: _Slot(defn) for name, defn in connections.items()}
         self._environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
         self._auth_for = auth_for
         self._cache = ListingCache(listing_ttl)
         self._policy = restart_policy or RestartPolicy()
+        self._child_env = dict(child_env or {})
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
+        accounts = {name: d for name, d in connections.items() if d.kind == "account"}
+        # Account connections forward to hub connectors through a pool of their own (docs/accounts.md).
+        self._accounts: AccountConnections | None = None
+        if accounts:
+            self._accounts = AccountConnections(
+                accounts,
+                environ=self._environ,
+                make_pool=lambda auth: ClientPool(
+                    {}, environ=self._environ, auth_for=auth, listing_ttl=listing_ttl, restart_policy=restart_policy
+                ),
+            )
 
     async def __aenter__(self) -> ClientPool:
         if self._tg is not None or self._closed:
@@ -151,6 +165,8 @@ class ClientPool:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        if self._accounts is not None:
+            await self._accounts.__aenter__()
         return self
 
     async def __aexit__(
@@ -166,6 +182,8 @@ class ClientPool:
         tg, self._tg = self._tg, None
         if tg is None:
             return
+        if self._accounts is not None:
+            await self._accounts.aclose()  # its task group was entered inside ours: leave it first
         for slot in self._slots.values():
             if slot.session is not None:
                 slot.session.stopping = True
@@ -182,6 +200,14 @@ class ClientPool:
     def names(self) -> list[str]:
         """Every connection's name, sorted."""
         return sorted(self._slots)
+
+    def add(self, defn: ConnectionDefinition) -> None:
+        """Add a connection the pool did not start with (an account's hub connectors); a known name is kept."""
+        self._slots.setdefault(defn.name, _Slot(defn))
+
+    def account_connectors(self, name: str) -> tuple[str, ...] | None:
+        """The hub connectors account connection `name` last resolved to (None before its first use)."""
+        return self._accounts.resolved(name) if self._accounts is not None else None
 
     def definition(self, name: str) -> ConnectionDefinition:
         """The definition of `name`. Raises `UnknownConnection`."""
@@ -219,6 +245,8 @@ class ClientPool:
         `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
         """
         slot = self._slot(name)
+        if self._accounts is not None and slot.defn.kind == "account":
+            return await self._accounts.list_tools(slot.defn, use_cache=use_cache)
         cacheable = slot.defn.auth is None
         if use_cache and cacheable:
             cached = self._cache.get(name)
@@ -244,6 +272,8 @@ class ClientPool:
         if not slot.defn.allows_tool(tool):
             raise UnknownTool(name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
         args = dict(arguments or {})
+        if self._accounts is not None and slot.defn.kind == "account":
+            return await self._accounts.call_tool(slot.defn, tool, args)
 
         async def run(client: Client) -> mt.CallToolResult:
             return await client.call_tool(tool, args)
@@ -423,6 +453,7 @@ class ClientPool:
                         on_message=self._on_message(defn.name, s),
                         mode=client_mode(defn, slot.learned_mode),
                         http_status=status,
+                        child_env=self._child_env,
                     ) as opened:
                         scope.deadline = math.inf
                         if defn.protocol == "auto" and opened.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:

@@ -106,7 +106,10 @@ class TurnBuilder:
         headers = await self._evaluate_auth(model_facing, session, problems)
 
         advertised = [d for d in model_facing if d.advertise_tools and d.name not in headers.failed]
-        listings = await self._list_all(advertised, headers.values, problems)
+        # An attached account connection is resolved at the hub on every turn too: a connector the
+        # account lacks or a refused API key fails the turn here, not at the model's first call.
+        accounts = [d for d in model_facing if d.kind == "account" and not d.advertise_tools] if session else []
+        listings = await self._list_all(advertised + accounts, headers.values, problems)
 
         owners: dict[str, str] = {}
         for defn in advertised:

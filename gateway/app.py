@@ -26,8 +26,10 @@ from starlette.types import ASGIApp
 from connections import Broker, Project
 from oauth import serving_store
 
+from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit
 from .discovery_routes import discovery_routes
+from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
 from .runners import TurnRunner
 from .runners._select import make_runner
@@ -46,13 +48,15 @@ BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 
 @asynccontextmanager
-async def default_broker(project: Project, state_root: Path) -> AsyncGenerator[BrokerLike]:
+async def default_broker(
+    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None
+) -> AsyncGenerator[BrokerLike]:
     """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
-    `agent-sdk mcp oauth` stored."""
+    `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret)."""
     store = serving_store(state_root)
     try:
-        async with Broker(project, environ=os.environ, token_store=store) as broker:
+        async with Broker(project, environ=os.environ, token_store=store, child_env=child_env) as broker:
             yield broker
     finally:
         await store.aclose()
@@ -95,9 +99,10 @@ def create_app(
     if state_root is not None:
         settings = settings.model_copy(update={"state_root": state_root})
     chosen = runner or make_runner(settings.runner)
+    bridge = BridgeSecret.create(settings)  # per boot; never logged, never in /v1/info
 
     def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
-        return default_broker(p, settings.state_root)
+        return default_broker(p, settings.state_root, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
 
@@ -115,6 +120,7 @@ def create_app(
             managers = {
                 "agent": session_manager(agent_server(with_call_tool=has_server_tools), settings.max_body_bytes),
                 "tools": session_manager(tools_server(), settings.max_body_bytes),
+                **account_managers(settings),
             }
             for manager in managers.values():
                 await stack.enter_async_context(manager.run())
@@ -129,18 +135,34 @@ def create_app(
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 mcp=managers,
             )
-            yield {"runtime": runtime}
+            accounts = AccountServices(
+                project=project,
+                host=runtime.host.mcp if runtime.host is not None else None,
+                bridge=bridge,
+                keys=HubKeyStore(settings.state_root) if settings.hub else None,
+                pool=getattr(brk, "pool", None),
+            )
+            yield {"runtime": runtime, "accounts": accounts}
 
-    routes: list[BaseRoute] = [*discovery_routes(), *_mcp_routes(), *tool_routes(), *session_routes()]
+    routes: list[BaseRoute] = [
+        *discovery_routes(),
+        *_mcp_routes(),
+        *tool_routes(),
+        *session_routes(),
+        *account_routes(),
+    ]
     app = Starlette(
         routes=routes,
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
-    return AuthChain(
-        BodyLimit(app, settings.max_body_bytes),
+    limited = BodyLimit(app, settings.max_body_bytes)
+    chained = AuthChain(
+        limited,
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
         loopback_bound=settings.loopback_bound,
         public_paths=("/v1/health",),
     )
+    # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves.
+    return AccountGate(chained, limited, hub=settings.hub)

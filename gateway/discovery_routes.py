@@ -34,8 +34,12 @@ async def info(request: Request) -> JSONResponse:
             "mcpTools": "/v1/mcp/tools",
             "tools": "/v1/tools",
             "sessions": "/v1/sessions",
+            "accountBridge": "/v1/account/{connection}/mcp",
         },
     }
+    accounts = getattr(request.state, "accounts", None)
+    if accounts is not None:
+        accounts.annotate_info(doc)
     return JSONResponse(doc)
 
 

@@ -34,6 +34,8 @@ class ServeSettings(BaseModel):
     default_wait_ms: int = Field(default=20_000, ge=0)
     toolset_ttl_s: float = Field(default=30.0, ge=0)
     """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+    hub: bool = False
+    """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
 
     @field_validator("bearer_tokens")
     @classmethod
@@ -78,5 +80,7 @@ class ServeSettings(BaseModel):
             values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):
             values["allow_anonymous"] = True
+        if env.get("AGENT_SDK_HUB", "").lower() in ("1", "true", "yes"):
+            values["hub"] = True
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import mcp, project, serve
+from . import hub, login, mcp, project, serve
 
 __all__ = ["register_all"]
 
@@ -15,3 +15,5 @@ def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: igno
     project.register(sub)
     serve.register(sub)
     mcp.register(sub)
+    hub.register(sub)
+    login.register(sub)

@@ -47,6 +47,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     p.add_argument(
         "--runner", choices=RUNNERS, default=None, help="turn runner; default deterministic or $AGENT_SDK_RUNNER"
     )
+    p.add_argument(
+        "--hub",
+        action="store_true",
+        default=None,
+        help="also serve the account hub API for linkable=True connections (docs/accounts.md); or $AGENT_SDK_HUB=1",
+    )
     p.set_defaults(func=serve)
 
 
@@ -61,6 +67,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
             allow_anonymous=args.allow_anonymous,
             runner=args.runner,
+            hub=args.hub,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())

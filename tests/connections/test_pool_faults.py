@@ -18,6 +18,7 @@ import mcp.types as mt
 import pytest
 
 from connections import (
+    AccountNotConfigured,
     ClientPool,
     ConnectionDefinition,
     ConnectionsError,
@@ -258,8 +259,11 @@ async def test_an_unset_variable_is_named_and_never_counts_as_a_crash() -> None:
         assert pool.status("c").failures == 0 and pool.status("c").state != "paused"
 
 
-async def test_account_connections_are_not_opened_by_the_pool() -> None:
+async def test_an_account_connection_without_a_hub_fails_fast_with_the_fix(tmp_path: Path) -> None:
     defn = define_connection(account=True).named("hub", None)
-    async with ClientPool({"hub": defn}) as pool:
-        with pytest.raises(ConnectionUnavailable, match="'hub': account connections"):
+    async with ClientPool({"hub": defn}, environ={"HOME": str(tmp_path)}) as pool:
+        with pytest.raises(AccountNotConfigured, match="'hub': no account hub is configured; run agent-sdk login"):
             await pool.list_tools("hub")
+        with pytest.raises(AccountNotConfigured):
+            await pool.call_tool("hub", "echo", {})
+        assert pool.status("hub").failures == 0  # a setup mistake, not a crash
