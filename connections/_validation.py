@@ -58,6 +58,18 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
             f"advertise_tools=True {where} is contradictory: advertising puts the tools in the model's toolset, "
             "host-only keeps them off the model; drop one",
         )
+    if defn.linkable and defn.account:
+        yield Problem(
+            "linkable-account",
+            "linkable=True cannot be combined with account=True: a hub links connections that reach an upstream "
+            "themselves; link the hub's own url or command connection instead",
+        )
+    if defn.linkable and defn.auth is not None:
+        yield Problem(
+            "linkable-with-auth",
+            "linkable=True cannot be combined with auth=...: a hub calls linked connectors with its own "
+            "credentials, and an account has no session to compute per-session headers from; use headers or oauth",
+        )
     if defn.headers and defn.url is None:
         yield Problem("headers-need-url", "headers=... only apply to url connections; remove them or use url=...")
     if defn.command is None and (defn.args or defn.env or defn.cwd is not None):

@@ -135,6 +135,16 @@ RULES: dict[str, Expected] = {
         "agent/mcp-connections/hub.py", 3, "error", "bad-servers",
         "field 'servers' is an empty list; name at least one connector or use '*'",
     ),
+    "linkable-account": Expected(
+        "agent/mcp-connections/hub.py", 3, "error", "linkable-account",
+        "linkable=True cannot be combined with account=True: a hub links connections that reach an upstream "
+        "themselves; link the hub's own url or command connection instead",
+    ),
+    "linkable-with-auth": Expected(
+        "agent/mcp-connections/tickets.py", 8, "error", "linkable-with-auth",
+        "linkable=True cannot be combined with auth=...: a hub calls linked connectors with its own "
+        "credentials, and an account has no session to compute per-session headers from; use headers or oauth",
+    ),
     "servers-without-account": Expected(
         "agent/mcp-connections/docs.py", 3, "error", "servers-without-account",
         "field 'servers' only applies to account=True connections",
