@@ -7,6 +7,8 @@ from oauth import OAuthConfig as OAuthConfig
 
 from ._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
 from ._account import Connector as Connector
+from ._account_check import AccountCheck as AccountCheck
+from ._account_check import check_account_servers as check_account_servers
 from ._account_login import ACCOUNT_URL_ENV as ACCOUNT_URL_ENV
 from ._account_login import API_KEY_ENV as API_KEY_ENV
 from ._account_login import KEYRING_SERVICE as KEYRING_SERVICE
@@ -81,6 +83,7 @@ __all__ = [
     "KEYRING_SERVICE",
     "NAME_RULE",
     "RESERVED_TOOL_NAMES",
+    "AccountCheck",
     "AccountConnectorMissing",
     "AccountCredentials",
     "AccountError",
@@ -127,6 +130,7 @@ __all__ = [
     "UpstreamTimeout",
     "account_file",
     "call_tool_once",
+    "check_account_servers",
     "define_connection",
     "define_tool",
     "expand_map",

@@ -52,7 +52,7 @@ from ._names import is_valid_tool_name
 if TYPE_CHECKING:
     from ._pool import AuthFor, ClientPool
 
-__all__ = ["HUB_CONNECTORS_PATH", "AccountConnections", "Connector"]
+__all__ = ["HUB_CONNECTORS_PATH", "AccountConnections", "Connector", "parse_connector_list"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +77,11 @@ class _Listing(BaseModel):
 
     connectors: list[Connector]
     account: str | None = None
+
+
+def parse_connector_list(content: bytes) -> list[Connector]:
+    """The connectors of a `GET /v1/hub/connectors` body. Raises `pydantic.ValidationError` for another shape."""
+    return _Listing.model_validate_json(content).connectors
 
 
 class _ApiKeyAuth(httpx2.Auth):

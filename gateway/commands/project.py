@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from connections import Project, ProjectError, load_project
+from connections import Project, ProjectError, check_account_servers, load_project
 
 from ..errors import CliError
 from ..info import project_info
@@ -38,9 +39,14 @@ def load(directory: str) -> Project:
 def validate(args: argparse.Namespace) -> int:
     """Print `path:line: severity: message` for each diagnostic; 1 when any is an error."""
     project = load(args.dir)
-    for diag in project.diagnostics:
+    # Optional and cheap: with a hub configured, warn about servers=[...] names it does not list.
+    account = check_account_servers(project, os.environ)
+    for diag in [*project.diagnostics, *account.warnings]:
         print(diag.format(project.root))
-    errors, warnings = len(project.errors), len(project.diagnostics) - len(project.errors)
+    if account.skipped:
+        print(account.skipped, file=sys.stderr)
+    errors = len(project.errors)
+    warnings = len(project.diagnostics) - errors + len(account.warnings)
     summary = (
         f"{len(project.connections)} connection(s), {len(project.tools)} tool(s); "
         f"{errors} error(s), {warnings} warning(s)"

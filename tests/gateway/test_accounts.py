@@ -308,6 +308,10 @@ async def test_a_key_of_another_account_sees_nothing_of_this_one(hub: Hub) -> No
         bad = await http.get("/v1/hub/connectors", headers={"Authorization": "Bearer ask_not-a-key"})
         none = await http.get("/v1/hub/connectors")
         get_mcp = await http.get("/v1/hub/connectors/everything/mcp")
+        info = await http.get("/v1/info")
+    linkable = ["everything", "everything_too", "secure"]
+    assert info.json()["hub"] == {"linkable": linkable, "connectors": "/v1/hub/connectors"}
+    assert "ask_" not in info.text and "sha256" not in info.text
     assert other.json() == {
         "ok": True,
         "account": "other",
@@ -436,3 +440,21 @@ async def test_hub_restart_mid_session_fails_cleanly_then_reconnects(edge: Edge,
     after = await direct_call(edge.served.url, "echo", {"message": "three"})
     assert after["isError"] is False and "three" in text_of(after)
     assert HUB_KEYS_RE.search(edge.served.log_text()) is None
+
+
+def test_validate_warns_about_servers_the_account_lacks_when_it_can_ask(tmp_path: Path, hub: Hub) -> None:
+    project = tmp_path / "project"
+    write(project, "mcp-connections", "acct", "connection = define_connection(account=True, "
+          "servers=['everything', 'nope'])")  # fmt: skip
+    env = {"AGENT_SDK_ACCOUNT_URL": hub.url, "AGENT_SDK_API_KEY": hub.key("team")}
+    done = cli("validate", "--dir", str(project), env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        f"agent/mcp-connections/acct.py:3: warning: connection 'acct': the account at {hub.url} has no linked "
+        "connector 'nope' (it has: everything, secure); its turns fail until it is linked or removed from servers=[...]"
+    )
+    assert "1 warning(s)" in done.stderr and hub.key("team") not in done.stdout + done.stderr
+    # A hub that cannot be asked is a note, never a failure of validate.
+    down = cli("validate", "--dir", str(project), env={**env, "AGENT_SDK_ACCOUNT_URL": "http://127.0.0.1:9"})
+    assert down.returncode == 0 and down.stdout == ""
+    assert "account servers not checked: cannot reach http://127.0.0.1:9 (ConnectError)" in down.stderr
