@@ -236,6 +236,9 @@ class _Forwarding:
             )  # fmt: skip
             return
         services = _services(scope)
+        if services.host is None:  # a custom broker without a host registry: nothing to forward to
+            await _refuse(send, 404, "not_found", "this gateway has no host registry to forward to", rpc=True)
+            return
         target = await (self._hub(scope, send, services) if self.key == "hub" else self._bridge(scope, send, services))
         if target is None:
             return

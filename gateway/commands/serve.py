@@ -3,7 +3,8 @@
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
-AGENT_SDK_RUNNER. A bearer token is better passed through the environment (a flag shows in `ps`).
+AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md). A bearer
+token is better passed through the environment (a flag shows in `ps`).
 """
 
 from __future__ import annotations

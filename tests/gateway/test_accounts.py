@@ -312,6 +312,7 @@ async def test_a_key_of_another_account_sees_nothing_of_this_one(hub: Hub) -> No
     linkable = ["everything", "everything_too", "secure"]
     assert info.json()["hub"] == {"linkable": linkable, "connectors": "/v1/hub/connectors"}
     assert "ask_" not in info.text and "sha256" not in info.text
+    assert HUB_KEYS_RE.search(hub.served.log_text()) is None  # no key in the hub's log either
     assert other.json() == {
         "ok": True,
         "account": "other",
@@ -458,3 +459,17 @@ def test_validate_warns_about_servers_the_account_lacks_when_it_can_ask(tmp_path
     down = cli("validate", "--dir", str(project), env={**env, "AGENT_SDK_ACCOUNT_URL": "http://127.0.0.1:9"})
     assert down.returncode == 0 and down.stdout == ""
     assert "account servers not checked: cannot reach http://127.0.0.1:9 (ConnectError)" in down.stderr
+
+
+def test_mcp_debug_commands_reach_an_account_connection(tmp_path: Path, hub: Hub) -> None:
+    project = tmp_path / "project"
+    write(project, "mcp-connections", "acct", "connection = define_connection(account=True, servers=['secure'])")
+    env = {"AGENT_SDK_ACCOUNT_URL": hub.url, "AGENT_SDK_API_KEY": hub.key("team")}
+    tools = cli("mcp", "tools", "acct", "--dir", str(project), "--json", env=env)
+    assert tools.returncode == 0, tools.stderr
+    assert [t["name"] for t in json.loads(tools.stdout)] == ["whoami"]  # the hub denies `echo` on `secure`
+    called = cli("mcp", "call", "acct", "whoami", "--dir", str(project), env=env)
+    assert called.returncode == 0 and "authenticated" in called.stdout
+    refused = cli("mcp", "call", "acct", "whoami", "--dir", str(project), env={**env, "AGENT_SDK_API_KEY": "ask_x"})
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr
+    assert f"connection 'acct': the account hub {hub.url} refused the API key (wrong or revoked)" in refused.stderr
