@@ -210,18 +210,30 @@ def text_of(envelope: dict[str, Any]) -> str:
     return "\n".join(b.get("text", "") for b in envelope["result"].get("content", []))
 
 
-async def run_turn(base: str, message: str) -> dict[str, Any]:
-    """Start a session with `message` (deterministic runner) and return its closing turn event."""
+async def run_turn(base: str, message: str, session: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run one turn (deterministic runner): a new session, or a follow-up of `session` (which is
+    updated with the rotated token). Returns the turn's closing event, with `sessionId` added."""
     async with httpx2.AsyncClient(base_url=base, timeout=60) as http:
         with anyio.fail_after(60):
-            created = await http.post("/v1/session", json={"message": message})
-            assert created.status_code == 200, created.text
-            sid = created.json()["sessionId"]
-            async with http.stream("GET", f"/v1/session/{sid}/stream") as stream:
-                async for line in stream.aiter_lines():
+            start = 0
+            if session is None:
+                answer = await http.post("/v1/session", json={"message": message})
+            else:
+                events = await http.get(f"/v1/session/{session['sessionId']}/events", params={"format": "json"})
+                start = len(events.json()["events"])
+                body = {"message": message, "continuationToken": session["continuationToken"]}
+                answer = await http.post(f"/v1/session/{session['sessionId']}", json=body)
+            assert answer.status_code == 200, answer.text
+            handle = answer.json()
+            if session is not None:
+                session["continuationToken"] = handle["continuationToken"]
+            sid = handle["sessionId"]
+            stream = http.stream("GET", f"/v1/session/{sid}/stream", params={"startIndex": start})
+            async with stream as lines:
+                async for line in lines.aiter_lines():
                     event = json.loads(line) if line.strip() else {}
                     if event.get("type") in ("turn.completed", "turn.failed"):
-                        return event
+                        return {**event, "sessionId": sid, "continuationToken": handle["continuationToken"]}
     raise AssertionError("the session stream ended without a closing turn event")
 
 
@@ -426,23 +438,6 @@ async def test_the_edge_never_holds_the_upstream_oauth_token(edge: Edge, hub: Hu
     assert process_memory_contains(hub.served.proc.pid, [t.encode() for t in tokens]) != []
 
 
-# -- a hub restart mid-session ---------------------------------------------------------------------------------
-
-
-async def test_hub_restart_mid_session_fails_cleanly_then_reconnects(edge: Edge, hub: Hub) -> None:
-    before = await direct_call(edge.served.url, "echo", {"message": "one"})
-    assert before["isError"] is False
-    hub.served.stop()
-    down = await direct_call(edge.served.url, "echo", {"message": "two"})  # bounded by direct_call's fail_after
-    assert down["isError"] is True
-    assert down["result"]["error"] == "connection_unavailable", down
-    assert "connector 'everything'" in down["result"]["message"]
-    hub.restart()
-    after = await direct_call(edge.served.url, "echo", {"message": "three"})
-    assert after["isError"] is False and "three" in text_of(after)
-    assert HUB_KEYS_RE.search(edge.served.log_text()) is None
-
-
 def test_validate_warns_about_servers_the_account_lacks_when_it_can_ask(tmp_path: Path, hub: Hub) -> None:
     project = tmp_path / "project"
     write(project, "mcp-connections", "acct", "connection = define_connection(account=True, "
@@ -473,3 +468,37 @@ def test_mcp_debug_commands_reach_an_account_connection(tmp_path: Path, hub: Hub
     refused = cli("mcp", "call", "acct", "whoami", "--dir", str(project), env={**env, "AGENT_SDK_API_KEY": "ask_x"})
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert f"connection 'acct': the account hub {hub.url} refused the API key (wrong or revoked)" in refused.stderr
+
+
+# -- a hub restart mid-session ---------------------------------------------------------------------------------
+
+
+async def test_hub_restart_mid_session_fails_cleanly_then_reconnects(edge: Edge, hub: Hub) -> None:
+    first = await run_turn(edge.served.url, 'call echo {"message": "one"}')
+    assert first["type"] == "turn.completed", first
+    session = {"sessionId": first["sessionId"], "continuationToken": first["continuationToken"]}
+    hub.served.stop()
+    # While the hub is down: the direct call and the session's next turn fail at once, with typed errors.
+    async with httpx2.AsyncClient(base_url=edge.served.url, timeout=60) as http:
+        with anyio.fail_after(60):
+            down = await http.post("/v1/tools/echo", json={"input": {"message": "two"}})
+    if down.status_code == 200:  # the session-less toolset was still fresh: the call itself fails
+        assert down.json()["isError"] is True
+        assert down.json()["result"]["error"] == "connection_unavailable", down.text
+        assert "connection 'linked': connector 'everything': " in down.json()["result"]["message"]
+    else:  # the toolset was listed again: the listing fails, closed, naming the connection
+        assert down.status_code == 404, down.text
+        [problem] = down.json()["connectionErrors"]
+        assert problem["code"] == "connection_unavailable" and problem["connection"] == "linked"
+        assert f"cannot reach the account hub {hub.url}" in problem["message"]
+    failed = await run_turn(edge.served.url, 'call echo {"message": "two"}', session)
+    assert failed["type"] == "turn.failed" and failed["data"]["error"] == "turn_build_failed"
+    assert {p["code"] for p in failed["data"]["problems"]} == {"connection_unavailable"}
+    hub.restart()
+    # The same session goes on once the hub is back: a new connection, no new login, no restart of the edge.
+    after = await run_turn(edge.served.url, 'call echo {"message": "three"}', session)
+    assert after["type"] == "turn.completed", after
+    assert "three" in json.dumps(after["data"])
+    again = await direct_call(edge.served.url, "echo", {"message": "four"})
+    assert again["isError"] is False and "four" in text_of(again)
+    assert HUB_KEYS_RE.search(edge.served.log_text()) is None
