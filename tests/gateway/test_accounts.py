@@ -470,6 +470,36 @@ def test_mcp_debug_commands_reach_an_account_connection(tmp_path: Path, hub: Hub
     assert f"connection 'acct': the account hub {hub.url} refused the API key (wrong or revoked)" in refused.stderr
 
 
+def inspector(tmp_path: Path, url: str, token: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The MCP Inspector CLI (a client we did not write; it negotiates the 2025-11-25 handshake)."""
+    return subprocess.run(
+        [str(node_bin("mcp-inspector")), "--cli", url, "--transport", "http", "--format", "json", "-q",
+         "--header", f"Authorization: Bearer {token}", *args],
+        env={**os.environ, "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )  # fmt: skip
+
+
+def test_independent_clients_use_the_hub_endpoint_and_the_bridge(tmp_path: Path, edge: Edge, hub: Hub) -> None:
+    connector = f"{hub.url}/v1/hub/connectors/everything/mcp"
+    call_echo = ["--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=from the inspector"]
+    done = inspector(tmp_path, connector, hub.key("team"), *call_echo)
+    assert done.returncode == 0, done.stderr
+    assert "from the inspector" in done.stdout and json.loads(done.stdout).get("isError") is not True, done.stdout
+    assert inspector(tmp_path, connector, "ask_wrong", "--method", "tools/list").returncode != 0
+    with httpx2.Client(base_url=edge.served.url, timeout=60) as http:
+        env = http.post("/v1/tools/bridge_env", json={"input": {}}).json()
+    secret = json.loads(env["result"]["content"][0]["text"])["secret"]
+    bridge = f"{edge.served.url}/v1/account/team/mcp"
+    bridged = inspector(tmp_path, bridge, secret, "--method", "tools/call", "--tool-name", "whoami")
+    assert bridged.returncode == 0, bridged.stderr
+    assert "authenticated" in bridged.stdout and json.loads(bridged.stdout).get("isError") is not True, bridged.stdout
+    assert inspector(tmp_path, bridge, "wrong", "--method", "tools/list").returncode != 0
+
+
 # -- a hub restart mid-session ---------------------------------------------------------------------------------
 
 
