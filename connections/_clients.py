@@ -46,6 +46,7 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._expand import expand_map
+from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
 
 __all__ = [
@@ -195,7 +196,7 @@ async def open_client(
             return httpx2.AsyncClient(
                 headers=headers,
                 auth=auth,
-                verify=shared_ssl_context(),
+                transport=DrainingTransport(httpx2.AsyncHTTPTransport(verify=shared_ssl_context())),
                 timeout=httpx2.Timeout(None, connect=defn.timeouts.connect),
                 event_hooks={"response": [on_response]},
             )
