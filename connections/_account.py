@@ -22,7 +22,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import anyio
 import anyio.to_thread
@@ -67,7 +67,7 @@ class Connector(BaseModel):
 
     name: str
     mcp: str
-    """The connector's MCP endpoint: a path on the hub (or an absolute URL on the hub's own origin)."""
+    """The connector's MCP endpoint: a path under the hub's base URL, or an absolute URL on the hub's origin."""
     kind: str | None = None
     description: str | None = None
 
@@ -225,7 +225,9 @@ class AccountConnections:
     def _connector_definition(self, defn: ConnectionDefinition, connector: Connector) -> ConnectionDefinition:
         assert self._credentials is not None
         hub = self._credentials.url
-        url = urljoin(hub + "/", connector.mcp)
+        # A path is under the hub's base URL (which may carry a prefix, behind a proxy); an absolute
+        # URL must stay on the hub's origin.
+        url = connector.mcp if "://" in connector.mcp else f"{hub}/{connector.mcp.lstrip('/')}"
         hub_origin, target = urlsplit(hub), urlsplit(url)
         if (target.scheme, target.netloc) != (hub_origin.scheme, hub_origin.netloc):
             # The API key goes wherever this URL points: never off the hub's own origin.
@@ -249,9 +251,9 @@ class AccountConnections:
         errors: list[ClientError] = []
 
         async def one(connector: Connector) -> None:
-            sub = self._connector_definition(defn, connector)
-            self._pool.add(sub)
             try:
+                sub = self._connector_definition(defn, connector)
+                self._pool.add(sub)
                 listings[connector.name] = await self._pool.list_tools(sub.name, use_cache=use_cache)
             except ClientError as exc:
                 errors.append(_rename(defn.name, connector.name, exc))
