@@ -31,7 +31,7 @@ from tests.conftest import free_port  # noqa: E402
 from tests.processes import recording_server, running  # noqa: E402
 
 
-def write_project(root: Path, url: str, count: int, with_auth: bool) -> None:
+def write_project(root: Path, url: str, count: int, with_auth: bool, protocol: str = "auto") -> None:
     folder = root / "agent" / "mcp-connections"
     folder.mkdir(parents=True)
     for i in range(count):
@@ -40,7 +40,7 @@ def write_project(root: Path, url: str, count: int, with_auth: bool) -> None:
             textwrap.dedent(f"""
                 from connections import define_connection
                 connection = define_connection(
-                    url={url!r}, headers={{"X-Tool-Prefix": "c{i}"}}, {auth}advertise_tools=True
+                    url={url!r}, headers={{"X-Tool-Prefix": "c{i}"}}, {auth}advertise_tools=True, protocol={protocol!r}
                 )
             """)
         )
@@ -63,19 +63,32 @@ async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency-ms", type=float, default=200.0)
     parser.add_argument("--builds", type=int, default=7)
+    parser.add_argument(
+        "--upstream",
+        choices=("lean", "sdk"),
+        default="lean",
+        help="lean: bench/slow_lister.py (a raw ASGI upstream, cheap per request); sdk: the mcp SDK's server",
+    )
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     port = free_port()
-    with running(recording_server(port, tools="a,b", list_delay_ms=args.latency_ms), port=port):
+    if args.upstream == "lean":
+        cmd = [sys.executable, str(Path(__file__).with_name("slow_lister.py")), str(port), str(args.latency_ms)]
+        protocol = "legacy"
+    else:
+        cmd = recording_server(port, tools="a,b", list_delay_ms=args.latency_ms)
+        protocol = "auto"
+    with running(cmd, port=port):
         url = f"http://127.0.0.1:{port}/mcp"
         print(
-            f"upstream tools/list latency L = {args.latency_ms:.0f} ms; {args.builds} builds each (after one warm-up)"
+            f"upstream ({args.upstream}) tools/list latency L = {args.latency_ms:.0f} ms; "
+            f"{args.builds} builds each (after one warm-up)"
         )
         print(f"{'path':<28} {'N':>3} {'median ms':>10} {'max ms':>8} {'median / L':>11}")
         for with_auth in (False, True):
             for count in (1, 10, 50):
                 with tempfile.TemporaryDirectory() as tmp:
-                    write_project(Path(tmp), url, count, with_auth)
+                    write_project(Path(tmp), url, count, with_auth, protocol)
                     times = await measure(Path(tmp), args.builds, expected_tools=2 * count)
                 med = statistics.median(times)
                 path = "per-session auth (one-off)" if with_auth else "pooled (auth-less)"
@@ -83,4 +96,7 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    anyio.run(main)
+    # The gateway serves on uvloop when it is installed (uvicorn picks it); AGENT_SDK_BENCH_LOOP=asyncio compares.
+    import os
+
+    anyio.run(main, backend_options={"use_uvloop": os.environ.get("AGENT_SDK_BENCH_LOOP", "uvloop") == "uvloop"})

@@ -24,15 +24,22 @@ class _DrainOnClose(httpx2.AsyncByteStream):
     def __init__(self, inner: httpx2.AsyncByteStream) -> None:
         self._inner = inner
         self._closed = False
+        self._ended = False
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner:
             yield chunk
+        self._ended = True
 
     async def aclose(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._ended:
+            # Read to its end already: the connection is reusable as is, and iterating again would
+            # wait for bytes that never come.
+            await self._inner.aclose()
+            return
         try:
             # A held-open stream (the GET listener) is cut after the short bound, as before.
             with anyio.move_on_after(_DRAIN_SECONDS):
@@ -56,8 +63,10 @@ class DrainingTransport(httpx2.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         response = await self._inner.handle_async_request(request)
         stream = response.stream
-        # Only a POST's answer stream ends by itself; the GET listener stays open and is closed as is.
-        if request.method == "POST" and isinstance(stream, httpx2.AsyncByteStream):
+        # Only a POST's SSE answer ends by itself right after the answer; a JSON body is read whole by
+        # the SDK, and the GET listener stays open: both are closed as they are.
+        is_sse = response.headers.get("content-type", "").startswith("text/event-stream")
+        if request.method == "POST" and is_sse and isinstance(stream, httpx2.AsyncByteStream):
             response.stream = _DrainOnClose(stream)
         return response
 

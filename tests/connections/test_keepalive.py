@@ -5,12 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from connections import ClientPool, define_connection
+from connections._keepalive import DrainingTransport, _DrainOnClose  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
-from tests.processes import running
+from tests.processes import recording_server, running
 
 pytestmark = pytest.mark.anyio
 
@@ -49,3 +51,21 @@ async def test_sequential_calls_share_one_upstream_connection(everything: tuple[
         grown = sockets_on(port) - before
     # Without draining the SSE answer, each call left a closed connection behind (60 more sockets).
     assert grown <= 4, f"{grown} new sockets for 60 calls"
+
+
+@pytest.fixture(scope="module")
+def json_upstream() -> Iterator[str]:
+    port = free_port()
+    with running(recording_server(port), port=port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+async def test_json_answers_are_closed_as_they_are(json_upstream: str) -> None:
+    """Only an SSE answer is drained on close; a JSON body was read whole and must not wait for more."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    async with httpx2.AsyncClient(transport=DrainingTransport(httpx2.AsyncHTTPTransport())) as http:
+        async with http.stream("POST", json_upstream, json=body, headers=headers) as response:
+            assert response.headers["content-type"].startswith("application/json")
+            assert not isinstance(response.stream, _DrainOnClose)
+            await response.aread()
