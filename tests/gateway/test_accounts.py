@@ -296,18 +296,23 @@ async def test_bridge_needs_the_per_boot_secret(edge: Edge) -> None:
         forwarded = await http.post("/v1/account/team/mcp", json=body, headers={**good, "X-Forwarded-For": "10.0.0.1"})
         get = await http.get("/v1/account/team/mcp", headers=good)
         info = await http.get("/v1/info")
-    assert (missing.status_code, wrong.status_code, unknown_no_secret.status_code) == (401, 401, 401)
+    assert (missing.status_code, wrong.status_code, unknown_no_secret.status_code) == (401, 401, 401), missing.text
     assert missing.json()["error"]["data"]["error"] == "unauthorized"
-    assert listed.status_code == 200 and '"whoami"' in listed.text and '"get-sum"' in listed.text
-    assert (unknown.status_code, not_account.status_code) == (404, 404)
-    assert forwarded.status_code == 403 and get.status_code == 405
+    assert listed.status_code == 200 and '"whoami"' in listed.text and '"get-sum"' in listed.text, listed.text
+    assert (unknown.status_code, not_account.status_code) == (404, 404), unknown.text
+    assert forwarded.status_code == 403 and get.status_code == 405, forwarded.text
     assert secret not in info.text and secret not in edge.served.log_text()
+    # Only the children get it: not the gateway's own environment.
+    assert secret.encode() not in await anyio.Path(f"/proc/{edge.served.proc.pid}/environ").read_bytes()
+    async with httpx2.AsyncClient(base_url=edge.served.url, timeout=30) as http:
+        not_a_hub = await http.get("/v1/hub/connectors", headers={"Authorization": f"Bearer {edge.key}"})
+    assert not_a_hub.status_code == 404, not_a_hub.text  # without --hub there is no hub API
     # The stdio child uses it the way a runtime process would: the MCP client through the bridge.
     called = await direct_call(edge.served.url, "via_bridge", {"connection": "team", "tool": "get-sum",
                                                                "arguments": {"a": 2, "b": 3}})  # fmt: skip
-    assert json.loads(text_of(called))["isError"] is False and "5" in json.loads(text_of(called))["text"]
+    assert json.loads(text_of(called))["isError"] is False and "5" in json.loads(text_of(called))["text"], called
     ok = await direct_call(edge.served.url, "bridge_status", {"connection": "team"})
-    assert text_of(ok) == "200"
+    assert text_of(ok) == "200", ok
 
 
 # -- accounts and keys --------------------------------------------------------------------------------------

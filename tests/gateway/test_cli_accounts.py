@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from connections import AccountNotConfigured, ClientPool, define_connection
+from gateway.accounts import BridgeSecret
+from gateway.settings import ServeSettings
 
 from .test_accounts import cli, write
 
@@ -129,3 +131,20 @@ async def test_half_an_environment_override_is_a_sentence_not_a_fallback(tmp_pat
         "connection 'hub': AGENT_SDK_ACCOUNT_URL is set but AGENT_SDK_API_KEY is not; set both, or neither "
         "and use agent-sdk login"
     )
+
+
+def test_the_bridge_secret_is_new_on_every_boot_and_never_shown() -> None:
+    settings = ServeSettings(port=4321)
+    first, second = BridgeSecret.create(settings), BridgeSecret.create(settings)
+    assert first.secret != second.secret and len(first.secret.reveal()) >= 43
+    assert first.url == "http://127.0.0.1:4321/v1/account"
+    assert first.secret.reveal() not in repr(first) + str(first)
+    assert first.admits(first.secret.reveal()) and not first.admits(second.secret.reveal())
+    assert BridgeSecret.create(ServeSettings(host="0.0.0.0", port=1)).url == "http://127.0.0.1:1/v1/account"
+    assert BridgeSecret.create(ServeSettings(host="::1", port=1)).url == "http://[::1]:1/v1/account"
+
+
+def test_the_hub_is_switched_on_by_flag_or_environment() -> None:
+    assert ServeSettings.from_env({}).hub is False
+    assert ServeSettings.from_env({"AGENT_SDK_HUB": "1"}).hub is True
+    assert ServeSettings.from_env({}, hub=True).hub is True
