@@ -64,7 +64,7 @@ async def default_broker(
 
 def _mcp_routes() -> list[BaseRoute]:
     # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
-    return [Route("/v1/mcp", McpEndpoint("agent")), Route("/v1/mcp/tools", McpEndpoint("tools"))]
+    return [Route("/v1/mcp", McpEndpoint("agent")), Route("/v1/mcp/tools", McpEndpoint("tools", fast_tools_call=True))]
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:

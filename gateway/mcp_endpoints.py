@@ -28,6 +28,7 @@ from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuild
 
 from .auth_chain import Principal, send_error
 from .errors import ApiError, InvalidRequest
+from .mcp_fast_path import serve_tools_call
 from .runtime import Runtime
 from .tool_calls import call_tool
 
@@ -307,8 +308,10 @@ class McpEndpoint:
     JSON-RPC envelope costs no second pass over the network stream.
     """
 
-    def __init__(self, key: str) -> None:
+    def __init__(self, key: str, *, fast_tools_call: bool = False) -> None:
         self.key = key
+        # A handshake-era `tools/call` is answered by `mcp_fast_path` (same kernel, no per-request transport).
+        self.fast_tools_call = fast_tools_call
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") != "POST":
@@ -344,4 +347,7 @@ class McpEndpoint:
             return await receive()
 
         runtime: Runtime = scope["state"]["runtime"]
-        await runtime.mcp[self.key].handle_request(scope, replay, send)
+        manager = runtime.mcp[self.key]
+        if self.fast_tools_call and await serve_tools_call(manager, scope, replay, send, raw):
+            return
+        await manager.handle_request(scope, replay, send)

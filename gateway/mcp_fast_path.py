@@ -1,0 +1,171 @@
+"""The hot request on `/v1/mcp/tools` — one handshake-era `tools/call` — answered without the SDK's
+per-request transport.
+
+The SDK's stateless handshake-era path (`StreamableHTTPSessionManager._handle_stateless_request`)
+builds, for every POST, a `StreamableHTTPServerTransport`, its memory streams and message
+router, a `JSONRPCDispatcher` and a task in the manager's task group, and tears them all down
+again; that plumbing cost more than the gateway's own work. This module serves the one request
+that dominates the traffic — a single JSON-RPC `tools/call` request — through the same kernel
+the SDK runs behind that plumbing (`mcp.server.runner.serve_one`: the same spec-method params
+validation, handler, result serialisation and exception mapping), and writes the answer the
+transport would have written.
+
+It takes a request only when every check the SDK's transport makes would pass (the manager's
+era routing, `TransportSecurityMiddleware`'s Content-Type check, the JSON-mode Accept check,
+the transport's Content-Type check, the JSON-RPC message union); anything else — another
+method, a notification, a malformed envelope, a 2026-07-28 request (the SDK already serves
+those in a single exchange, with `Mcp-Param-*` checks this module does not repeat) — returns
+`False` and goes to the SDK unchanged. `tests/gateway/test_mcp_fast_path.py` pins the answers
+equal to the SDK's for successes, error results, unknown tools, invalid params and fail-closed
+listings.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import pydantic_core
+from mcp.server.connection import Connection
+from mcp.server.runner import serve_one
+from mcp.server.streamable_http import CONTENT_TYPE_JSON
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
+from mcp.shared.message import ServerMessageMetadata
+from mcp.shared.transport_context import TransportContext
+from mcp_types import (
+    DEFAULT_NEGOTIATED_VERSION,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    ProgressToken,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
+__all__ = ["serve_tools_call"]
+
+logger = logging.getLogger("agent_sdk.mcp")
+
+_TRANSPORT = TransportContext(kind="streamable-http", can_send_request=False)
+_PROTOCOL_VERSION = b"mcp-protocol-version"
+
+
+@dataclass
+class _JsonDispatchContext:
+    """What the SDK's dispatcher hands a handshake-era stateless JSON-mode request, minus the pipes.
+
+    In JSON-response mode the transport drops every message related to the request except its
+    response, so `notify` and `progress` have no wire; stateless, a server-to-client request
+    has nowhere to be answered (`NoBackChannelError`), as in the SDK.
+    """
+
+    request_id: RequestId
+    message_metadata: ServerMessageMetadata
+    progress_token: ProgressToken | None = None
+    cancel_requested: anyio.Event = field(default_factory=anyio.Event)
+    transport: TransportContext = _TRANSPORT
+
+    @property
+    def can_send_request(self) -> bool:
+        return False
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: object = None
+    ) -> dict[str, Any]:
+        raise NoBackChannelError(method)
+
+    async def notify(self, method: str, params: Mapping[str, Any] | None, opts: object = None) -> None:
+        logger.debug("dropped %s: a JSON response carries only the result", method)
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        return None
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+def _accepts_json(accept: str) -> bool:
+    """`check_accept_headers`'s JSON half (RFC 7231 wildcards included)."""
+    types = [media.strip().split(";")[0].strip().lower() for media in accept.split(",")]
+    return any(t in (CONTENT_TYPE_JSON, "application/*", "*/*") for t in types)
+
+
+def _content_type_ok(content_type: str | None) -> bool:
+    """Both Content-Type checks of the SDK's handshake-era POST path pass."""
+    if content_type is None or not content_type.lower().startswith(CONTENT_TYPE_JSON):
+        return False  # TransportSecurityMiddleware: 400
+    parts = [part.strip() for part in content_type.split(";")[0].split(",")]
+    return CONTENT_TYPE_JSON in parts  # the transport's own check: 415
+
+
+def _request(raw: bytes) -> JSONRPCRequest | None:
+    """The `tools/call` request in `raw` exactly as the transport would parse it, else None."""
+    try:
+        message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(raw), by_name=False)
+    except (ValueError, ValidationError):
+        return None
+    if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
+        return None
+    return message
+
+
+async def serve_tools_call(
+    manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, send: Send, raw: bytes
+) -> bool:
+    """Answer `raw` if it is a handshake-era `tools/call` the SDK would dispatch; False otherwise.
+
+    `raw` is the whole (already capped) body; `receive` replays it for handlers that read the request.
+    """
+    version = _header(scope, _PROTOCOL_VERSION)
+    if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return False  # the 2026-07-28 single-exchange entry
+    if not _content_type_ok(_header(scope, b"content-type")) or not _accepts_json(_header(scope, b"accept") or ""):
+        return False
+    if manager.max_request_body_size < len(raw):
+        return False
+    message = _request(raw)
+    if message is None:
+        return False
+    request = Request(scope, receive)
+    dctx = _JsonDispatchContext(
+        request_id=message.id,
+        message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
+        progress_token=progress_token_from_params(message.params),
+    )
+    connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
+    answer: JSONRPCResponse | JSONRPCError
+    try:
+        result = await serve_one(
+            manager.app,
+            dctx,
+            message.method,
+            message.params,
+            connection=connection,
+            lifespan_state=getattr(manager, "_lifespan_state", None),
+        )
+    except Exception as exc:  # the dispatcher's exception-to-wire boundary, rung for rung
+        error = handler_exception_to_error_data(exc)
+        if error is None:
+            logger.exception("handler for %r raised", message.method)
+            error = ErrorData(code=0, message=str(exc))
+        answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+    else:
+        answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+    body = answer.model_dump_json(by_alias=True, exclude_unset=True)
+    await Response(body, status_code=200, headers={"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
+    return True
