@@ -86,8 +86,9 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, model: tuple[ScriptedModel
     assert_clean(served.log_text(), secrets=[KEY])
 
 
-def _wait(http: httpx2.Client, session_id: str) -> dict[str, Any]:
-    with http.stream("GET", f"/v1/session/{session_id}/stream") as response:
+def _wait(http: httpx2.Client, session_id: str, start_index: int = 0) -> dict[str, Any]:
+    """The session's state once a turn that ends at or after event `start_index` has ended."""
+    with http.stream("GET", f"/v1/session/{session_id}/stream", params={"startIndex": start_index}) as response:
         for line in response.iter_lines():
             if line and json.loads(line)["type"] in ("turn.completed", "turn.failed"):
                 break
@@ -105,7 +106,8 @@ def test_the_model_calls_a_tool_and_answers(gateway: Served, model: tuple[Script
             f"/v1/session/{created['sessionId']}",
             json={"message": "and again?", "continuationToken": created["continuationToken"]},
         )
-        _wait(http, created["sessionId"])
+        # Wait for the follow-up's own turn: the first turn's end is already in the stream.
+        _wait(http, created["sessionId"], start_index=len(events))
     assert state["status"] == "completed" and state["reply"] == "the value is ABC"
     assert state["usage"] == {"inputTokens": 14, "outputTokens": 6}
     first = scripted.requests[0]
