@@ -17,23 +17,31 @@ import pytest
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
-def wait_for_port(port: int, proc: subprocess.Popen[bytes] | None = None, limit: float = 30.0) -> None:
-    """Return once something accepts connections on 127.0.0.1:`port`; fail the test after `limit` s."""
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes] | None = None, what: str = "peer process", limit: float = 30.0
+) -> None:
+    """Return once something accepts connections on 127.0.0.1:`port`; fail the test after `limit` s,
+    or as soon as `proc` exits."""
     deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            pytest.fail(f"peer process exited with {proc.returncode} before listening on port {port}")
+            pytest.fail(f"{what} exited with {proc.returncode} before listening on port {port}")
         with socket.socket() as sock:
             sock.settimeout(0.2)
             if sock.connect_ex(("127.0.0.1", port)) == 0:
                 return
         time.sleep(0.05)
-    pytest.fail(f"nothing listened on 127.0.0.1:{port} within {limit:g}s")
+    pytest.fail(f"{what} did not listen on 127.0.0.1:{port} within {limit:g}s")
 
 
 @contextmanager
 def running(
-    cmd: Sequence[str], *, port: int, env: Mapping[str, str] | None = None, cwd: Path | None = None
+    cmd: Sequence[str],
+    *,
+    port: int,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    what: str = "peer process",
 ) -> Iterator[subprocess.Popen[bytes]]:
     """Run `cmd` in its own process group until the block ends; wait until it listens on `port`."""
     proc = subprocess.Popen(
@@ -45,7 +53,7 @@ def running(
         start_new_session=True,
     )
     try:
-        wait_for_port(port, proc)
+        wait_for_port(port, proc, what)
         yield proc
     finally:
         stop(proc)

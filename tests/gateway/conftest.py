@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -19,24 +18,11 @@ import pytest
 
 from tests.conftest import free_port
 from tests.peers import node_bin
+from tests.processes import wait_for_port
 
 HERE = Path(__file__).resolve().parent
 BASIC = HERE / "projects" / "basic"
 ROOT = HERE.parent.parent
-
-
-def wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, timeout: float = 30.0) -> None:
-    """Block until `port` accepts connections; fail with the process's log if it exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited with {proc.returncode} before listening on {port}")
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"{what} did not listen on {port} within {timeout}s")
 
 
 @dataclass

@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -15,41 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-import pytest
 
 from tests.conftest import free_port
 from tests.peers import ROOT, node22, node_module
+from tests.processes import running
 
 HERE = Path(__file__).resolve().parent
 
 
-def _wait_for_port(port: int, proc: subprocess.Popen[bytes], what: str, limit: float = 30.0) -> None:
-    deadline = time.monotonic() + limit
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            pytest.fail(f"{what} exited with {proc.returncode} before listening on port {port}")
-        with socket.socket() as sock:
-            sock.settimeout(0.2)
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    pytest.fail(f"{what} did not listen on 127.0.0.1:{port} within {limit:g}s")
-
-
 @contextmanager
 def _running(cmd: list[str], port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, cwd=ROOT)
-    try:
-        _wait_for_port(port, proc, what)
+    with running(cmd, port=port, cwd=ROOT, what=what) as proc:
         yield proc
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
 
 
 @dataclass(frozen=True)

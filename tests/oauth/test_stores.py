@@ -136,9 +136,9 @@ def redis_url() -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        from .peers import _wait_for_port  # pyright: ignore[reportPrivateUsage]
+        from tests.processes import wait_for_port
 
-        _wait_for_port(port, proc, "redis-server")  # type: ignore[arg-type]
+        wait_for_port(port, proc, "redis-server")  # type: ignore[arg-type]
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         proc.terminate()
