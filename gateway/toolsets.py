@@ -1,6 +1,7 @@
 """`ToolCatalog`: the session-less toolset, listed live for catalogs and reused briefly for calls.
 
-`tools/list` on `/v1/mcp/tools` always lists live (fail-closed, DESIGN.md §5). A `tools/call`
+`tools/list` on `/v1/mcp/tools` rebuilds the toolset on every request (fail-closed, DESIGN.md §5;
+each auth-less listing comes through the pool's listing cache, see docs/clients.md). A `tools/call`
 reuses the last complete listing for `ttl` seconds so a call costs one upstream round trip, not a
 listing plus a call; an unknown name or an expired listing lists again first. Session-bound
 toolsets (per-session `auth`) are never cached: their headers are computed for every build.
