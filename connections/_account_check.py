@@ -1,4 +1,4 @@
-"""`agent-sdk validate`'s optional account check: warn about `servers=[...]` names the hub does not list.
+"""The optional account check of `validate` and `info`: which connectors the hub lists for this key.
 
 Only when it is cheap: a hub is configured (environment or `agent-sdk login`) and answers within a
 few seconds. Anything else (no login, no keyring, hub down, key refused) skips the check with a
@@ -27,17 +27,16 @@ class AccountCheck:
 
     warnings: list[Diagnostic]
     skipped: str | None = None
+    resolved: dict[str, list[str]] | None = None
+    """Each account connection's connectors as the hub lists them now (None when it was not asked)."""
 
 
-def check_account_servers(project: Project, environ: Mapping[str, str], *, timeout: float = 3.0) -> AccountCheck:
-    """Warn for each account connection naming connectors the configured hub does not list for this key."""
-    named = [d for d in project.connections.values() if d.kind == "account" and d.servers != "*"]
-    if not named:
-        return AccountCheck([])
+def _linked(environ: Mapping[str, str], timeout: float) -> tuple[str, list[str]] | str:
+    """(hub URL, the connectors this key may use), or the sentence saying why the hub was not asked."""
     try:
         creds = load_account_credentials(environ)
     except AccountSetupError as exc:
-        return AccountCheck([], f"account servers not checked: {exc}")
+        return f"account servers not checked: {exc}"
     try:
         response = httpx2.get(
             creds.url + HUB_CONNECTORS_PATH,
@@ -45,15 +44,39 @@ def check_account_servers(project: Project, environ: Mapping[str, str], *, timeo
             timeout=timeout,
         )
     except httpx2.HTTPError as exc:
-        return AccountCheck([], f"account servers not checked: cannot reach {creds.url} ({type(exc).__name__})")
+        return f"account servers not checked: cannot reach {creds.url} ({type(exc).__name__})"
     if response.status_code != 200:
-        return AccountCheck([], f"account servers not checked: {creds.url} answered HTTP {response.status_code}")
+        return f"account servers not checked: {creds.url} answered HTTP {response.status_code}"
     try:
-        linked = sorted(c.name for c in parse_connector_list(response.content))
+        return creds.url, sorted(c.name for c in parse_connector_list(response.content))
     except ValidationError:
-        return AccountCheck([], f"account servers not checked: {creds.url} is not an agent-sdk hub")
+        return f"account servers not checked: {creds.url} is not an agent-sdk hub"
+
+
+def check_account_servers(
+    project: Project, environ: Mapping[str, str], *, timeout: float = 3.0, resolve_all: bool = False
+) -> AccountCheck:
+    """Ask the configured hub (once, within `timeout`) which connectors each account connection gets.
+
+    Warns for each connection naming connectors the hub does not list for this key, and reports
+    what every account connection resolves to (`resolved`, shown by `agent-sdk info`). Without
+    `resolve_all` the hub is asked only when some connection names its servers (`validate`). Never
+    raises: a hub that cannot be asked is a `skipped` note.
+    """
+    accounts = [d for d in project.connections.values() if d.kind == "account"]
+    if not accounts or not (resolve_all or any(d.servers != "*" for d in accounts)):
+        return AccountCheck([])
+    found = _linked(environ, timeout)
+    if isinstance(found, str):
+        return AccountCheck([], found)
+    url, linked = found
     warnings: list[Diagnostic] = []
-    for defn in sorted(named, key=lambda d: d.name):
+    resolved: dict[str, list[str]] = {}
+    for defn in sorted(accounts, key=lambda d: d.name):
+        if defn.servers == "*":
+            resolved[defn.name] = linked
+            continue
+        resolved[defn.name] = [s for s in defn.servers if s in linked]
         missing = [s for s in defn.servers if s not in linked]
         if missing:
             names = ", ".join(repr(m) for m in missing)
@@ -64,10 +87,10 @@ def check_account_servers(project: Project, environ: Mapping[str, str], *, timeo
                     severity="warning",
                     code="account-connector-missing",
                     message=(
-                        f"connection {defn.name!r}: the account at {creds.url} has no linked connector {names} "
+                        f"connection {defn.name!r}: the account at {url} has no linked connector {names} "
                         f"(it has: {', '.join(linked) or 'none'}); its turns fail until it is linked or removed "
                         "from servers=[...]"
                     ),
                 )
             )
-    return AccountCheck(warnings)
+    return AccountCheck(warnings, resolved=resolved)

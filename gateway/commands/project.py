@@ -59,6 +59,15 @@ def info(args: argparse.Namespace) -> int:
     """Print the project's surface as a table, or as JSON with `--json`."""
     project = load(args.dir)
     doc = project_info(project)
+    # Account connections show the connectors the hub resolves them to, when a hub answers quickly.
+    account = check_account_servers(project, os.environ, resolve_all=True)
+    for entry in doc["connections"]:
+        if entry["kind"] == "account":
+            entry["connectors"] = (account.resolved or {}).get(entry["name"])
+    if account.skipped and not args.json:
+        print(
+            account.skipped.replace("account servers not checked", "account connectors not resolved"), file=sys.stderr
+        )
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0
@@ -80,6 +89,8 @@ def info(args: argparse.Namespace) -> int:
         target = c.get("url") or c.get("command") or ""
         if c["kind"] == "account":
             target = "servers: " + (c["servers"] if c["servers"] == "*" else ", ".join(c["servers"]))
+            if c.get("connectors") is not None:
+                target += " -> " + (", ".join(c["connectors"]) or "(none linked)")
         print(f"  {c['name']:<24} {c['kind']:<8} {target:<40} {' '.join(flags)}".rstrip())
     print("\ntools:")
     if not doc["tools"]:

@@ -461,6 +461,24 @@ def test_validate_warns_about_servers_the_account_lacks_when_it_can_ask(tmp_path
     assert "account servers not checked: cannot reach http://127.0.0.1:9 (ConnectError)" in down.stderr
 
 
+def test_info_shows_the_connectors_each_account_connection_resolves_to(tmp_path: Path, hub: Hub) -> None:
+    project = tmp_path / "project"
+    write(project, "mcp-connections", "named", "connection = define_connection(account=True, "
+          "servers=['everything', 'nope'])")  # fmt: skip
+    write(project, "mcp-connections", "every", "connection = define_connection(account=True)")
+    env = {"AGENT_SDK_ACCOUNT_URL": hub.url, "AGENT_SDK_API_KEY": hub.key("team")}
+    done = cli("info", "--dir", str(project), "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    found = {c["name"]: c["connectors"] for c in json.loads(done.stdout)["connections"]}
+    assert found == {"named": ["everything"], "every": ["everything", "secure"]}
+    table = cli("info", "--dir", str(project), env=env)
+    assert "servers: * -> everything, secure" in table.stdout
+    assert hub.key("team") not in done.stdout + done.stderr + table.stdout + table.stderr
+    # No hub to ask: the connectors are unknown (null), with a note on stderr for the table.
+    down = cli("info", "--dir", str(project), env={**env, "AGENT_SDK_ACCOUNT_URL": "http://127.0.0.1:9"})
+    assert down.returncode == 0 and "account connectors not resolved: cannot reach" in down.stderr
+
+
 def test_mcp_debug_commands_reach_an_account_connection(tmp_path: Path, hub: Hub) -> None:
     project = tmp_path / "project"
     write(project, "mcp-connections", "acct", "connection = define_connection(account=True, servers=['secure'])")
