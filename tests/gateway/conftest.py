@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -149,3 +150,17 @@ def assert_clean(body: str, secrets: Sequence[str] = ()) -> None:
     assert 'File "' not in body
     for secret in secrets:
         assert secret not in body
+
+
+@contextmanager
+def serving(
+    tmp_path_factory: pytest.TempPathFactory, name: str, connections: dict[str, str], *flags: str
+) -> Iterator[Served]:
+    """`agent-sdk serve` on a fresh project with `connections`; stopped afterwards, its log checked clean."""
+    root = tmp_path_factory.mktemp(name)
+    served = serve(make_project(root / "project", connections), root / "state", *flags)
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text())

@@ -14,19 +14,15 @@ from mcp.shared.exceptions import MCPError
 
 from tests.conftest import free_port
 
-from .conftest import Served, Upstream, assert_clean, make_project, serve, url_connection
+from .conftest import Served, Upstream, assert_clean, make_project, serve, serving, url_connection
 
 MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("mcp")
-    project = make_project(root / "project", {"everything": url_connection(everything.url)})
-    served = serve(project, root / "state")
-    yield served
-    served.stop()
-    assert_clean(served.log_text())
+    with serving(tmp_path_factory, "mcp", {"everything": url_connection(everything.url)}) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")

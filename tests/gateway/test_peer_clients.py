@@ -15,7 +15,7 @@ import pytest
 
 from tests.peers import node20, node22, node_bin, node_module
 
-from .conftest import HERE, Served, Upstream, assert_clean, make_project, serve, url_connection
+from .conftest import HERE, Served, Upstream, assert_clean, serve, serving, url_connection
 
 TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_client.mjs"
 CONFORMANCE_PROJECT = HERE / "projects" / "conformance"
@@ -65,12 +65,8 @@ MUST_PASS = {
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("peers")
-    project = make_project(root / "project", {"everything": url_connection(everything.url)})
-    served = serve(project, root / "state")
-    yield served
-    served.stop()
-    assert_clean(served.log_text())
+    with serving(tmp_path_factory, "peers", {"everything": url_connection(everything.url)}) as served:
+        yield served
 
 
 @pytest.fixture(scope="module")
