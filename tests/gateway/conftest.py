@@ -19,7 +19,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.peers import node_bin
-from tests.processes import wait_for_port
+from tests.processes import running, wait_for_port
 
 HERE = Path(__file__).resolve().parent
 BASIC = HERE / "projects" / "basic"
@@ -122,26 +122,19 @@ class Upstream:
     proc: subprocess.Popen[bytes]
 
 
+@contextmanager
+def everything_upstream() -> Iterator[Upstream]:
+    """The MCP reference server "everything" over Streamable HTTP (endpoint /mcp), stopped afterwards."""
+    port = free_port()
+    cmd = [str(node_bin("mcp-server-everything")), "streamableHttp"]
+    with running(cmd, port=port, env={"PORT": str(port)}, what="mcp-server-everything") as proc:
+        yield Upstream(f"http://127.0.0.1:{port}/mcp", proc)
+
+
 @pytest.fixture(scope="session")
 def everything() -> Iterator[Upstream]:
-    """The MCP reference server "everything" over Streamable HTTP (endpoint /mcp)."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(node_bin("mcp-server-everything")), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc, "mcp-server-everything")
-        yield Upstream(f"http://127.0.0.1:{port}/mcp", proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with everything_upstream() as upstream:
+        yield upstream
 
 
 def assert_clean(body: str, secrets: Sequence[str] = ()) -> None:

@@ -34,7 +34,7 @@ from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
 from tests.peers import node_bin
 
-from .conftest import ROOT, Served, Upstream, serve, wait_for_port
+from .conftest import ROOT, Served, Upstream, everything_upstream, serve
 
 pytestmark = pytest.mark.anyio
 
@@ -105,23 +105,8 @@ def stored_tokens(state_root: Path) -> list[str]:
 def everything() -> Iterator[Upstream]:
     """This module's own reference server (Streamable HTTP), stopped when the module ends: later tests
     count `mcp-server-everything` processes and must not see ours."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(node_bin("mcp-server-everything")), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_for_port(port, proc, "mcp-server-everything")
-        yield Upstream(f"http://127.0.0.1:{port}/mcp", proc)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+    with everything_upstream() as upstream:
+        yield upstream
 
 
 @pytest.fixture(scope="module")
