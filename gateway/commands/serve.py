@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import socket
 from typing import Any
 
 from pydantic import ValidationError
@@ -87,6 +88,12 @@ def serve(args: argparse.Namespace) -> int:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
     settings = settings_from_args(args)
+    sock: socket.socket | None = None
+    if settings.port == 0:
+        # Bind now so the real port is known before the app starts: it is printed, and it is in the
+        # account bridge URL handed to stdio children.
+        sock = _bind(settings.host)
+        settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -109,5 +116,22 @@ def serve(args: argparse.Namespace) -> int:
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
-    uvicorn.run(app, host=settings.host, port=settings.port, log_level="info", lifespan="on", proxy_headers=False)
+    config = uvicorn.Config(
+        app, host=settings.host, port=settings.port, log_level="info", lifespan="on", proxy_headers=False
+    )
+    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
+
+
+def _bind(host: str) -> socket.socket:
+    """A listening TCP socket on `host` and a free port; raises `CliError` when the host cannot be bound."""
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), 0))
+    except OSError as exc:
+        sock.close()
+        raise CliError(f"cannot listen on {host}: {exc.strerror}; pass a --host this machine has") from None
+    sock.listen(2048)
+    return sock
