@@ -72,9 +72,8 @@ async def test_file_store_roundtrip_mode_0600_and_no_token_in_repr(tmp_path: Pat
     assert [p.name for p in (tmp_path / "state").iterdir() if p.suffix == ".tmp"] == []  # atomic replace left nothing
 
 
-async def test_file_store_lock_excludes_another_store_object_on_the_same_file(tmp_path: Path) -> None:
-    first, second = FileTokenStore(tmp_path), FileTokenStore(tmp_path)
-    key = StoreKey("docs", "https://mcp.example.com/mcp")
+async def assert_lock_excludes(first: TokenStore, second: TokenStore, key: StoreKey) -> None:
+    """While `first` holds the key's lock, `second` waits for it (two store objects, one backend)."""
     order: list[str] = []
     held = anyio.Event()
 
@@ -95,6 +94,11 @@ async def test_file_store_lock_excludes_another_store_object_on_the_same_file(tm
             tg.start_soon(holder)
             tg.start_soon(contender)
     assert order == ["first in", "first out", "second in"]
+
+
+async def test_file_store_lock_excludes_another_store_object_on_the_same_file(tmp_path: Path) -> None:
+    key = StoreKey("docs", "https://mcp.example.com/mcp")
+    await assert_lock_excludes(FileTokenStore(tmp_path), FileTokenStore(tmp_path), key)
 
 
 def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
@@ -158,24 +162,5 @@ async def test_redis_store_roundtrip(redis_store: RedisTokenStore) -> None:
 
 async def test_redis_lock_excludes_another_replica(redis_url: str) -> None:
     key = StoreKey("docs", "https://mcp.example.com/mcp")
-    order: list[str] = []
-    held = anyio.Event()
     async with RedisTokenStore(redis_url) as first, RedisTokenStore(redis_url) as second:
-
-        async def holder() -> None:
-            async with first.lock(key):
-                order.append("first in")
-                held.set()
-                await anyio.sleep(0.2)
-                order.append("first out")
-
-        async def contender() -> None:
-            await held.wait()
-            async with second.lock(key):
-                order.append("second in")
-
-        with anyio.fail_after(30):
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(holder)
-                tg.start_soon(contender)
-    assert order == ["first in", "first out", "second in"]
+        await assert_lock_excludes(first, second, key)
