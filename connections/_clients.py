@@ -46,6 +46,8 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._expand import expand_map
+from ._fast_calls import fast_calls_apply, install_fast_calls
+from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
 
@@ -88,6 +90,8 @@ class OpenedClient:
     """The last HTTP error status seen on this client (for error messages; empty for stdio)."""
     child: StdioChild | None = None
     """The stdio child process (None for HTTP and SSE)."""
+    fast_calls: bool = False
+    """`tools/call` goes over the fast leg (`_fast_calls.py`) instead of the SDK transport."""
 
     @property
     def protocol_version(self) -> str:
@@ -144,6 +148,7 @@ async def open_client(
     mode: str | None = None,
     http_status: list[int] | None = None,
     child_env: Mapping[str, str] | None = None,
+    fast_calls: bool = False,
 ) -> AsyncGenerator[OpenedClient]:
     """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
 
@@ -151,6 +156,8 @@ async def open_client(
     caller bounds the open with its own cancel scope (`Timeouts.connect`). `http_status` (if
     given) receives the last HTTP error status, also when the open itself fails. `child_env` goes
     over a stdio child's environment last (the gateway's own variables, e.g. the account bridge's).
+    `fast_calls=True` sends `tools/call` over the fast leg where it applies (`_fast_calls.py`);
+    the pool asks for it, one-off clients (one operation each) do not.
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
     account connection, and whatever the transport raises (map it with `translate`).
@@ -168,6 +175,9 @@ async def open_client(
     gone = anyio.Event()
     status: list[int] = [] if http_status is None else http_status
     children: list[StdioChild] = []
+    session_ids: list[str] = []
+    origin: Http1Origin | None = None
+    all_headers: dict[str, str] = {}
     if defn.kind == "stdio":
         assert defn.command is not None
         transport: AbstractAsyncContextManager[Any] = stdio_transport(
@@ -185,6 +195,8 @@ async def open_client(
         async def on_response(response: httpx2.Response) -> None:
             if response.status_code >= 400:
                 status[:] = [response.status_code]
+            if session_id := response.headers.get("mcp-session-id"):
+                session_ids[:] = [session_id]  # what the SDK transport keeps from the initialize answer
 
         def factory(
             headers: dict[str, str] | None = None,
@@ -207,6 +219,13 @@ async def open_client(
             )
         else:
             transport = _streamable_http(defn.url, lambda: factory(all_headers, None, auth))
+            if fast_calls and fast_calls_apply(defn, auth, all_headers):
+                https = defn.url.startswith("https:")
+                origin = Http1Origin(
+                    defn.url,
+                    ssl_context=shared_ssl_context() if https else None,
+                    connect_timeout=defn.timeouts.connect,
+                )
     client = Client(
         _Watched(transport, gone),
         mode=mode or client_mode(defn),
@@ -214,8 +233,21 @@ async def open_client(
         cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
     )
-    async with client:
-        yield OpenedClient(client=client, gone=gone, http_status=status, child=children[0] if children else None)
+    try:
+        async with client:
+            opened = OpenedClient(client=client, gone=gone, http_status=status, child=children[0] if children else None)
+            if origin is not None:
+                opened.fast_calls = install_fast_calls(
+                    client,
+                    origin,
+                    headers=all_headers,
+                    session_id=session_ids[0] if session_ids else None,
+                    http_status=status,
+                )
+            yield opened
+    finally:
+        if origin is not None:
+            await origin.aclose()
 
 
 @asynccontextmanager

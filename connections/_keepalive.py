@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx2
 
-__all__ = ["DrainingTransport"]
+__all__ = ["DRAIN_BYTES", "DRAIN_SECONDS", "DrainingTransport"]
 
-_DRAIN_SECONDS = 0.05
-_DRAIN_BYTES = 64 * 1024
+DRAIN_SECONDS = 0.05
+DRAIN_BYTES = 64 * 1024
 
 
 class _DrainOnClose(httpx2.AsyncByteStream):
@@ -42,11 +42,11 @@ class _DrainOnClose(httpx2.AsyncByteStream):
             return
         try:
             # A held-open stream (the GET listener) is cut after the short bound, as before.
-            with anyio.move_on_after(_DRAIN_SECONDS):
+            with anyio.move_on_after(DRAIN_SECONDS):
                 drained = 0
                 async for chunk in self._inner:
                     drained += len(chunk)
-                    if drained > _DRAIN_BYTES:
+                    if drained > DRAIN_BYTES:
                         break
         except (httpx2.StreamError, httpx2.TransportError, anyio.ClosedResourceError, RuntimeError):
             pass  # nothing left to save: close as usual

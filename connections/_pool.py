@@ -89,6 +89,8 @@ class ConnectionStatus:
     pid: int | None
     """The stdio child's process id while it runs."""
     last_error: str | None
+    fast_calls: bool = False
+    """`tools/call` takes the fast leg (a pooled Streamable HTTP session; see docs/clients.md)."""
 
 
 @dataclass(slots=True)
@@ -145,6 +147,8 @@ class ClientPool:
         self._cache = ListingCache(listing_ttl)
         self._policy = restart_policy or RestartPolicy()
         self._child_env = dict(child_env or {})
+        # `AGENT_SDK_FAST_CALLS=0` keeps every pooled tools/call on the SDK transport (docs/clients.md).
+        self._fast_calls = self._environ.get("AGENT_SDK_FAST_CALLS", "1") != "0"
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         accounts = {name: d for name, d in connections.items() if d.kind == "account"}
@@ -235,6 +239,7 @@ class ClientPool:
             protocol_version=version,
             pid=pid,
             last_error=str(slot.last_error) if slot.last_error is not None else None,
+            fast_calls=live is not None and live.fast_calls,
         )
 
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
@@ -454,6 +459,7 @@ class ClientPool:
                         mode=client_mode(defn, slot.learned_mode),
                         http_status=status,
                         child_env=self._child_env,
+                        fast_calls=self._fast_calls,
                     ) as opened:
                         scope.deadline = math.inf
                         if defn.protocol == "auto" and opened.protocol_version in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -500,14 +506,21 @@ async def _relay(source: anyio.Event, target: anyio.Event) -> None:
 
 
 def _session_expired(exc: BaseException, opened: OpenedClient) -> bool:
-    """The Streamable HTTP server answered 404 for our `Mcp-Session-Id` (it restarted or expired it).
+    """The Streamable HTTP server no longer knows our `Mcp-Session-Id` (it restarted or expired it).
 
-    The SDK reports a bare 404 as "Session terminated"; a server that sends a JSON-RPC body with
-    its 404 (the Python SDK's "Session not found") is recognised by the status the client saw.
+    The spec's answer is 404: the SDK reports a bare 404 as "Session terminated", and a server that
+    sends a JSON-RPC body with its 404 (the Python SDK's "Session not found") is recognised by the
+    status the client saw. Servers built on the TypeScript SDK's examples (the reference server
+    `server-everything` among them) answer 400 instead, with an error body that has no `id` (so
+    the SDK reports only "Server returned an error response"). A 400 is a refusal either way: the
+    server did not process the request, so one retry on a fresh session is safe, and a request
+    that is really malformed fails again there and is reported.
     """
-    return any(
-        isinstance(leaf, MCPError)
-        and leaf.code == mt.INVALID_REQUEST
-        and (leaf.message == "Session terminated" or opened.http_status == [404])
-        for leaf in leaves(exc)
-    )
+    for leaf in leaves(exc):
+        if not isinstance(leaf, MCPError):
+            continue
+        if leaf.code == mt.INVALID_REQUEST and (leaf.message == "Session terminated" or opened.http_status == [404]):
+            return True
+        if opened.http_status == [400]:
+            return True
+    return False

@@ -6,6 +6,8 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import mcp.types as mt
+
 from ._session import SessionInfo
 from ._tools import Effect
 
@@ -24,6 +26,8 @@ class ToolOutcome:
     content: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """MCP content blocks for MCP surfaces (upstream blocks as is; authored results as JSON text)."""
     structured: dict[str, Any] | None = None
+    upstream: mt.CallToolResult | None = field(default=None, repr=False, compare=False)
+    """For passthrough outcomes: the upstream's validated result, so an MCP surface need not rebuild it."""
 
 
 Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]

@@ -53,6 +53,7 @@ def outcome_from_mcp(result: mt.CallToolResult) -> ToolOutcome:
         result=dumped,
         content=dumped.get("content", []),
         structured=dumped.get("structuredContent"),
+        upstream=result,
     )
 
 

@@ -70,6 +70,11 @@ def _error_result(message: str, structured: dict[str, Any] | None = None) -> mt.
 
 
 def _outcome_result(outcome: ToolOutcome) -> mt.CallToolResult:
+    if outcome.upstream is not None:  # passthrough: the same fields, without a dump and re-validation
+        upstream = outcome.upstream
+        return mt.CallToolResult(
+            content=upstream.content, structured_content=upstream.structured_content, is_error=outcome.is_error
+        )
     data: dict[str, Any] = {"content": outcome.content, "isError": outcome.is_error}
     if outcome.structured is not None:
         data["structuredContent"] = outcome.structured
@@ -264,8 +269,8 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
-def _envelope_problem(raw: bytes) -> tuple[int, str] | None:
-    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else None.
+def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
+    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else the message.
 
     Checked before the SDK so that every malformed body, in either protocol era, gets the same
     short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
@@ -291,7 +296,7 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | None:
         return mt.INVALID_REQUEST, "Invalid Request: no method"
     if "params" in body and not isinstance(body["params"], dict):
         return mt.INVALID_PARAMS, "Invalid params: params must be an object"
-    return None
+    return body
 
 
 async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
@@ -333,9 +338,9 @@ class McpEndpoint:
             if not message.get("more_body", False):
                 break
         raw = b"".join(chunks)
-        problem = _envelope_problem(raw)
-        if problem is not None:
-            await _send_jsonrpc_error(send, *problem)
+        message = _envelope_problem(raw)
+        if isinstance(message, tuple):
+            await _send_jsonrpc_error(send, *message)
             return
         replayed = False
 
@@ -348,6 +353,6 @@ class McpEndpoint:
 
         runtime: Runtime = scope["state"]["runtime"]
         manager = runtime.mcp[self.key]
-        if self.fast_tools_call and await serve_tools_call(manager, scope, replay, send, raw):
+        if self.fast_tools_call and await serve_tools_call(manager, scope, replay, send, raw, message):
             return
         await manager.handle_request(scope, replay, send)

@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import pydantic_core
 from mcp.server.connection import Connection
 from mcp.server.runner import serve_one
 from mcp.server.streamable_http import CONTENT_TYPE_JSON
@@ -113,10 +112,12 @@ def _content_type_ok(content_type: str | None) -> bool:
     return CONTENT_TYPE_JSON in parts  # the transport's own check: 415
 
 
-def _request(raw: bytes) -> JSONRPCRequest | None:
-    """The `tools/call` request in `raw` exactly as the transport would parse it, else None."""
+def _request(body: object) -> JSONRPCRequest | None:
+    """The `tools/call` request in `body` (the parsed POST) exactly as the transport would validate it, else None."""
+    if not isinstance(body, dict) or body.get("method") != "tools/call":  # pyright: ignore[reportUnknownMemberType]
+        return None
     try:
-        message = jsonrpc_message_adapter.validate_python(pydantic_core.from_json(raw), by_name=False)
+        message = jsonrpc_message_adapter.validate_python(body, by_name=False)
     except (ValueError, ValidationError):
         return None
     if not isinstance(message, JSONRPCRequest) or message.method != "tools/call":
@@ -125,11 +126,17 @@ def _request(raw: bytes) -> JSONRPCRequest | None:
 
 
 async def serve_tools_call(
-    manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, send: Send, raw: bytes
+    manager: StreamableHTTPSessionManager,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    raw: bytes,
+    body: object,
 ) -> bool:
     """Answer `raw` if it is a handshake-era `tools/call` the SDK would dispatch; False otherwise.
 
-    `raw` is the whole (already capped) body; `receive` replays it for handlers that read the request.
+    `raw` is the whole (already capped) body and `body` its parsed JSON object; `receive` replays
+    `raw` for handlers that read the request.
     """
     version = _header(scope, _PROTOCOL_VERSION)
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -138,7 +145,7 @@ async def serve_tools_call(
         return False
     if manager.max_request_body_size < len(raw):
         return False
-    message = _request(raw)
+    message = _request(body)
     if message is None:
         return False
     request = Request(scope, receive)

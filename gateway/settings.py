@@ -34,6 +34,8 @@ class ServeSettings(BaseModel):
     default_wait_ms: int = Field(default=20_000, ge=0)
     toolset_ttl_s: float = Field(default=30.0, ge=0)
     """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+    access_log: bool = False
+    """One log line per request (uvicorn's access log). Off by default: it costs about 5 % of a call's CPU."""
     hub: bool = False
     """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
 
@@ -82,5 +84,7 @@ class ServeSettings(BaseModel):
             values["allow_anonymous"] = True
         if env.get("AGENT_SDK_HUB", "").lower() in ("1", "true", "yes"):
             values["hub"] = True
+        if env.get("AGENT_SDK_ACCESS_LOG", "").lower() in ("1", "true", "yes"):
+            values["access_log"] = True
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

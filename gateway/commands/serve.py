@@ -55,6 +55,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         help="also serve the account hub API for linkable=True connections (docs/accounts.md); or $AGENT_SDK_HUB=1",
     )
+    p.add_argument(
+        "--access-log",
+        action="store_true",
+        default=None,
+        help="log one line per request (off by default); or $AGENT_SDK_ACCESS_LOG=1",
+    )
     p.set_defaults(func=serve)
 
 
@@ -70,6 +76,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             allow_anonymous=args.allow_anonymous,
             runner=args.runner,
             hub=args.hub,
+            access_log=args.access_log,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
@@ -117,7 +124,13 @@ def serve(args: argparse.Namespace) -> int:
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
     config = uvicorn.Config(
-        app, host=settings.host, port=settings.port, log_level="info", lifespan="on", proxy_headers=False
+        app,
+        host=settings.host,
+        port=settings.port,
+        log_level="info",
+        lifespan="on",
+        proxy_headers=False,
+        access_log=settings.access_log,
     )
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0

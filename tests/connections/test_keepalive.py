@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,11 +40,16 @@ def everything() -> Iterator[tuple[str, int]]:
         yield f"http://127.0.0.1:{port}/mcp", port
 
 
-async def test_sequential_calls_share_one_upstream_connection(everything: tuple[str, int]) -> None:
+@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast-leg", "sdk-transport"])
+async def test_sequential_calls_share_one_upstream_connection(everything: tuple[str, int], fast: str) -> None:
     url, port = everything
     defn = define_connection(url=url).named("everything", None)
-    async with ClientPool({"everything": defn}) as pool:
+    # Both wires keep the connection: the fast leg (connections/_http1.py) and the SDK's transport.
+    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
+    async with ClientPool({"everything": defn}, environ=environ) as pool:
+        assert pool.status("everything").fast_calls is False  # not open yet
         await pool.call_tool("everything", "echo", {"message": "warm"})
+        assert pool.status("everything").fast_calls is (fast == "1")
         before = sockets_on(port)
         for i in range(60):
             result = await pool.call_tool("everything", "echo", {"message": f"n{i}"})

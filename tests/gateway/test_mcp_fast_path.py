@@ -91,7 +91,7 @@ async def _exchange(
     manager = runtime.mcp["tools"]
     scope = _scope(runtime, {**headers, "content-length": str(len(body))})
     if fast:
-        return await serve_tools_call(manager, scope, receive, send, body), sent
+        return await serve_tools_call(manager, scope, receive, send, body, json.loads(body)), sent
     await manager.handle_request(scope, receive, send)
     return True, sent
 

@@ -1,0 +1,422 @@
+"""`tools/call` on a pooled Streamable HTTP session, sent over `_http1` instead of the SDK's transport.
+
+A pooled call through `mcp.Client` crosses the client's dispatcher (memory streams, a pending-result
+stream, a task per request) and the Streamable HTTP transport (a task group per message, `httpx2`,
+an `EventSource` over text decoders): about 2 ms of CPU per call, more than the upstream itself
+spends on it. This module swaps only the wire under one request kind. Once a handshake-era
+session is open, its `ClientSession` keeps its own dispatcher for everything (initialize, lists,
+notifications, the GET listener, DELETE on close) but `tools/call` goes through `FastCalls`,
+which posts the JSON-RPC request on a keep-alive `Http1Origin` connection and reads the JSON or
+SSE answer itself. Everything above the wire is still the SDK's: the request is built, stamped,
+and its result validated (the negotiated version's schema, the tool's output schema) by
+`ClientSession.call_tool`; server requests met on the answer stream (ping, sampling, elicitation,
+roots) are answered by the session's own `_on_request`, and notifications go to its `_on_notify`
+(so `tools/list_changed` still clears the pool's listing cache).
+
+Where the wire path differs from `streamable_http_client`, it does what that transport does: the
+same headers, 202 and error-status answers mapped to the same JSON-RPC errors, the same SSE
+parser and event-size limit, the same resumption (GET with `Last-Event-ID`, the same attempts
+and delays) when a stream ends without an answer, and a courtesy `notifications/cancelled` when
+the caller gives up. A redirect is handed back to the SDK path whole (the server did not process
+the request). `tests/connections/test_fast_calls.py` runs each case both ways against real
+upstreams and requires the same result or error.
+
+Used only where it applies (`fast_calls_apply`): Streamable HTTP without an `httpx2.Auth`
+(OAuth connections keep the SDK path), no proxy in the environment, no userinfo in the URL,
+an asyncio event loop, and a session that negotiated a handshake-era version.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import itertools
+import logging
+import os
+import time
+from collections.abc import AsyncIterator, Iterable, Mapping
+from contextlib import nullcontext
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import anyio
+import httpx2
+import pydantic_core
+from mcp import Client
+from mcp.client.streamable_http import (
+    DEFAULT_MAX_SSE_EVENT_SIZE,
+    DEFAULT_RECONNECTION_DELAY_MS,
+    MAX_RECONNECTION_ATTEMPTS,
+)
+from mcp.shared._otel import inject_trace_context, otel_span  # what the SDK's dispatcher traces with
+from mcp.shared.exceptions import MCPError
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import (
+    CONNECTION_CLOSED,
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ErrorData,
+    JSONRPCError,
+    JSONRPCNotification,
+    JSONRPCRequest,
+    JSONRPCResponse,
+    RequestId,
+    jsonrpc_message_adapter,
+)
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import ValidationError
+
+from ._definitions import ConnectionDefinition
+from ._http1 import Http1Origin, Http1Response, valid_header_value
+from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
+
+try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
+    from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
+except ImportError:  # pragma: no cover
+    _SSEParser = None  # type: ignore[assignment,misc]
+
+__all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
+
+logger = logging.getLogger(__name__)
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+_TAKEN_OPTIONS = frozenset({"headers"})
+"""Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
+_CANCEL_WRITE_TIMEOUT = 5.0
+_USER_AGENT = f"python-httpx2/{httpx2.__version__}"
+"""What the SDK path's httpx2 client sends, so an upstream sees one client whichever leg a call takes."""
+
+
+def fast_calls_apply(defn: ConnectionDefinition, auth: httpx2.Auth | None, headers: Mapping[str, str]) -> bool:
+    """Whether `defn`'s pooled session may send `tools/call` over `_http1` (see the module docstring)."""
+    if _SSEParser is None or defn.kind != "http" or defn.url is None or auth is not None:
+        return False
+    parts = urlsplit(defn.url)
+    if parts.scheme not in ("http", "https") or parts.username is not None or parts.password is not None:
+        return False
+    if any(os.environ.get(name) or os.environ.get(name.upper()) for name in _PROXY_VARIABLES):
+        return False  # httpx2 honours these; this leg does not speak to proxies
+    if not all(valid_header_value(k) and valid_header_value(v) for k, v in headers.items()):
+        return False  # the SDK path reports the bad header itself
+    try:
+        asyncio.get_running_loop()  # `_http1` is asyncio protocols: under trio the SDK path serves
+    except RuntimeError:
+        return False
+    return True
+
+
+def install_fast_calls(
+    client: Client,
+    origin: Http1Origin,
+    *,
+    headers: Mapping[str, str],
+    session_id: str | None,
+    http_status: list[int],
+) -> bool:
+    """Route `client`'s `tools/call` over `origin`; False (and nothing changed) where it does not apply."""
+    session = client.session
+    inner = getattr(session, "_dispatcher", None)
+    if inner is None or not hasattr(session, "_on_request") or not hasattr(session, "_on_notify"):
+        return False  # pragma: no cover - a future SDK reshaped its session
+    if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
+        return False  # 2026-07-28 calls carry Mcp-Param-* headers and their own exchange: the SDK's
+    base = {k.lower(): v for k, v in headers.items()}
+    base.setdefault("user-agent", _USER_AGENT)
+    base["accept"] = "application/json, text/event-stream"
+    base["content-type"] = "application/json"
+    if session_id:
+        base["mcp-session-id"] = session_id
+    base["mcp-protocol-version"] = client.protocol_version
+    fast: Any = FastCalls(inner, session, origin, base, http_status)  # the Dispatcher protocol, by delegation
+    session._dispatcher = fast  # pyright: ignore[reportPrivateUsage]
+    return True
+
+
+_tracing_seen_at = -1.0
+_tracing_on = False
+
+
+def _tracing() -> bool:
+    """Whether an OpenTelemetry tracer provider is installed (re-checked at most once a second until one is).
+
+    Without one, the SDK's span is non-recording: ~10 µs per call for nothing. `get_tracer_provider()`
+    reads the environment on every call, hence the throttle; a provider, once set, cannot be replaced.
+    """
+    global _tracing_seen_at, _tracing_on
+    if not _tracing_on:
+        now = time.monotonic()
+        if now - _tracing_seen_at >= 1.0:
+            _tracing_seen_at = now
+            _tracing_on = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return _tracing_on
+
+
+@dataclass(slots=True)
+class _Context:
+    """The part of a dispatch context the session's `_on_request` / `_on_notify` read."""
+
+    request_id: RequestId | None
+
+
+@dataclass(slots=True)
+class _Stream:
+    """Resumption state of one call's answer stream."""
+
+    last_event_id: str | None = None
+    retry_ms: int | None = None
+
+
+class _Redirected(Exception):
+    """The upstream redirected the POST: the request was not processed, so the SDK path sends it."""
+
+
+class FastCalls:
+    """A session dispatcher whose `tools/call` goes over `_http1`; everything else is the SDK's, unchanged."""
+
+    def __init__(
+        self, inner: Any, session: Any, origin: Http1Origin, headers: dict[str, str], http_status: list[int]
+    ) -> None:
+        self._inner = inner
+        self._session = session
+        self._origin = origin
+        self._headers = headers
+        self._http_status = http_status
+        self._ids = itertools.count(1)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> dict[str, Any]:
+        if method != "tools/call" or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
+            return await self._inner.send_raw_request(method, params, opts, **kwargs)
+        try:
+            return await self._call(method, params, opts or {})
+        except _Redirected:
+            return await self._inner.send_raw_request(method, params, opts)
+
+    async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> dict[str, Any]:
+        # String ids in their own namespace: never equal to an id the SDK's dispatcher mints on this session.
+        request_id = f"agent-sdk-{next(self._ids)}"
+        out_params = dict(params or {})
+        out_meta = dict(out_params.get("_meta") or {})
+        target = out_params.get("name")
+        span_name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
+        attributes = {"mcp.method.name": method, "jsonrpc.request.id": request_id}
+        with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if _tracing() else nullcontext() as span:
+            inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
+            if out_meta:
+                out_params["_meta"] = out_meta
+            else:
+                out_params.pop("_meta", None)
+            message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            if out_params:
+                message["params"] = out_params
+            body = pydantic_core.to_json(message)
+            headers = self._request_headers(opts.get("headers"))
+            await anyio.lowlevel.checkpoint_if_cancelled()
+            try:
+                outcome = await self._exchange(headers, body)
+            except anyio.get_cancelled_exc_class():
+                await self._courtesy_cancel(request_id)
+                raise
+            if isinstance(outcome, ErrorData):
+                if span is not None:
+                    code = str(outcome.code)
+                    span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+                    span.set_status(StatusCode.ERROR, outcome.message)
+                raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
+            return outcome
+
+    def _request_headers(self, extra: Mapping[str, str] | None) -> Iterable[tuple[str, str]]:
+        if not extra:
+            return self._headers.items()
+        merged = dict(self._headers)
+        for key, value in extra.items():
+            if not (valid_header_value(key) and valid_header_value(value)):
+                raise httpx2.LocalProtocolError(f"invalid value for request header {key!r}")
+            merged[key.lower()] = value
+        return merged.items()
+
+    async def _courtesy_cancel(self, request_id: str) -> None:
+        # As the SDK's dispatcher does for a caller-cancelled request: tell the server to stop (the
+        # SDK transport posts it), shielded and bounded so the caller's cancellation still completes.
+        with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_WRITE_TIMEOUT):
+            try:
+                await self._inner.notify(
+                    "notifications/cancelled", {"requestId": request_id, "reason": "caller cancelled"}
+                )
+            except Exception:
+                logger.debug("courtesy cancel for %r not sent", request_id, exc_info=True)
+
+    # -- the wire -----------------------------------------------------------------------------
+
+    async def _exchange(self, headers: Iterable[tuple[str, str]], body: bytes) -> dict[str, Any] | ErrorData:
+        headers = list(headers)
+        response = await self._origin.request("POST", headers, body)
+        try:
+            return await self._answer(response, headers)
+        finally:
+            response.release()
+
+    async def _answer(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
+        """The outcome from the POST's answer, as `StreamableHTTPTransport._handle_post_request` maps it."""
+        status = response.status
+        if status >= 400:
+            self._http_status[:] = [status]
+        if status == 202:
+            return ErrorData(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
+        if 300 <= status < 400:
+            raise _Redirected
+        content_type = response.headers.get("content-type", "").lower()
+        if status >= 400:
+            if content_type.startswith("application/json"):
+                try:
+                    parsed = jsonrpc_message_adapter.validate_json(await response.read(), by_name=False)
+                except (httpx2.TransportError, ValidationError):
+                    parsed = None
+                if isinstance(parsed, JSONRPCError):
+                    return parsed.error
+            if status == 404:
+                return ErrorData(code=INVALID_REQUEST, message="Session terminated")
+            return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
+        if content_type.startswith("application/json"):
+            try:
+                message = jsonrpc_message_adapter.validate_json(await response.read(), by_name=False)
+            except ValidationError as exc:
+                return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
+            outcome = await self._message(message, headers)
+            if outcome is None:
+                return ErrorData(code=INTERNAL_ERROR, message="the upstream's JSON response carried no answer")
+            return outcome
+        if content_type.startswith("text/event-stream"):
+            return await self._stream(response, headers)
+        return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
+
+    async def _stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
+        stream = _Stream()
+        try:
+            outcome = await self._events(response.chunks(), stream, headers)
+        except httpx2.SSEError as exc:
+            return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
+        except httpx2.TransportError:
+            logger.debug("SSE stream ended", exc_info=True)
+            outcome = None
+        if outcome is not None:
+            await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)  # the connection stays reusable
+            return outcome
+        if stream.last_event_id is None:
+            return ErrorData(code=CONNECTION_CLOSED, message="SSE stream ended without a response")
+        response.release()
+        return await self._resume(stream, headers)
+
+    async def _resume(self, stream: _Stream, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
+        """`StreamableHTTPTransport._handle_reconnection`: GET with `Last-Event-ID` until the answer comes."""
+        attempt = 0
+        # The transport's GET: the session's headers (not the call's own), as `_prepare_headers` builds them.
+        get_headers = [*self._headers.items(), ("cache-control", "no-store")]
+        while True:
+            if attempt >= MAX_RECONNECTION_ATTEMPTS:
+                return ErrorData(
+                    code=CONNECTION_CLOSED, message="SSE stream ended and reconnection attempts were exhausted"
+                )
+            delay_ms = stream.retry_ms if stream.retry_ms is not None else DEFAULT_RECONNECTION_DELAY_MS
+            await anyio.sleep(delay_ms / 1000.0)
+            assert stream.last_event_id is not None
+            try:
+                response = await self._origin.request("GET", [*get_headers, ("last-event-id", stream.last_event_id)])
+            except httpx2.TransportError:
+                attempt += 1
+                continue
+            try:
+                media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+                if response.status >= 300 or media != "text/event-stream":
+                    attempt += 1  # raise_for_status, or EventSource's content-type check, in the SDK
+                    continue
+                try:
+                    outcome = await self._events(response.chunks(), stream, headers)
+                except httpx2.SSEError as exc:
+                    return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
+                except httpx2.TransportError:
+                    attempt += 1
+                    continue
+                if outcome is not None:
+                    await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)
+                    return outcome
+                attempt = 0  # the stream ended again without the answer: reconnect afresh
+            finally:
+                response.release()
+
+    async def _events(
+        self, chunks: AsyncIterator[bytes], stream: _Stream, headers: list[tuple[str, str]]
+    ) -> dict[str, Any] | ErrorData | None:
+        """Read SSE events until the call's answer (returned); None when the stream ends first."""
+        assert _SSEParser is not None
+        parser = _SSEParser(DEFAULT_MAX_SSE_EVENT_SIZE)
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        async for chunk in chunks:
+            for sse in parser.decode(decoder.decode(chunk)):
+                if sse.id:
+                    stream.last_event_id = sse.id
+                if sse.retry is not None:
+                    stream.retry_ms = sse.retry
+                if sse.event != "message" or not sse.data:
+                    continue  # another event type, or a priming event (its id is kept above)
+                try:
+                    message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+                except ValidationError as exc:
+                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
+                outcome = await self._message(message, headers)
+                if outcome is not None:
+                    return outcome
+        tail = decoder.decode(b"", final=True)
+        for sse in itertools.chain(parser.decode(tail), parser.flush()):
+            if sse.id:
+                stream.last_event_id = sse.id
+            if sse.event == "message" and sse.data:
+                try:
+                    message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+                except ValidationError as exc:
+                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
+                outcome = await self._message(message, headers)
+                if outcome is not None:
+                    return outcome
+        return None
+
+    async def _message(self, message: Any, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData | None:
+        """The answer when `message` is one; a notification or server request is handled and gives None."""
+        if isinstance(message, JSONRPCResponse):
+            return message.result
+        if isinstance(message, JSONRPCError):
+            return message.error
+        if isinstance(message, JSONRPCNotification):
+            if message.method not in ("notifications/progress", "notifications/cancelled"):
+                # Progress and cancellation belong to the SDK's dispatcher (no progress callback is
+                # registered for pooled calls; nothing of ours runs on the server's behalf).
+                await self._session._on_notify(_Context(None), message.method, message.params)  # pyright: ignore[reportPrivateUsage]
+            return None
+        assert isinstance(message, JSONRPCRequest)
+        await self._reply(message, headers)
+        return None
+
+    async def _reply(self, request: JSONRPCRequest, headers: list[tuple[str, str]]) -> None:
+        """Answer a server request met on the answer stream, with the session's own handler, as the SDK does."""
+        reply: JSONRPCResponse | JSONRPCError
+        try:
+            result = await self._session._on_request(_Context(request.id), request.method, request.params)  # pyright: ignore[reportPrivateUsage]
+            reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
+        except Exception as exc:
+            error = handler_exception_to_error_data(exc) or ErrorData(code=INTERNAL_ERROR, message=str(exc))
+            reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
+        body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
+        try:
+            answer = await self._origin.request("POST", headers, body)
+        except httpx2.TransportError:
+            logger.debug("could not answer the server's %s request", request.method, exc_info=True)
+            return
+        await answer.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)

@@ -1,0 +1,199 @@
+"""The fast `tools/call` leg (`connections/_fast_calls.py`, `_http1.py`) against real upstreams.
+
+Every case runs twice, once with the fast leg (the default) and once with `AGENT_SDK_FAST_CALLS=0`
+(the SDK's Streamable HTTP transport), and requires the same result or the same typed error.
+Upstreams: the reference server `@modelcontextprotocol/server-everything` (Express, SSE answers,
+stateful sessions, `Keep-Alive: timeout=5`) and our recording server on the Python SDK (JSON
+answers, stateless).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import mcp.types as mt
+import pytest
+
+from connections import (
+    ClientPool,
+    ConnectionsError,
+    ConnectionUnavailable,
+    UnknownTool,
+    UpstreamTimeout,
+    define_connection,
+)
+from connections._definitions import ConnectionDefinition
+from connections._fast_calls import fast_calls_apply
+from tests.conftest import free_port
+from tests.peers import node_bin
+from tests.processes import recording_server, running
+
+pytestmark = pytest.mark.anyio
+
+LEGS = ("fast", "sdk")
+
+
+def everything_cmd() -> list[str]:
+    return [str(node_bin("mcp-server-everything")), "streamableHttp"]
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[str]:
+    port = free_port()
+    with running(everything_cmd(), port=port, env={"PORT": str(port)}):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+@asynccontextmanager
+async def pool_for(defn: ConnectionDefinition, leg: str) -> AsyncIterator[ClientPool]:
+    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": "1" if leg == "fast" else "0"}
+    async with ClientPool({defn.name: defn}, environ=environ) as pool:
+        yield pool
+
+
+async def outcome(pool: ClientPool, name: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """What a caller sees: the result's wire form, or the typed error's class, code and message."""
+    try:
+        result = await pool.call_tool(name, tool, arguments)
+    except ConnectionsError as exc:
+        return (type(exc).__name__, exc.code, str(exc))
+    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "héllo ✓"}),
+    ("get-sum", {"a": 2, "b": 40}),
+    ("get-sum", {"a": "two", "b": 40}),  # invalid arguments: the server's own error result
+    ("get-structured-content", {"location": "Chicago"}),  # checked against its output schema
+    ("get-annotated-message", {"messageType": "error", "includeImage": True}),
+    ("get-resource-links", {"count": 4}),
+    ("get-tiny-image", {}),
+    ("trigger-long-running-operation", {"duration": 0.3, "steps": 3}),
+    ("no-such-tool", {}),
+]
+
+
+async def test_every_answer_equals_the_sdk_transports(everything: str) -> None:
+    defn = define_connection(url=everything).named("everything", None)
+    seen: dict[str, list[Any]] = {}
+    for leg in LEGS:
+        async with pool_for(defn, leg) as pool:
+            seen[leg] = [await outcome(pool, "everything", tool, args) for tool, args in CASES]
+            assert pool.status("everything").fast_calls is (leg == "fast")
+    for (tool, _), fast, sdk in zip(CASES, seen["fast"], seen["sdk"], strict=True):
+        assert fast == sdk, tool
+    by_tool = dict(zip((t for t, _ in CASES), seen["fast"], strict=False))
+    assert by_tool["echo"]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
+    assert by_tool["get-structured-content"]["structuredContent"]["temperature"] is not None
+    assert by_tool["no-such-tool"][0] == UnknownTool.__name__
+
+
+async def test_concurrent_calls_each_get_their_own_answer(everything: str) -> None:
+    defn = define_connection(url=everything).named("everything", None)
+    async with pool_for(defn, "fast") as pool:
+        answers: dict[int, str] = {}
+
+        async def one(i: int) -> None:
+            result = await pool.call_tool("everything", "echo", {"message": f"call {i}"})
+            block = result.content[0]
+            assert isinstance(block, mt.TextContent)
+            answers[i] = block.text
+
+        async with anyio.create_task_group() as tg:
+            for i in range(64):
+                tg.start_soon(one, i)
+        assert answers == {i: f"Echo: call {i}" for i in range(64)}
+        assert pool.status("everything").opens == 1
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_static_headers_reach_the_upstream_on_both_legs(leg: str) -> None:
+    port = free_port()
+    with running(recording_server(port), port=port):
+        url = f"http://127.0.0.1:{port}/mcp"
+        # protocol="legacy": the fast leg serves handshake-era sessions (this server also speaks 2026-07-28).
+        defn = define_connection(
+            url=url, protocol="legacy", headers={"X-Tenant": "t-7", "Authorization": "Bearer static-value"}
+        ).named("rec", None)
+        async with pool_for(defn, leg) as pool:
+            result = await pool.call_tool("rec", "record", {"value": "v"})
+            assert pool.status("rec").fast_calls is (leg == "fast")
+        assert result.structured_content == {
+            "tool": "record",
+            "arguments": {"value": "v"},
+            "tenant": "t-7",
+            "authorization": "Bearer static-value",
+        }
+        async with httpx2.AsyncClient() as http:
+            calls = (await http.get(f"http://127.0.0.1:{port}/calls")).json()
+        assert len(calls) == 1
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_a_restarted_upstream_gets_a_new_session_and_the_call_goes_through(leg: str) -> None:
+    port = free_port()
+    defn = define_connection(url=f"http://127.0.0.1:{port}/mcp").named("everything", None)
+    async with pool_for(defn, leg) as pool:
+        with running(everything_cmd(), port=port, env={"PORT": str(port)}):
+            await pool.call_tool("everything", "echo", {"message": "first"})
+        with running(everything_cmd(), port=port, env={"PORT": str(port)}):
+            # The new server does not know our session id (404): one retry on a fresh session.
+            result = await pool.call_tool("everything", "echo", {"message": "second"})
+        assert not result.is_error
+        assert pool.status("everything").opens == 2
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_a_stopped_upstream_is_connection_unavailable(leg: str) -> None:
+    port = free_port()
+    defn = define_connection(url=f"http://127.0.0.1:{port}/mcp").named("everything", None)
+    async with pool_for(defn, leg) as pool:
+        with running(everything_cmd(), port=port, env={"PORT": str(port)}):
+            await pool.call_tool("everything", "echo", {"message": "up"})
+        with pytest.raises(ConnectionUnavailable) as caught:
+            await pool.call_tool("everything", "echo", {"message": "down"})
+        assert "everything" in str(caught.value)
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_a_slow_call_times_out_and_the_next_call_works(everything: str, leg: str) -> None:
+    defn = define_connection(url=everything, timeouts={"call": 0.5}).named("everything", None)
+    async with pool_for(defn, leg) as pool:
+        with pytest.raises(UpstreamTimeout, match=r"timed out after 0\.5s"):
+            await pool.call_tool("everything", "trigger-long-running-operation", {"duration": 3, "steps": 3})
+        result = await pool.call_tool("everything", "echo", {"message": "after"})
+        assert not result.is_error
+        assert pool.status("everything").opens == 1
+
+
+async def test_an_idle_connection_the_server_closed_is_not_reused(everything: str) -> None:
+    defn = define_connection(url=everything).named("everything", None)
+    async with pool_for(defn, "fast") as pool:
+        await pool.call_tool("everything", "echo", {"message": "before"})
+        await anyio.sleep(5.5)  # past the server's Keep-Alive timeout (5 s): it closed our connection
+        result = await pool.call_tool("everything", "echo", {"message": "after"})
+        assert not result.is_error
+        assert pool.status("everything").opens == 1
+
+
+def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    async def check() -> None:
+        http = define_connection(url="http://127.0.0.1:9/mcp").named("h", None)
+        assert fast_calls_apply(http, None, {"X-Key": "v"})
+        assert not fast_calls_apply(http, httpx2.BasicAuth("u", "p"), {})  # OAuth and other httpx2.Auth
+        assert not fast_calls_apply(http, None, {"X-Key": "a\r\nInjected: 1"})
+        userinfo = define_connection(url="http://user:pw@127.0.0.1:9/mcp").named("u", None)
+        assert not fast_calls_apply(userinfo, None, {})
+        sse = define_connection(url="http://127.0.0.1:9/sse", transport="sse").named("s", None)
+        assert not fast_calls_apply(sse, None, {})
+        monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
+        assert not fast_calls_apply(http, None, {})  # httpx2 would use the proxy; this leg cannot
+
+    anyio.run(check)
+    # Outside an event loop (and under trio) it never applies: `_http1` is asyncio protocols.
+    assert not fast_calls_apply(define_connection(url="http://127.0.0.1:9/mcp").named("h", None), None, {})
