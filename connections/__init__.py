@@ -71,6 +71,7 @@ from ._tools import define_tool as define_tool
 from ._toolset import ToolOutcome as ToolOutcome
 from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
+from ._tracing import tracing_enabled as tracing_enabled
 from ._turns import TurnBuilder as TurnBuilder
 from ._turns import outcome_from_mcp as outcome_from_mcp
 
@@ -144,4 +145,5 @@ __all__ = [
     "outcome_from_mcp",
     "save_account_login",
     "saved_hub_url",
+    "tracing_enabled",
 ]

@@ -33,7 +33,6 @@ import codecs
 import itertools
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
@@ -66,13 +65,13 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
-from opentelemetry import trace
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
 from ._http1 import Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
+from ._tracing import tracing_enabled
 
 try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
     from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
@@ -136,25 +135,6 @@ def install_fast_calls(
     return True
 
 
-_tracing_seen_at = -1.0
-_tracing_on = False
-
-
-def _tracing() -> bool:
-    """Whether an OpenTelemetry tracer provider is installed (re-checked at most once a second until one is).
-
-    Without one, the SDK's span is non-recording: ~10 µs per call for nothing. `get_tracer_provider()`
-    reads the environment on every call, hence the throttle; a provider, once set, cannot be replaced.
-    """
-    global _tracing_seen_at, _tracing_on
-    if not _tracing_on:
-        now = time.monotonic()
-        if now - _tracing_seen_at >= 1.0:
-            _tracing_seen_at = now
-            _tracing_on = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
-    return _tracing_on
-
-
 @dataclass(slots=True)
 class _Context:
     """The part of a dispatch context the session's `_on_request` / `_on_notify` read."""
@@ -208,7 +188,8 @@ class FastCalls:
         target = out_params.get("name")
         span_name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
         attributes = {"mcp.method.name": method, "jsonrpc.request.id": request_id}
-        with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if _tracing() else nullcontext() as span:
+        tracing = tracing_enabled()  # without a tracer provider the span records nothing: skip it
+        with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if tracing else nullcontext() as span:
             inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
             if out_meta:
                 out_params["_meta"] = out_meta
@@ -273,7 +254,7 @@ class FastCalls:
             return ErrorData(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
         if 300 <= status < 400:
             raise _Redirected
-        content_type = response.headers.get("content-type", "").lower()
+        content_type = response.header("content-type").lower()
         if status >= 400:
             if content_type.startswith("application/json"):
                 try:
@@ -334,7 +315,7 @@ class FastCalls:
                 attempt += 1
                 continue
             try:
-                media = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+                media = response.header("content-type").partition(";")[0].strip().lower()
                 if response.status >= 300 or media != "text/event-stream":
                     attempt += 1  # raise_for_status, or EventSource's content-type check, in the SDK
                     continue

@@ -210,8 +210,14 @@ class Http1Response:
         self._origin = origin
         self._connection = connection
         self.status = connection.status
-        self.headers = {name.decode("latin-1"): value.decode("latin-1") for name, value in connection.headers}
+        self._raw_headers = connection.headers
         self._done = False
+
+    def header(self, name: str) -> str:
+        """The value of header `name` (lower-case), `""` when absent; repeated headers are joined with `, `."""
+        key = name.encode("latin-1")
+        values = [value.decode("latin-1") for found, value in self._raw_headers if found == key]
+        return ", ".join(values)
 
     async def read(self) -> bytes:
         """The whole body."""

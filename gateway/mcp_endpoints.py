@@ -32,7 +32,7 @@ from .mcp_fast_path import serve_tools_call
 from .runtime import Runtime
 from .tool_calls import call_tool
 
-__all__ = ["McpEndpoint", "agent_server", "session_manager", "tools_server"]
+__all__ = ["McpEndpoint", "agent_server", "answer_tools_call", "session_manager", "tools_server"]
 
 _VERSION = "0.1.0"
 
@@ -87,6 +87,29 @@ def _json_result(value: dict[str, Any], *, is_error: bool = False) -> mt.CallToo
     )
 
 
+async def answer_tools_call(runtime: Runtime, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    """`tools/call` on `/v1/mcp/tools`: a server tool through the catalog. Raises `MCPError` for an unknown tool.
+
+    The handler the SDK kernel calls, and the one `mcp_fast_path` calls directly.
+    """
+    tool, toolset, problems = await runtime.catalog.tool(params.name, None)
+    if tool is None:
+        data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
+        if problems:
+            data["connectionErrors"] = [p.to_json() for p in problems]
+        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}", data=data)
+    arguments: Mapping[str, Any] = params.arguments or {}
+    try:
+        outcome = await tool.call(arguments)
+    except ToolInputError as exc:
+        return _error_result(str(exc))
+    except ConnectionsError as exc:
+        return _error_result(f"{exc.code}: {exc}")
+    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
+        return _error_result(f"{type(exc).__name__}: {exc}"[:500])
+    return _outcome_result(outcome)
+
+
 def tools_server() -> Server[Any]:
     """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog."""
 
@@ -106,22 +129,7 @@ def tools_server() -> Server[Any]:
         return mt.ListToolsResult(tools=[_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)])
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        tool, toolset, problems = await _runtime(ctx).catalog.tool(params.name, None)
-        if tool is None:
-            data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
-            if problems:
-                data["connectionErrors"] = [p.to_json() for p in problems]
-            raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}", data=data)
-        arguments: Mapping[str, Any] = params.arguments or {}
-        try:
-            outcome = await tool.call(arguments)
-        except ToolInputError as exc:
-            return _error_result(str(exc))
-        except ConnectionsError as exc:
-            return _error_result(f"{exc.code}: {exc}")
-        except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
-            return _error_result(f"{type(exc).__name__}: {exc}"[:500])
-        return _outcome_result(outcome)
+        return await answer_tools_call(_runtime(ctx), params)
 
     return Server("agent-sdk-tools", version=_VERSION, on_list_tools=list_tools, on_call_tool=call)
 
@@ -306,6 +314,11 @@ async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
+async def _tools_call_handler(scope: Scope, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    runtime: Runtime = scope["state"]["runtime"]
+    return await answer_tools_call(runtime, params)
+
+
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
@@ -353,6 +366,8 @@ class McpEndpoint:
 
         runtime: Runtime = scope["state"]["runtime"]
         manager = runtime.mcp[self.key]
-        if self.fast_tools_call and await serve_tools_call(manager, scope, replay, send, raw, message):
+        if self.fast_tools_call and await serve_tools_call(
+            manager, scope, replay, send, raw, message, handler=_tools_call_handler
+        ):
             return
         await manager.handle_request(scope, replay, send)

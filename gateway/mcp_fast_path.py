@@ -22,22 +22,29 @@ listings.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
+from mcp.server.lowlevel import Server
 from mcp.server.runner import serve_one
 from mcp.server.streamable_http import CONTENT_TYPE_JSON
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data, progress_token_from_params
 from mcp.shared.message import ServerMessageMetadata
 from mcp.shared.transport_context import TransportContext
 from mcp_types import (
     DEFAULT_NEGOTIATED_VERSION,
+    INTERNAL_ERROR,
+    METHOD_NOT_FOUND,
+    CallToolRequestParams,
+    CallToolResult,
     ErrorData,
     JSONRPCError,
     JSONRPCRequest,
@@ -46,15 +53,20 @@ from mcp_types import (
     RequestId,
     jsonrpc_message_adapter,
 )
+from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import ValidationError
 from starlette.requests import Request
-from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
+
+from connections import tracing_enabled
 
 __all__ = ["serve_tools_call"]
 
 logger = logging.getLogger("agent_sdk.mcp")
+
+ToolsCallHandler = Callable[[Scope, CallToolRequestParams], Awaitable[CallToolResult]]
+"""The server's `tools/call` handler body: the ASGI scope (for the runtime) and the typed params."""
 
 _TRANSPORT = TransportContext(kind="streamable-http", can_send_request=False)
 _PROTOCOL_VERSION = b"mcp-protocol-version"
@@ -98,12 +110,14 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)  # a client sends the same Accept on every request
 def _accepts_json(accept: str) -> bool:
     """`check_accept_headers`'s JSON half (RFC 7231 wildcards included)."""
     types = [media.strip().split(";")[0].strip().lower() for media in accept.split(",")]
     return any(t in (CONTENT_TYPE_JSON, "application/*", "*/*") for t in types)
 
 
+@functools.lru_cache(maxsize=64)
 def _content_type_ok(content_type: str | None) -> bool:
     """Both Content-Type checks of the SDK's handshake-era POST path pass."""
     if content_type is None or not content_type.lower().startswith(CONTENT_TYPE_JSON):
@@ -132,11 +146,14 @@ async def serve_tools_call(
     send: Send,
     raw: bytes,
     body: object,
+    *,
+    handler: ToolsCallHandler | None = None,
 ) -> bool:
     """Answer `raw` if it is a handshake-era `tools/call` the SDK would dispatch; False otherwise.
 
     `raw` is the whole (already capped) body and `body` its parsed JSON object; `receive` replays
-    `raw` for handlers that read the request.
+    `raw` for handlers that read the request. `handler` is the server's own `tools/call` handler
+    body, called directly (`_kernel_free`) when the SDK kernel around it would add nothing.
     """
     version = _header(scope, _PROTOCOL_VERSION)
     if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
@@ -148,14 +165,24 @@ async def serve_tools_call(
     message = _request(body)
     if message is None:
         return False
+    negotiated = version or DEFAULT_NEGOTIATED_VERSION
+    answer: JSONRPCResponse | JSONRPCError
+    if handler is not None and _kernel_adds_nothing(manager.app):
+        try:
+            result = await _kernel_free(handler, scope, negotiated, message.params)
+        except Exception as exc:
+            answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=_error_data(exc))
+        else:
+            answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+        await _send_json(send, answer)
+        return True
     request = Request(scope, receive)
     dctx = _JsonDispatchContext(
         request_id=message.id,
         message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
         progress_token=progress_token_from_params(message.params),
     )
-    connection = Connection.from_envelope(version or DEFAULT_NEGOTIATED_VERSION, None, None)
-    answer: JSONRPCResponse | JSONRPCError
+    connection = Connection.from_envelope(negotiated, None, None)
     try:
         result = await serve_one(
             manager.app,
@@ -165,14 +192,64 @@ async def serve_tools_call(
             connection=connection,
             lifespan_state=getattr(manager, "_lifespan_state", None),
         )
-    except Exception as exc:  # the dispatcher's exception-to-wire boundary, rung for rung
-        error = handler_exception_to_error_data(exc)
-        if error is None:
-            logger.exception("handler for %r raised", message.method)
-            error = ErrorData(code=0, message=str(exc))
-        answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=error)
+    except Exception as exc:
+        answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=_error_data(exc))
     else:
         answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
-    body = answer.model_dump_json(by_alias=True, exclude_unset=True)
-    await Response(body, status_code=200, headers={"Content-Type": CONTENT_TYPE_JSON})(scope, receive, send)
+    await _send_json(send, answer)
     return True
+
+
+def _error_data(exc: Exception) -> ErrorData:
+    """The dispatcher's exception-to-wire boundary, rung for rung."""
+    error = handler_exception_to_error_data(exc)
+    if error is None:
+        logger.exception("handler for 'tools/call' raised")
+        error = ErrorData(code=0, message=str(exc))
+    return error
+
+
+async def _send_json(send: Send, answer: JSONRPCResponse | JSONRPCError) -> None:
+    """What the SDK transport writes for a JSON-mode answer: 200, `application/json`, the message."""
+    body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    headers = [(b"content-type", CONTENT_TYPE_JSON.encode()), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _kernel_adds_nothing(server: Server[Any]) -> bool:
+    """Whether `serve_one` around the handler would do only what `_kernel_free` does.
+
+    True when the server's only middleware is the SDK's OpenTelemetry one and no tracer provider
+    is installed (its span would record nothing), and `tools/call` has no cache hint.
+    """
+    middleware = server.middleware
+    return (
+        len(middleware) == 1
+        and isinstance(middleware[0], OpenTelemetryMiddleware)
+        and "tools/call" not in server.cache_hints
+        and not tracing_enabled()
+    )
+
+
+async def _kernel_free(
+    handler: ToolsCallHandler, scope: Scope, version: str, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """`ServerRunner._on_request` for a handshake-era `tools/call`, without the runner around it.
+
+    The same steps in the same order: the spec's params validation for `version`, the handler's
+    params model, the handler, the per-version result sieve (a result it rejects is the server's
+    bug: INTERNAL_ERROR, the detail only in the log). Raises what the kernel raises.
+    """
+    try:
+        _methods.validate_client_request("tools/call", version, params)
+    except KeyError:
+        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="tools/call") from None
+    typed = CallToolRequestParams.model_validate({} if params is None else params, by_name=False)
+    result = await handler(scope, typed)
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    try:
+        return _methods.serialize_server_result("tools/call", version, dumped)
+    except ValidationError:
+        logger.exception("handler for 'tools/call' returned an invalid result")
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None

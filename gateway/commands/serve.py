@@ -120,6 +120,9 @@ def serve(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
     logging.getLogger("mcp").setLevel(logging.WARNING)
+    # httpx2 logs every request's full URL at INFO: a key in a query string would reach the log.
+    for name in ("httpx2", "httpcore2"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )

@@ -22,6 +22,7 @@ from starlette.types import Message
 from connections import load_project
 from gateway.app import create_app
 from gateway.auth_chain import Principal
+from gateway.mcp_endpoints import _tools_call_handler  # pyright: ignore[reportPrivateUsage]
 from gateway.mcp_fast_path import serve_tools_call
 from gateway.runtime import Runtime
 from gateway.settings import ServeSettings
@@ -70,10 +71,9 @@ def _scope(runtime: Runtime, headers: dict[str, str]) -> dict[str, Any]:
     }
 
 
-async def _exchange(
-    runtime: Runtime, body: bytes, headers: dict[str, str], *, fast: bool
-) -> tuple[bool, list[Message]]:
-    """One POST answered by the fast path (`fast`) or the SDK's manager: (handled, messages sent)."""
+async def _exchange(runtime: Runtime, body: bytes, headers: dict[str, str], *, path: str) -> tuple[bool, list[Message]]:
+    """One POST answered by the fast path (`lane`: the handler called directly, as `McpEndpoint` does;
+    `kernel`: through the SDK's `serve_one`) or by the SDK's manager (`sdk`): (handled, messages sent)."""
     sent: list[Message] = []
     delivered = False
 
@@ -90,8 +90,9 @@ async def _exchange(
 
     manager = runtime.mcp["tools"]
     scope = _scope(runtime, {**headers, "content-length": str(len(body))})
-    if fast:
-        return await serve_tools_call(manager, scope, receive, send, body, json.loads(body)), sent
+    if path != "sdk":
+        handler = _tools_call_handler if path == "lane" else None
+        return await serve_tools_call(manager, scope, receive, send, body, json.loads(body), handler=handler), sent
     await manager.handle_request(scope, receive, send)
     return True, sent
 
@@ -104,15 +105,16 @@ def _answer(sent: list[Message]) -> tuple[int, dict[bytes, bytes], bytes]:
 
 async def _same_answer(runtime: Runtime, message: dict[str, Any], headers: dict[str, str] = JSON_HEADERS) -> Any:
     body = json.dumps(message).encode()
-    handled, fast = await _exchange(runtime, body, headers, fast=True)
-    _, slow = await _exchange(runtime, body, headers, fast=False)
-    assert handled, message
-    fast_status, fast_headers, fast_body = _answer(fast)
+    _, slow = await _exchange(runtime, body, headers, path="sdk")
     slow_status, slow_headers, slow_body = _answer(slow)
-    assert (fast_status, fast_headers) == (slow_status, slow_headers), message
-    assert json.loads(fast_body) == json.loads(slow_body), message
-    assert fast_body == slow_body, message
-    return json.loads(fast_body)
+    for path in ("lane", "kernel"):
+        handled, fast = await _exchange(runtime, body, headers, path=path)
+        assert handled, (path, message)
+        fast_status, fast_headers, fast_body = _answer(fast)
+        assert (fast_status, fast_headers) == (slow_status, slow_headers), (path, message)
+        assert json.loads(fast_body) == json.loads(slow_body), (path, message)
+        assert fast_body == slow_body, (path, message)
+    return json.loads(slow_body)
 
 
 def _call(name: Any, arguments: Any = None, *, ident: Any = 7, **params: Any) -> dict[str, Any]:
@@ -208,7 +210,7 @@ async def test_fast_path_declines_everything_but_a_handshake_era_tools_call(tmp_
     ]
     async with running(project, tmp_path / "state") as runtime:
         for message, headers in declined:
-            handled, sent = await _exchange(runtime, json.dumps(message).encode(), headers, fast=True)
+            handled, sent = await _exchange(runtime, json.dumps(message).encode(), headers, path="lane")
             assert (handled, sent) == (False, []), (message, headers)
-        handled, sent = await _exchange(runtime, b"[" + json.dumps(call).encode() + b"]", JSON_HEADERS, fast=True)
+        handled, sent = await _exchange(runtime, b"[" + json.dumps(call).encode() + b"]", JSON_HEADERS, path="lane")
         assert (handled, sent) == (False, [])
