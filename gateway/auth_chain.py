@@ -17,6 +17,7 @@ server bound elsewhere only requires an `Origin` to match its `Host`.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -92,12 +93,22 @@ def _host_name(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+@functools.lru_cache(maxsize=256)  # one Host per client in practice; the cache is bounded whatever is sent
 def _is_loopback_name(name: str) -> bool:
     name = name.lower().rstrip(".")
     if name in _LOOPBACK_NAMES:
         return True
     try:
         return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+@functools.lru_cache(maxsize=256)
+def _is_loopback_address(address: str) -> bool:
+    """Whether the peer address is a loopback IP (names do not count here: it is the socket's address)."""
+    try:
+        return ipaddress.ip_address(address).is_loopback
     except ValueError:
         return False
 
@@ -179,10 +190,7 @@ class AuthChain:
             if key in _FORWARDING_HEADERS or key.startswith(b"x-forwarded-"):
                 return None, (401, "unauthorized", "proxy-forwarded requests are refused in loopback-strict mode")
         client = scope.get("client")
-        try:
-            direct = client is not None and ipaddress.ip_address(client[0]).is_loopback
-        except ValueError:
-            direct = False
+        direct = client is not None and _is_loopback_address(client[0])
         if not direct:
             return None, (401, "unauthorized", "only direct loopback peers are admitted; use --bearer-token")
         return Principal("loopback", "loopback"), None
