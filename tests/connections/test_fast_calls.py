@@ -3,8 +3,9 @@
 Every case runs twice, once with the fast leg (the default) and once with `AGENT_SDK_FAST_CALLS=0`
 (the SDK's Streamable HTTP transport), and requires the same result or the same typed error.
 Upstreams: the reference server `@modelcontextprotocol/server-everything` (Express, SSE answers,
-stateful sessions, `Keep-Alive: timeout=5`) and our recording server on the Python SDK (JSON
-answers, stateless).
+stateful sessions, `Keep-Alive: timeout=5`), a server on the TypeScript SDK whose tools send
+requests and notifications on the call's own answer stream (`fixtures/upstreams/chatty_server.mjs`),
+and our recording server on the Python SDK (JSON answers, stateless).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import os
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -30,12 +32,15 @@ from connections import (
 from connections._definitions import ConnectionDefinition
 from connections._fast_calls import fast_calls_apply
 from tests.conftest import free_port
-from tests.peers import node_bin
+from tests.peers import node20, node_bin, node_module
 from tests.processes import recording_server, running
 
 pytestmark = pytest.mark.anyio
 
 LEGS = ("fast", "sdk")
+
+
+CHATTY = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "chatty_server.mjs"
 
 
 def everything_cmd() -> list[str]:
@@ -109,6 +114,36 @@ async def test_concurrent_calls_each_get_their_own_answer(everything: str) -> No
                 tg.start_soon(one, i)
         assert answers == {i: f"Echo: call {i}" for i in range(64)}
         assert pool.status("everything").opens == 1
+
+
+@pytest.fixture(scope="module")
+def chatty() -> Iterator[str]:
+    """A TypeScript-SDK server whose tools send requests and notifications on the call's own answer stream."""
+    port = free_port()
+    env = {"MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk"))}
+    with running([node20(), str(CHATTY), str(port)], port=port, env=env):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_what_the_server_sends_mid_call_is_handled_as_the_sdk_does(chatty: str, leg: str) -> None:
+    defn = define_connection(url=f"{chatty}/mcp").named("chatty", None)
+    async with pool_for(defn, leg) as pool, httpx2.AsyncClient() as http:
+        await pool.list_tools("chatty", use_cache=True)
+        # A ping request on the answer stream: the session answers it, the call completes.
+        pinged = await outcome(pool, "chatty", "ping-back", {})
+        assert pinged["content"] == [{"type": "text", "text": "the client answered the ping with {}"}]
+        # A sampling request: the pool's client has no sampling callback, so the SDK's refusal goes back.
+        refused = await outcome(pool, "chatty", "ask-sampling", {})
+        assert refused["isError"] is True
+        assert refused["content"][0]["text"] == "the client refused: -32600 MCP error -32600: Sampling not supported"
+        # A log message and tools/list_changed before the answer: the cached listing is dropped.
+        lists_before = (await http.get(f"{chatty}/lists")).json()
+        changed = await outcome(pool, "chatty", "log-and-change", {})
+        assert changed["content"] == [{"type": "text", "text": "changed"}]
+        await pool.list_tools("chatty", use_cache=True)
+        assert (await http.get(f"{chatty}/lists")).json() == lists_before + 1
+        assert pool.status("chatty").fast_calls is (leg == "fast")
 
 
 @pytest.mark.parametrize("leg", LEGS)
