@@ -14,9 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -26,16 +24,8 @@ import anyio
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_host_mcp import EVERYTHING, start_http  # noqa: E402
 from connections import ClientPool, define_connection  # noqa: E402
-
-PEERS = Path(os.environ.get("AGENT_SDK_PEERS", ROOT / ".peers"))
-EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def measure(url: str, fast: bool, calls: int, concurrency: int) -> tuple[float, float]:
@@ -72,20 +62,8 @@ def main() -> None:
     args = parser.parse_args()
     if not EVERYTHING.exists():
         raise SystemExit(f"{EVERYTHING} is missing; run `bash scripts/test` once to install the peers")
-    port = free_port()
-    upstream = subprocess.Popen(
-        [str(EVERYTHING), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    upstream, url = start_http()
     try:
-        deadline = time.monotonic() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            if time.monotonic() > deadline or upstream.poll() is not None:
-                raise SystemExit("mcp-server-everything did not start")
-            time.sleep(0.05)
-        url = f"http://127.0.0.1:{port}/mcp"
         results: dict[str, list[tuple[float, float]]] = {"fast leg": [], "SDK transport": []}
         for _ in range(args.rounds):
             for name, fast in (("fast leg", True), ("SDK transport", False)):

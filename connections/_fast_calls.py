@@ -342,32 +342,30 @@ class FastCalls:
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         async for chunk in chunks:
             for sse in parser.decode(decoder.decode(chunk)):
-                if sse.id:
-                    stream.last_event_id = sse.id
-                if sse.retry is not None:
-                    stream.retry_ms = sse.retry
-                if sse.event != "message" or not sse.data:
-                    continue  # another event type, or a priming event (its id is kept above)
-                try:
-                    message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
-                except ValidationError as exc:
-                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
-                outcome = await self._message(message, headers)
+                outcome = await self._event(sse, stream, headers)
                 if outcome is not None:
                     return outcome
-        tail = decoder.decode(b"", final=True)
-        for sse in itertools.chain(parser.decode(tail), parser.flush()):
-            if sse.id:
-                stream.last_event_id = sse.id
-            if sse.event == "message" and sse.data:
-                try:
-                    message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
-                except ValidationError as exc:
-                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
-                outcome = await self._message(message, headers)
-                if outcome is not None:
-                    return outcome
+        for sse in itertools.chain(parser.decode(decoder.decode(b"", final=True)), parser.flush()):
+            outcome = await self._event(sse, stream, headers)
+            if outcome is not None:
+                return outcome
         return None
+
+    async def _event(
+        self, sse: Any, stream: _Stream, headers: list[tuple[str, str]]
+    ) -> dict[str, Any] | ErrorData | None:
+        """One SSE event, as `StreamableHTTPTransport._handle_sse_event` takes it: the answer, or None."""
+        if sse.id:
+            stream.last_event_id = sse.id
+        if sse.retry is not None:
+            stream.retry_ms = sse.retry
+        if sse.event != "message" or not sse.data:
+            return None  # another event type, or a priming event (its id is kept above)
+        try:
+            message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
+        except ValidationError as exc:
+            return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
+        return await self._message(message, headers)
 
     async def _message(self, message: Any, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData | None:
         """The answer when `message` is one; a notification or server request is handled and gives None."""

@@ -167,37 +167,37 @@ async def serve_tools_call(
         return False
     negotiated = version or DEFAULT_NEGOTIATED_VERSION
     answer: JSONRPCResponse | JSONRPCError
-    if handler is not None and _kernel_adds_nothing(manager.app):
-        try:
-            result = await _kernel_free(handler, scope, negotiated, message.params)
-        except Exception as exc:
-            answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=_error_data(exc))
-        else:
-            answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
-        await _send_json(send, answer)
-        return True
-    request = Request(scope, receive)
-    dctx = _JsonDispatchContext(
-        request_id=message.id,
-        message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
-        progress_token=progress_token_from_params(message.params),
-    )
-    connection = Connection.from_envelope(negotiated, None, None)
     try:
-        result = await serve_one(
-            manager.app,
-            dctx,
-            message.method,
-            message.params,
-            connection=connection,
-            lifespan_state=getattr(manager, "_lifespan_state", None),
-        )
+        if handler is not None and _kernel_adds_nothing(manager.app):
+            result = await _kernel_free(handler, scope, negotiated, message.params)
+        else:
+            result = await _kernel(manager, scope, receive, negotiated, message)
     except Exception as exc:
         answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=_error_data(exc))
     else:
         answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
     await _send_json(send, answer)
     return True
+
+
+async def _kernel(
+    manager: StreamableHTTPSessionManager, scope: Scope, receive: Receive, version: str, message: JSONRPCRequest
+) -> dict[str, Any]:
+    """The request through the SDK's `serve_one`, with the dispatch context the stateless transport gives it."""
+    request = Request(scope, receive)
+    dctx = _JsonDispatchContext(
+        request_id=message.id,
+        message_metadata=ServerMessageMetadata(request_context=request, can_send_request=False),
+        progress_token=progress_token_from_params(message.params),
+    )
+    return await serve_one(
+        manager.app,
+        dctx,
+        message.method,
+        message.params,
+        connection=Connection.from_envelope(version, None, None),
+        lifespan_state=getattr(manager, "_lifespan_state", None),
+    )
 
 
 def _error_data(exc: Exception) -> ErrorData:

@@ -177,7 +177,7 @@ async def test_a_restarted_upstream_gets_a_new_session_and_the_call_goes_through
         with running(everything_cmd(), port=port, env={"PORT": str(port)}):
             await pool.call_tool("everything", "echo", {"message": "first"})
         with running(everything_cmd(), port=port, env={"PORT": str(port)}):
-            # The new server does not know our session id (404): one retry on a fresh session.
+            # The new server does not know our session id (it answers 400): one retry on a fresh session.
             result = await pool.call_tool("everything", "echo", {"message": "second"})
         assert not result.is_error
         assert pool.status("everything").opens == 2
