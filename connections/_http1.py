@@ -54,6 +54,8 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpResponseParser(self)  # pyright: ignore[reportUnknownMemberType]
         self.closed = False
+        self.busy = False
+        """A request is out and its response not complete; bytes arriving otherwise spoil the connection."""
         self.idle_since = 0.0
         self.keep_alive_for = _KEEPALIVE_DEFAULT - _KEEPALIVE_MARGIN
         self._reset()
@@ -78,6 +80,9 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
 
     def data_received(self, data: bytes) -> None:
+        if not self.busy:
+            self.close()  # stray bytes on an idle connection: its next response could not be parsed cleanly
+            return
         self.seen_bytes = True
         try:
             self.parser.feed_data(data)  # pyright: ignore[reportUnknownMemberType]
@@ -124,6 +129,7 @@ class _Connection(asyncio.Protocol):
             self.headers = []  # the interim answer is done; its headers are not the response's
             return
         self.complete = True
+        self.busy = False
         self.reusable = bool(self.parser.should_keep_alive()) and not self.until_eof  # pyright: ignore[reportUnknownMemberType]
         for name, value in self.headers:
             if name == b"keep-alive":
@@ -134,6 +140,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, data: bytes) -> None:
         self._reset()
+        self.busy = True
         assert self.transport is not None
         self.transport.write(data)
 
