@@ -150,9 +150,16 @@ async def phase(peers: list[Any], calls: int, samples: list[float]) -> float:
     return time.perf_counter() - start
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process `pid` so far (Linux `/proc`)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def measure(
-    urls: dict[str, str], calls: int, concurrency: int, phase_size: int, kind: str
+    urls: dict[str, str], calls: int, concurrency: int, phase_size: int, kind: str, pids: dict[str, int]
 ) -> dict[str, dict[str, float]]:
+    """Latency and rate per path; with `pids` (role -> process), each role's CPU per call on each path."""
     clients = [httpx2.AsyncClient(timeout=60) for _ in range(concurrency * len(urls))]
     stack = AsyncExitStack()
     try:
@@ -172,12 +179,16 @@ async def measure(
             await phase(peers[name], 10 * concurrency, [])
         samples: dict[str, list[float]] = {name: [] for name in urls}
         wall: dict[str, float] = dict.fromkeys(urls, 0.0)
+        cpu: dict[str, dict[str, float]] = {name: dict.fromkeys(pids, 0.0) for name in urls}
         order = list(urls)
         done = 0
         while done < calls:
             size = min(phase_size, calls - done)
             for name in order:
+                before = {role: cpu_seconds(pid) for role, pid in pids.items()}
                 wall[name] += await phase(peers[name], size, samples[name])
+                for role, pid in pids.items():
+                    cpu[name][role] += cpu_seconds(pid) - before[role]
             order = order[1:] + order[:1]
             done += size
     finally:
@@ -190,6 +201,7 @@ async def measure(
             "p99": pct(samples[name], 0.99),
             "rate": len(samples[name]) / wall[name],
             "n": len(samples[name]),
+            **{f"cpu_{role}": spent / len(samples[name]) for role, spent in cpu[name].items()},
         }
         for name in urls
     }
@@ -274,7 +286,10 @@ def main() -> None:
                 wait_port(fm_port, procs[-1], "fastmcp proxy")
                 urls["fastmcp create_proxy"] = f"http://127.0.0.1:{fm_port}/mcp"
 
-            results = anyio.run(measure, urls, args.calls, args.concurrency, args.phase, args.client)
+            pids = {"clients": os.getpid(), "upstream": procs[0].pid, "agent-sdk": procs[1].pid}
+            if not args.no_fastmcp:
+                pids["fastmcp"] = procs[2].pid
+            results = anyio.run(measure, urls, args.calls, args.concurrency, args.phase, args.client, pids)
         finally:
             for proc in reversed(procs):
                 proc.terminate()
@@ -295,6 +310,15 @@ def main() -> None:
             f"| {name} | {r['p50'] * 1000:.2f} | {r['p99'] * 1000:.2f} | {r['rate']:.0f} | "
             f"{r['p50'] / direct['p50']:.2f}x | {r['rate'] / direct['rate']:.2f}x |"
         )
+    # CPU per call of every process while each path ran (read from /proc around every phase): the
+    # steadier figure on a shared machine, and what bounds calls/s once the 2 cores are busy.
+    roles = [key.removeprefix("cpu_") for key in direct if key.startswith("cpu_")]
+    print("\nCPU per call (ms), by process, while each path ran:\n")
+    print("| path | " + " | ".join(roles) + " | all |")
+    print("|---|" + "---:|" * (len(roles) + 1))
+    for name, r in results.items():
+        spent = [r[f"cpu_{role}"] * 1000 for role in roles]
+        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in spent) + f" | {sum(spent):.3f} |")
 
 
 if __name__ == "__main__":
