@@ -11,10 +11,12 @@ and our recording server on the Python SDK (JSON answers, stateless).
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -29,10 +31,12 @@ from connections import (
     UpstreamTimeout,
     define_connection,
 )
+from connections._clients import shared_ssl_context
 from connections._definitions import ConnectionDefinition
 from connections._fast_calls import fast_calls_apply
+from connections._http1 import Http1Origin
 from tests.conftest import free_port
-from tests.peers import node20, node_bin, node_module
+from tests.peers import debian_bin, node20, node_bin, node_module
 from tests.processes import recording_server, running
 
 pytestmark = pytest.mark.anyio
@@ -214,6 +218,89 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(everything: st
         result = await pool.call_tool("everything", "echo", {"message": "after"})
         assert not result.is_error
         assert pool.status("everything").opens == 1
+
+
+@pytest.fixture(scope="module")
+def tls_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """nginx terminating TLS (a certificate for 127.0.0.1 made here) in front of server-everything.
+
+    `/moved` answers 307 to `/mcp`, as a moved endpoint does. Yields the base URL and the certificate.
+    """
+    tmp = tmp_path_factory.mktemp("nginx")
+    cert, key = tmp / "cert.pem", tmp / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    upstream = urlsplit(everything)
+    port = free_port()
+    conf = tmp / "nginx.conf"
+    conf.write_text(
+        f"""
+        worker_processes 1;
+        pid {tmp}/nginx.pid;
+        error_log {tmp}/error.log;
+        events {{ worker_connections 256; }}
+        http {{
+            access_log off;
+            client_body_temp_path {tmp}/body;
+            proxy_temp_path {tmp}/proxy;
+            fastcgi_temp_path {tmp}/fastcgi;
+            uwsgi_temp_path {tmp}/uwsgi;
+            scgi_temp_path {tmp}/scgi;
+            server {{
+                listen 127.0.0.1:{port} ssl;
+                ssl_certificate {cert};
+                ssl_certificate_key {key};
+                location = /moved {{ return 307 /mcp; }}
+                location / {{
+                    proxy_pass http://{upstream.hostname}:{upstream.port};
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_buffering off;
+                }}
+            }}
+        }}
+        """
+    )
+    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+        yield f"https://127.0.0.1:{port}", cert
+
+
+async def test_over_tls_through_nginx_and_its_redirect_both_wires_agree(
+    tls_front: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    base, cert = tls_front
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # trust the certificate made for this test
+    shared_ssl_context.cache_clear()
+    answered: list[int] = []  # the status of every request the fast wire sent (observed, not changed)
+    send = Http1Origin.request
+
+    async def observed(self: Http1Origin, *args: Any, **kwargs: Any) -> Any:
+        response = await send(self, *args, **kwargs)
+        answered.append(response.status)
+        return response
+
+    monkeypatch.setattr(Http1Origin, "request", observed)
+    try:
+        seen: dict[tuple[str, str], list[Any]] = {}
+        for path in ("/mcp", "/moved"):
+            defn = define_connection(url=base + path).named("tls", None)
+            for leg in LEGS:
+                answered.clear()
+                async with pool_for(defn, leg) as pool:
+                    seen[path, leg] = [await outcome(pool, "tls", tool, args) for tool, args in CASES[:4]]
+                    assert pool.status("tls").fast_calls is (leg == "fast")
+                    assert pool.status("tls").opens == 1
+                # Over TLS the calls go on the fast wire; behind the redirect it hands each to the SDK path.
+                expected = {"fast": [200] * 4 if path == "/mcp" else [307] * 4, "sdk": []}[leg]
+                assert answered == expected, (path, leg)
+        assert seen["/mcp", "fast"] == seen["/mcp", "sdk"] == seen["/moved", "fast"] == seen["/moved", "sdk"]
+        assert seen["/mcp", "fast"][0]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
+    finally:
+        shared_ssl_context.cache_clear()
 
 
 def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
