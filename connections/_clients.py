@@ -219,7 +219,7 @@ async def open_client(
             )
         else:
             transport = _streamable_http(defn.url, lambda: factory(all_headers, None, auth))
-            if fast_calls and fast_calls_apply(defn, auth, all_headers):
+            if fast_calls and fast_calls_apply(defn, all_headers):
                 https = defn.url.startswith("https:")
                 origin = Http1Origin(
                     defn.url,
@@ -243,6 +243,7 @@ async def open_client(
                     headers=all_headers,
                     session_id=session_ids[0] if session_ids else None,
                     http_status=status,
+                    auth=auth,
                 )
             yield opened
     finally:

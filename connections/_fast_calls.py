@@ -21,9 +21,9 @@ the caller gives up. A redirect is handed back to the SDK path whole (the server
 the request). `tests/connections/test_fast_calls.py` runs each case both ways against real
 upstreams and requires the same result or error.
 
-Used only where it applies (`fast_calls_apply`): Streamable HTTP without an `httpx2.Auth`
-(OAuth connections keep the SDK path), no proxy in the environment, no userinfo in the URL,
-an asyncio event loop, and a session that negotiated a handshake-era version.
+Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in the environment, no
+userinfo in the URL, an asyncio event loop, and a session that negotiated a handshake-era version.
+An OAuth connection's `httpx2.Auth` runs on this wire as httpx2 runs it (`FastCalls._send`).
 """
 
 from __future__ import annotations
@@ -86,13 +86,15 @@ _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _TAKEN_OPTIONS = frozenset({"headers"})
 """Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
 _CANCEL_WRITE_TIMEOUT = 5.0
+_SET_BY_THE_WIRE = frozenset({"host", "content-length"})
+"""Headers `httpx2.Request` adds that `Http1Origin.request` writes itself."""
 _USER_AGENT = f"python-httpx2/{httpx2.__version__}"
 """What the SDK path's httpx2 client sends, so an upstream sees one client whichever leg a call takes."""
 
 
-def fast_calls_apply(defn: ConnectionDefinition, auth: httpx2.Auth | None, headers: Mapping[str, str]) -> bool:
+def fast_calls_apply(defn: ConnectionDefinition, headers: Mapping[str, str]) -> bool:
     """Whether `defn`'s pooled session may send `tools/call` over `_http1` (see the module docstring)."""
-    if _SSEParser is None or defn.kind != "http" or defn.url is None or auth is not None:
+    if _SSEParser is None or defn.kind != "http" or defn.url is None:
         return False
     parts = urlsplit(defn.url)
     if parts.scheme not in ("http", "https") or parts.username is not None or parts.password is not None:
@@ -115,6 +117,7 @@ def install_fast_calls(
     headers: Mapping[str, str],
     session_id: str | None,
     http_status: list[int],
+    auth: httpx2.Auth | None = None,
 ) -> bool:
     """Route `client`'s `tools/call` over `origin`; False (and nothing changed) where it does not apply."""
     session = client.session
@@ -130,7 +133,7 @@ def install_fast_calls(
     if session_id:
         base["mcp-session-id"] = session_id
     base["mcp-protocol-version"] = client.protocol_version
-    fast: Any = FastCalls(inner, session, origin, base, http_status)  # the Dispatcher protocol, by delegation
+    fast: Any = FastCalls(inner, session, origin, base, http_status, auth)  # the Dispatcher protocol, by delegation
     session._dispatcher = fast  # pyright: ignore[reportPrivateUsage]
     return True
 
@@ -158,13 +161,20 @@ class FastCalls:
     """A session dispatcher whose `tools/call` goes over `_http1`; everything else is the SDK's, unchanged."""
 
     def __init__(
-        self, inner: Any, session: Any, origin: Http1Origin, headers: dict[str, str], http_status: list[int]
+        self,
+        inner: Any,
+        session: Any,
+        origin: Http1Origin,
+        headers: dict[str, str],
+        http_status: list[int],
+        auth: httpx2.Auth | None = None,
     ) -> None:
         self._inner = inner
         self._session = session
         self._origin = origin
         self._headers = headers
         self._http_status = http_status
+        self._auth = auth
         self._ids = itertools.count(1)
 
     def __getattr__(self, name: str) -> Any:
@@ -237,9 +247,34 @@ class FastCalls:
 
     # -- the wire -----------------------------------------------------------------------------
 
+    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes = b"") -> Http1Response:
+        """One request on the origin; with an `httpx2.Auth` (OAuth), through its flow as httpx2 runs it.
+
+        The flow sets `Authorization`, sees each answer's status and headers, and may ask for one more
+        try (a refreshed token after a 401, a step-up after a 403): the same flow, the same token store
+        and locks, as on the SDK path. An answer the flow retries is drained and dropped.
+        """
+        if self._auth is None:
+            return await self._origin.request(method, headers, body)
+        request = httpx2.Request(method, self._origin.url, headers=headers, content=body)
+        flow = self._auth.async_auth_flow(request)
+        try:
+            request = await flow.__anext__()
+            while True:
+                sent = [(k, v) for k, v in request.headers.multi_items() if k.lower() not in _SET_BY_THE_WIRE]
+                response = await self._origin.request(method, sent, body)
+                seen = httpx2.Response(response.status, headers=response.header_items(), request=request)
+                try:
+                    request = await flow.asend(seen)
+                except StopAsyncIteration:
+                    return response
+                await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)
+        finally:
+            await flow.aclose()
+
     async def _exchange(self, headers: Iterable[tuple[str, str]], body: bytes) -> dict[str, Any] | ErrorData:
         headers = list(headers)
-        response = await self._origin.request("POST", headers, body)
+        response = await self._send("POST", headers, body)
         try:
             return await self._answer(response, headers)
         finally:
@@ -310,7 +345,7 @@ class FastCalls:
             await anyio.sleep(delay_ms / 1000.0)
             assert stream.last_event_id is not None
             try:
-                response = await self._origin.request("GET", [*get_headers, ("last-event-id", stream.last_event_id)])
+                response = await self._send("GET", [*get_headers, ("last-event-id", stream.last_event_id)])
             except httpx2.TransportError:
                 attempt += 1
                 continue
@@ -394,7 +429,7 @@ class FastCalls:
             reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
         body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
         try:
-            answer = await self._origin.request("POST", headers, body)
+            answer = await self._send("POST", headers, body)
         except httpx2.TransportError:
             logger.debug("could not answer the server's %s request", request.method, exc_info=True)
             return

@@ -220,6 +220,10 @@ class Http1Response:
         self._raw_headers = connection.headers
         self._done = False
 
+    def header_items(self) -> list[tuple[str, str]]:
+        """Every header as (lower-case name, value), in the order received."""
+        return [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self._raw_headers]
+
     def header(self, name: str) -> str:
         """The value of header `name` (lower-case), `""` when absent; repeated headers are joined with `, `."""
         key = name.encode("latin-1")
@@ -279,6 +283,7 @@ class Http1Origin:
         host = f"[{self.host}]" if ":" in self.host else self.host
         self.host_header = host if self.port == default_port else f"{host}:{self.port}"
         self.target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        self.url = url
         self._ssl = ssl_context if parts.scheme == "https" else None
         self._connect_timeout = connect_timeout
         self._idle: list[_Connection] = []

@@ -306,16 +306,15 @@ async def test_over_tls_through_nginx_and_its_redirect_both_wires_agree(
 def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
     async def check() -> None:
         http = define_connection(url="http://127.0.0.1:9/mcp").named("h", None)
-        assert fast_calls_apply(http, None, {"X-Key": "v"})
-        assert not fast_calls_apply(http, httpx2.BasicAuth("u", "p"), {})  # OAuth and other httpx2.Auth
-        assert not fast_calls_apply(http, None, {"X-Key": "a\r\nInjected: 1"})
+        assert fast_calls_apply(http, {"X-Key": "v"})
+        assert not fast_calls_apply(http, {"X-Key": "a\r\nInjected: 1"})
         userinfo = define_connection(url="http://user:pw@127.0.0.1:9/mcp").named("u", None)
-        assert not fast_calls_apply(userinfo, None, {})
+        assert not fast_calls_apply(userinfo, {})
         sse = define_connection(url="http://127.0.0.1:9/sse", transport="sse").named("s", None)
-        assert not fast_calls_apply(sse, None, {})
+        assert not fast_calls_apply(sse, {})
         monkeypatch.setenv("HTTPS_PROXY", "http://proxy.invalid:3128")
-        assert not fast_calls_apply(http, None, {})  # httpx2 would use the proxy; this leg cannot
+        assert not fast_calls_apply(http, {})  # httpx2 would use the proxy; this leg cannot
 
     anyio.run(check)
     # Outside an event loop (and under trio) it never applies: `_http1` is asyncio protocols.
-    assert not fast_calls_apply(define_connection(url="http://127.0.0.1:9/mcp").named("h", None), None, {})
+    assert not fast_calls_apply(define_connection(url="http://127.0.0.1:9/mcp").named("h", None), {})

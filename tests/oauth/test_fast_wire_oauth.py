@@ -1,0 +1,43 @@
+"""A pooled OAuth connection's `tools/call` on the fast wire (`connections/_fast_calls.py`): the same
+`ConnectionAuth` flow as on the SDK transport, against oidc-provider and the audience-checking resource server."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from connections import ClientPool, define_connection
+from oauth import FileTokenStore, OAuthConfig, connection_auth, follow_redirects, login
+
+from .peers import AuthServer, ResourceServer
+
+pytestmark = [pytest.mark.anyio, pytest.mark.peers]
+
+
+@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast-wire", "sdk-transport"])
+async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
+    tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, fast: str
+) -> None:
+    store = FileTokenStore(tmp_path)
+    await login("docs", resource.url, OAuthConfig(), store, interaction=follow_redirects())
+    auth = connection_auth("docs", resource.url, OAuthConfig(), store, refresh_margin=0)
+    # protocol="legacy": the fast wire serves handshake-era sessions (this server also speaks 2026-07-28).
+    defn = define_connection(url=resource.url, oauth=True, protocol="legacy").named("docs", None)
+    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
+    async with auth, ClientPool({"docs": defn}, environ=environ, auth_for=lambda _defn: auth) as pool:
+        first = await pool.call_tool("docs", "echo", {"text": "before"})
+        assert pool.status("docs").fast_calls is (fast == "1")
+        refreshes_before = auth_server.stats()["grants"].get("refresh_token", 0)
+        unauthorized_before = resource.stats()["unauthorized"]
+
+        resource.reject_next()  # the server drops the current token mid-session
+        second = await pool.call_tool("docs", "echo", {"text": "after"})
+
+    assert [first.content[0].model_dump()["text"], second.content[0].model_dump()["text"]] == ["before", "after"]
+    assert auth.stats.retries_after_401 == 1
+    assert auth.stats.refreshes == 1
+    assert auth.stats.logins == 0
+    assert resource.stats()["unauthorized"] - unauthorized_before == 1
+    assert auth_server.stats()["grants"].get("refresh_token", 0) - refreshes_before == 1
