@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import re
 import ssl
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
@@ -76,6 +77,7 @@ LIST_PAGE_CAP = 100
 """A `tools/list` walk stops after this many pages: a paginator that never ends cannot hang a turn."""
 
 Operation = Literal["connect", "list", "call"]
+_SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
 OnMessage = Callable[[IncomingMessage], Any]
 
 
@@ -397,6 +399,11 @@ def translate(
     if isinstance(leaf, httpx2.TransportError):
         return ConnectionUnavailable(name, f"{doing} failed: {type(leaf).__name__} talking to {_where(defn)}")
     if isinstance(leaf, MCPError):
+        if leaf.code == mt.CONNECTION_CLOSED and (limit := _SSE_LIMIT.search(leaf.message)):
+            # The transport stopped reading an oversized event; the session itself is fine.
+            return UpstreamError(
+                name, f"{doing} failed: the upstream's answer is over the {limit[1]}-byte limit for one SSE event"
+            )
         if leaf.code == mt.CONNECTION_CLOSED:
             what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
             return ConnectionUnavailable(name, f"{doing} failed: {what}; it is reopened on the next use")

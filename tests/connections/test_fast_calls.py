@@ -102,6 +102,27 @@ async def test_every_answer_equals_the_sdk_transports(everything: str) -> None:
     assert by_tool["no-such-tool"][0] == UnknownTool.__name__
 
 
+async def test_large_answers_and_the_sse_event_limit_match_the_sdk_transport(everything: str) -> None:
+    # 600 kB crosses the wire's read pause (256 kB buffered); 1.1 MB passes the SDK's 1 MiB SSE event cap.
+    cases = [("echo", {"message": "x" * 600_000}), ("echo", {"message": "y" * 1_100_000})]
+    defn = define_connection(url=everything).named("everything", None)
+    seen: dict[str, list[Any]] = {}
+    for leg in LEGS:
+        async with pool_for(defn, leg) as pool:
+            seen[leg] = [await outcome(pool, "everything", tool, args) for tool, args in cases]
+            after = await outcome(pool, "everything", "echo", {"message": "still fine"})
+            assert after["content"][0]["text"] == "Echo: still fine"
+    assert seen["fast"] == seen["sdk"]
+    large, too_large = seen["fast"]
+    assert large["content"][0]["text"] == "Echo: " + "x" * 600_000
+    assert too_large == (
+        "UpstreamError",
+        "upstream_error",
+        "connection 'everything': tools/call 'echo' failed: the upstream's answer is over the 1048576-byte limit "
+        "for one SSE event",
+    )
+
+
 async def test_concurrent_calls_each_get_their_own_answer(everything: str) -> None:
     defn = define_connection(url=everything).named("everything", None)
     async with pool_for(defn, "fast") as pool:
