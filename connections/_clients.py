@@ -93,7 +93,7 @@ class OpenedClient:
     child: StdioChild | None = None
     """The stdio child process (None for HTTP and SSE)."""
     fast_calls: bool = False
-    """`tools/call` goes over the fast leg (`_fast_calls.py`) instead of the SDK transport."""
+    """`tools/call` and `tools/list` go over the fast wire (`_fast_calls.py`) instead of the SDK transport."""
 
     @property
     def protocol_version(self) -> str:
@@ -158,7 +158,7 @@ async def open_client(
     caller bounds the open with its own cancel scope (`Timeouts.connect`). `http_status` (if
     given) receives the last HTTP error status, also when the open itself fails. `child_env` goes
     over a stdio child's environment last (the gateway's own variables, e.g. the account bridge's).
-    `fast_calls=True` sends `tools/call` over the fast leg where it applies (`_fast_calls.py`);
+    `fast_calls=True` sends `tools/call` and `tools/list` over the fast wire where it applies (`_fast_calls.py`);
     the pool asks for it, one-off clients (one operation each) do not.
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an

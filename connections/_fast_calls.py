@@ -1,15 +1,16 @@
-"""`tools/call` on a pooled Streamable HTTP session, sent over `_http1` instead of the SDK's transport.
+"""`tools/call` and `tools/list` on a pooled Streamable HTTP session, sent over `_http1`, not the SDK transport.
 
 A pooled call through `mcp.Client` crosses the client's dispatcher (memory streams, a pending-result
 stream, a task per request) and the Streamable HTTP transport (a task group per message, `httpx2`,
 an `EventSource` over text decoders): about 2 ms of CPU per call, more than the upstream itself
-spends on it. This module swaps only the wire under one request kind. Once a handshake-era
-session is open, its `ClientSession` keeps its own dispatcher for everything (initialize, lists,
-notifications, the GET listener, DELETE on close) but `tools/call` goes through `FastCalls`,
+spends on it. This module swaps only the wire under the two requests the pool sends all the time.
+Once a handshake-era session is open, its `ClientSession` keeps its own dispatcher for everything
+else (initialize, notifications, the GET listener, DELETE on close), but `tools/call` and
+`tools/list` go through `FastCalls`,
 which posts the JSON-RPC request on a keep-alive `Http1Origin` connection and reads the JSON or
 SSE answer itself. Everything above the wire is still the SDK's: the request is built, stamped,
 and its result validated (the negotiated version's schema, the tool's output schema) by
-`ClientSession.call_tool`; server requests met on the answer stream (ping, sampling, elicitation,
+`ClientSession` (`call_tool`, `list_tools`); server requests met on the answer stream (ping, sampling, elicitation,
 roots) are answered by the session's own `_on_request`, and notifications go to its `_on_notify`
 (so `tools/list_changed` still clears the pool's listing cache).
 
@@ -83,6 +84,8 @@ __all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
 logger = logging.getLogger(__name__)
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
+_FAST_METHODS = frozenset({"tools/call", "tools/list"})
+"""The two requests the pool sends on every call and every turn build; anything else stays on the SDK transport."""
 _TAKEN_OPTIONS = frozenset({"headers"})
 """Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
 _CANCEL_WRITE_TIMEOUT = 5.0
@@ -158,7 +161,7 @@ class _Redirected(Exception):
 
 
 class FastCalls:
-    """A session dispatcher whose `tools/call` goes over `_http1`; everything else is the SDK's, unchanged."""
+    """A session dispatcher whose `tools/call` and `tools/list` go over `_http1`; the rest is the SDK's, unchanged."""
 
     def __init__(
         self,
@@ -183,7 +186,7 @@ class FastCalls:
     async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> dict[str, Any]:
-        if method != "tools/call" or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
+        if method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
             return await self._inner.send_raw_request(method, params, opts, **kwargs)
         try:
             return await self._call(method, params, opts or {})

@@ -1,4 +1,4 @@
-"""Keep-alive HTTP/1.1 connections to one origin, on asyncio and httptools: the wire of the fast `tools/call` leg.
+"""Keep-alive HTTP/1.1 connections to one origin, on asyncio and httptools: the fast `tools/call` wire.
 
 `httpx2` (over `httpcore2` and `h11`) spends about 1 ms of CPU per request on loopback; most of it
 goes to per-request bookkeeping (pool scans that re-check every idle connection, response and

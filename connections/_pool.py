@@ -90,7 +90,7 @@ class ConnectionStatus:
     """The stdio child's process id while it runs."""
     last_error: str | None
     fast_calls: bool = False
-    """`tools/call` takes the fast leg (a pooled Streamable HTTP session; see docs/clients.md)."""
+    """`tools/call` and `tools/list` take the fast wire (a pooled Streamable HTTP session; docs/clients.md)."""
 
 
 @dataclass(slots=True)
