@@ -40,6 +40,7 @@ from ._exceptions import AccountToolCollision as AccountToolCollision
 from ._exceptions import AccountUnauthorized as AccountUnauthorized
 from ._exceptions import ClientError as ClientError
 from ._exceptions import ConnectionsError as ConnectionsError
+from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
 from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
 from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissing
 from ._exceptions import ProjectError as ProjectError
@@ -100,6 +101,7 @@ __all__ = [
     "ConnectionDefinition",
     "ConnectionKind",
     "ConnectionStatus",
+    "ConnectionUnauthorized",
     "ConnectionUnavailable",
     "ConnectionsError",
     "Connector",

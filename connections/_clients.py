@@ -37,10 +37,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.types.version import LATEST_MODERN_VERSION
 from pydantic import ValidationError
 
+from oauth import OAuthError
+
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
     ClientError,
     ConnectionsError,
+    ConnectionUnauthorized,
     ConnectionUnavailable,
     UnknownTool,
     UpstreamError,
@@ -384,6 +387,9 @@ def translate(
     name = defn.name
     doing = {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[operation]
     status = f" (HTTP {http_status[-1]})" if http_status else ""
+    if isinstance(leaf, OAuthError):
+        # The OAuth layer's sentences name the connection's login command and never a token.
+        return ConnectionUnauthorized(name, f"{doing} failed: {leaf}")
     if isinstance(leaf, OSError) and defn.kind == "stdio" and operation == "connect":
         reason = leaf.strerror or type(leaf).__name__
         return ConnectionUnavailable(name, f"cannot start {defn.command!r}: {reason}")

@@ -10,6 +10,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── UpstreamError            the upstream answered wrongly: JSON-RPC error, non-MCP body, HTTP error status
 │   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
+│   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
 │   └── AccountError             an account connection (DESIGN.md §6) cannot use its hub
 │       ├── AccountNotConfigured     no hub URL or API key (agent-sdk login, or AGENT_SDK_ACCOUNT_URL + _API_KEY)
 │       ├── AccountUnauthorized      the hub refused the API key (wrong or revoked)
@@ -29,6 +30,7 @@ __all__ = [
     "AccountToolCollision",
     "AccountUnauthorized",
     "ClientError",
+    "ConnectionUnauthorized",
     "ConnectionUnavailable",
     "ConnectionsError",
     "EnvironmentVariableMissing",
@@ -169,6 +171,15 @@ class ConnectionUnavailable(ClientError):
     """The upstream cannot be reached: it cannot start or connect, it exited, or restarts are paused."""
 
     code = "connection_unavailable"
+
+
+class ConnectionUnauthorized(ClientError):
+    """An `oauth=` connection has no tokens the server accepts and cannot get new ones here.
+
+    The message is the OAuth layer's own sentence (which login to run), never a token.
+    """
+
+    code = "connection_unauthorized"
 
 
 class AccountError(ClientError):

@@ -271,6 +271,9 @@ class FastCalls:
                     request = await flow.asend(seen)
                 except StopAsyncIteration:
                     return response
+                except BaseException:
+                    response.release()  # the flow gave up (no token, a login it cannot do): free the connection
+                    raise
                 await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)
         finally:
             await flow.aclose()

@@ -8,8 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from connections import ClientPool, define_connection
-from oauth import FileTokenStore, OAuthConfig, connection_auth, follow_redirects, login
+from connections import (
+    ClientPool,
+    ConnectionsError,
+    ConnectionUnauthorized,
+    ConnectionUnavailable,
+    define_connection,
+)
+from oauth import FileTokenStore, OAuthConfig, connection_auth, follow_redirects, login, logout
 
 from .peers import AuthServer, ResourceServer
 
@@ -41,3 +47,34 @@ async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
     assert auth.stats.logins == 0
     assert resource.stats()["unauthorized"] - unauthorized_before == 1
     assert auth_server.stats()["grants"].get("refresh_token", 0) - refreshes_before == 1
+
+
+@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast-wire", "sdk-transport"])
+async def test_a_401_after_logout_fails_with_the_login_sentence_on_either_wire(
+    tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, fast: str
+) -> None:
+    store = FileTokenStore(tmp_path)
+    await login("docs", resource.url, OAuthConfig(), store, interaction=follow_redirects())
+    auth = connection_auth("docs", resource.url, OAuthConfig(), store, refresh_margin=0)
+    defn = define_connection(url=resource.url, oauth=True, protocol="legacy").named("docs", None)
+    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
+    async with auth, ClientPool({"docs": defn}, environ=environ, auth_for=lambda _defn: auth) as pool:
+        await pool.call_tool("docs", "echo", {"text": "before"})
+        await logout(store, auth.key)  # the tokens are revoked and the grant is gone from the store
+        resource.reject_next()
+        with pytest.raises(ConnectionsError) as first:
+            await pool.call_tool("docs", "echo", {"text": "after"})
+        with pytest.raises(ConnectionsError) as second:
+            await pool.call_tool("docs", "echo", {"text": "again"})
+
+    sentence = f"has no valid OAuth tokens for {resource.url}; log in with `agent-sdk mcp oauth docs`"
+    if fast == "1":
+        # The fast wire runs the auth flow in the caller's task: its error arrives whole.
+        assert isinstance(first.value, ConnectionUnauthorized) and sentence in str(first.value)
+    else:
+        # The SDK transport runs it in its own task and reports only that the connection closed;
+        # the pool reopens, and the open meets the same flow.
+        assert isinstance(first.value, ConnectionUnavailable), first.value
+    assert isinstance(second.value, ConnectionUnauthorized), second.value
+    assert sentence in str(second.value)
+    assert second.value.code == "connection_unauthorized"
