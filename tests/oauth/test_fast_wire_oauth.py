@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +25,9 @@ from .peers import AuthServer, ResourceServer
 pytestmark = [pytest.mark.anyio, pytest.mark.peers]
 
 
-@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast-wire", "sdk-transport"])
-async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
-    tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, fast: str
-) -> None:
+@asynccontextmanager
+async def logged_in_pool(tmp_path: Path, resource: ResourceServer, fast: str) -> AsyncIterator[tuple[ClientPool, Any]]:
+    """A pool over the resource server with tokens from a real login; the fast wire on (`"1"`) or off (`"0"`)."""
     store = FileTokenStore(tmp_path)
     await login("docs", resource.url, OAuthConfig(), store, interaction=follow_redirects())
     auth = connection_auth("docs", resource.url, OAuthConfig(), store, refresh_margin=0)
@@ -33,6 +35,14 @@ async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
     defn = define_connection(url=resource.url, oauth=True, protocol="legacy").named("docs", None)
     environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
     async with auth, ClientPool({"docs": defn}, environ=environ, auth_for=lambda _defn: auth) as pool:
+        yield pool, auth
+
+
+@pytest.mark.parametrize("fast", ["1", "0"], ids=["fast-wire", "sdk-transport"])
+async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
+    tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, fast: str
+) -> None:
+    async with logged_in_pool(tmp_path, resource, fast) as (pool, auth):
         first = await pool.call_tool("docs", "echo", {"text": "before"})
         assert pool.status("docs").fast_calls is (fast == "1")
         refreshes_before = auth_server.stats()["grants"].get("refresh_token", 0)
@@ -53,14 +63,9 @@ async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
 async def test_a_401_after_logout_fails_with_the_login_sentence_on_either_wire(
     tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, fast: str
 ) -> None:
-    store = FileTokenStore(tmp_path)
-    await login("docs", resource.url, OAuthConfig(), store, interaction=follow_redirects())
-    auth = connection_auth("docs", resource.url, OAuthConfig(), store, refresh_margin=0)
-    defn = define_connection(url=resource.url, oauth=True, protocol="legacy").named("docs", None)
-    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
-    async with auth, ClientPool({"docs": defn}, environ=environ, auth_for=lambda _defn: auth) as pool:
+    async with logged_in_pool(tmp_path, resource, fast) as (pool, auth):
         await pool.call_tool("docs", "echo", {"text": "before"})
-        await logout(store, auth.key)  # the tokens are revoked and the grant is gone from the store
+        await logout(auth.store, auth.key)  # the tokens are revoked and the grant is gone from the store
         resource.reject_next()
         with pytest.raises(ConnectionsError) as first:
             await pool.call_tool("docs", "echo", {"text": "after"})
