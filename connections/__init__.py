@@ -64,6 +64,7 @@ from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._pool import ConnectionStatus as ConnectionStatus
 from ._pool import RestartPolicy as RestartPolicy
+from ._raw_results import RawToolResult as RawToolResult
 from ._session import SessionInfo as SessionInfo
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -114,6 +115,7 @@ __all__ = [
     "OAuthConfig",
     "Project",
     "ProjectError",
+    "RawToolResult",
     "RestartPolicy",
     "ServerTool",
     "SessionInfo",

@@ -19,6 +19,7 @@ from ._host import HostMcp
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
 from ._pool import ClientPool
+from ._raw_results import RawToolResult
 from ._turns import TurnBuilder
 
 __all__ = ["Broker", "Host"]
@@ -66,7 +67,13 @@ class Broker:
             child_env=child_env,
         )
         self.host = Host(mcp=HostMcp(self.pool))
-        self.builder = TurnBuilder(project, list_tools=self._list_tools, call_tool=self._call_tool, host=self.host)
+        self.builder = TurnBuilder(
+            project,
+            list_tools=self._list_tools,
+            call_tool=self._call_tool,
+            host=self.host,
+            call_tool_raw=self._call_tool_raw,
+        )
 
     async def __aenter__(self) -> Broker:
         await self.pool.__aenter__()
@@ -102,6 +109,11 @@ class Broker:
         if headers is None:
             return await self.pool.list_tools(defn.name, use_cache=True)
         return await list_tools_once(defn, headers=headers, environ=self.environ)
+
+    async def _call_tool_raw(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
+    ) -> RawToolResult:
+        return await self.pool.call_tool_raw(defn.name, tool, arguments)
 
     async def _call_tool(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None

@@ -50,7 +50,7 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._expand import expand_map
-from ._fast_calls import fast_calls_apply, install_fast_calls
+from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
@@ -95,8 +95,13 @@ class OpenedClient:
     """The last HTTP error status seen on this client (for error messages; empty for stdio)."""
     child: StdioChild | None = None
     """The stdio child process (None for HTTP and SSE)."""
-    fast_calls: bool = False
-    """`tools/call` and `tools/list` go over the fast wire (`_fast_calls.py`) instead of the SDK transport."""
+    fast: FastCalls | None = None
+    """The session's fast wire (`_fast_calls.py`), when `tools/call` and `tools/list` go over it."""
+
+    @property
+    def fast_calls(self) -> bool:
+        """`tools/call` and `tools/list` go over the fast wire instead of the SDK transport."""
+        return self.fast is not None
 
     @property
     def protocol_version(self) -> str:
@@ -242,7 +247,7 @@ async def open_client(
         async with client:
             opened = OpenedClient(client=client, gone=gone, http_status=status, child=children[0] if children else None)
             if origin is not None:
-                opened.fast_calls = install_fast_calls(
+                opened.fast = install_fast_calls(
                     client,
                     origin,
                     headers=all_headers,

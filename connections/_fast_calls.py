@@ -51,6 +51,7 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared._otel import inject_trace_context, otel_span  # what the SDK's dispatcher traces with
 from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER, encode_header_value
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -121,14 +122,14 @@ def install_fast_calls(
     session_id: str | None,
     http_status: list[int],
     auth: httpx2.Auth | None = None,
-) -> bool:
-    """Route `client`'s `tools/call` over `origin`; False (and nothing changed) where it does not apply."""
+) -> FastCalls | None:
+    """Route `client`'s `tools/call` over `origin`; None (and nothing changed) where it does not apply."""
     session = client.session
     inner = getattr(session, "_dispatcher", None)
     if inner is None or not hasattr(session, "_on_request") or not hasattr(session, "_on_notify"):
-        return False  # pragma: no cover - a future SDK reshaped its session
+        return None  # pragma: no cover - a future SDK reshaped its session
     if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return False  # 2026-07-28 calls carry Mcp-Param-* headers and their own exchange: the SDK's
+        return None  # 2026-07-28 calls carry Mcp-Param-* headers and their own exchange: the SDK's
     base = {k.lower(): v for k, v in headers.items()}
     base.setdefault("user-agent", _USER_AGENT)
     base["accept"] = "application/json, text/event-stream"
@@ -136,9 +137,32 @@ def install_fast_calls(
     if session_id:
         base["mcp-session-id"] = session_id
     base["mcp-protocol-version"] = client.protocol_version
-    fast: Any = FastCalls(inner, session, origin, base, http_status, auth)  # the Dispatcher protocol, by delegation
-    session._dispatcher = fast  # pyright: ignore[reportPrivateUsage]
-    return True
+    fast = FastCalls(inner, session, origin, base, http_status, auth)
+    session._dispatcher = fast  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]  # by delegation
+    return fast
+
+
+_RESPONSE_KEYS = frozenset({"jsonrpc", "id", "result"})
+
+
+def _plain_result(data: str | bytes) -> dict[str, Any] | None:
+    """The result of `data` when it is a plain JSON-RPC response, else None (then the SDK's adapter decides).
+
+    Plain: a JSON object of exactly `jsonrpc` "2.0", a string or (non-bool) integer `id` and an
+    object `result`: the message union takes it as a `JSONRPCResponse` with that result, so the
+    adapter's verdict is known without running it. Anything else (an error, a request, a
+    notification, malformed JSON) goes to the adapter, for the same verdict and message as before.
+    """
+    try:
+        message = pydantic_core.from_json(data)
+    except ValueError:
+        return None
+    if type(message) is not dict or len(message) != len(_RESPONSE_KEYS) or not _RESPONSE_KEYS.issuperset(message):
+        return None
+    result = message["result"]
+    if message["jsonrpc"] != "2.0" or type(message["id"]) not in (str, int) or type(result) is not dict:
+        return None
+    return result
 
 
 @dataclass(slots=True)
@@ -192,6 +216,16 @@ class FastCalls:
             return await self._call(method, params, opts or {})
         except _Redirected:
             return await self._inner.send_raw_request(method, params, opts)
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """`tools/call` as `ClientSession.call_tool` sends it (the same params, the same stamped
+        headers), the result as the raw dict `ClientSession.send_request` validates."""
+        params = {"name": name, "arguments": arguments}
+        stamp = {
+            MCP_PROTOCOL_VERSION_HEADER: self._headers["mcp-protocol-version"],
+            MCP_NAME_HEADER: encode_header_value(name),
+        }
+        return await self.send_raw_request("tools/call", params, {"headers": stamp})
 
     async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> dict[str, Any]:
         # String ids in their own namespace: never equal to an id the SDK's dispatcher mints on this session.
@@ -308,8 +342,12 @@ class FastCalls:
                 return ErrorData(code=INVALID_REQUEST, message="Session terminated")
             return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
         if content_type.startswith("application/json"):
+            data = await response.read()
+            result = _plain_result(data)
+            if result is not None:
+                return result
             try:
-                message = jsonrpc_message_adapter.validate_json(await response.read(), by_name=False)
+                message = jsonrpc_message_adapter.validate_json(data, by_name=False)
             except ValidationError as exc:
                 return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
             outcome = await self._message(message, headers)
@@ -402,6 +440,9 @@ class FastCalls:
             stream.retry_ms = sse.retry
         if sse.event != "message" or not sse.data:
             return None  # another event type, or a priming event (its id is kept above)
+        result = _plain_result(sse.data)
+        if result is not None:
+            return result
         try:
             message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
         except ValidationError as exc:

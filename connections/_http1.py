@@ -249,6 +249,9 @@ class Http1Response:
     async def finish(self, *, seconds: float, max_bytes: int) -> None:
         """Read what is left of the body (bounded), so the connection can be reused; then release it."""
         conn = self._connection
+        if conn.complete and not conn.body:  # the usual case: the answer ended with its last event
+            self.release()
+            return
         drained = 0
         with anyio.move_on_after(seconds):
             try:
@@ -287,7 +290,7 @@ class Http1Origin:
         self._ssl = ssl_context if parts.scheme == "https" else None
         self._connect_timeout = connect_timeout
         self._idle: list[_Connection] = []
-        self._slots = anyio.Semaphore(_MAX_CONNECTIONS)
+        self._slots = asyncio.Semaphore(_MAX_CONNECTIONS)  # anyio's yields to the loop on every acquire
         self._closed = False
 
     async def request(self, method: str, headers: Iterable[tuple[str, str]], body: bytes = b"") -> Http1Response:

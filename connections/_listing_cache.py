@@ -39,6 +39,13 @@ class ListingCache:
         found = self._entries.get(name)
         return list(found) if found is not None else None
 
+    def tool(self, name: str, tool: str) -> mt.Tool | None:
+        """`tool` in the fresh listing of `name`, or None (no fresh listing, or not in it)."""
+        if self._entries is None:
+            return None
+        found = self._entries.get(name)
+        return next((t for t in found if t.name == tool), None) if found is not None else None
+
     def put(self, name: str, tools: list[mt.Tool], generation: int) -> None:
         """Store a listing taken at `generation` (dropped if `invalidate` ran since)."""
         if self._entries is not None and generation == self.generation(name):

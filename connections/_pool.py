@@ -24,10 +24,10 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp.types as mt
-from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.shared.exceptions import MCPError
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types import methods as _methods
 
 from ._account import AccountConnections
 from ._clients import OpenedClient, client_mode, leaves, list_all_tools, open_client, translate
@@ -43,6 +43,7 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+from ._raw_results import RawToolResult
 
 __all__ = ["AuthFor", "ClientPool", "ConnectionStatus", "RestartPolicy"]
 
@@ -257,10 +258,14 @@ class ClientPool:
             cached = self._cache.get(name)
             if cached is not None:
                 return cached
-        generation = self._cache.generation(name)
+        generation = 0
 
-        async def run(client: Client) -> list[mt.Tool]:
-            return await list_all_tools(slot.defn, client)
+        async def run(opened: OpenedClient) -> list[mt.Tool]:
+            nonlocal generation
+            # Taken on the session that answers (opening one invalidates the last one's listing), so a
+            # `list_changed` or a new session while this listing is under way still wins.
+            generation = self._cache.generation(name)
+            return await list_all_tools(slot.defn, opened.client)
 
         tools = await self._operate(slot, "list", run, slot.defn.timeouts.list)
         if cacheable:
@@ -274,26 +279,61 @@ class ClientPool:
         `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
         """
         slot = self._slot(name)
-        if not slot.defn.allows_tool(tool):
-            raise UnknownTool(name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
-        args = dict(arguments or {})
+        args = self._call_arguments(slot, tool, arguments)
         if self._accounts is not None and slot.defn.kind == "account":
             return await self._accounts.call_tool(slot.defn, tool, args)
 
-        async def run(client: Client) -> mt.CallToolResult:
-            return await client.call_tool(tool, args)
+        async def run(opened: OpenedClient) -> mt.CallToolResult:
+            return await opened.client.call_tool(tool, args)
 
-        try:
-            result = await self._operate(slot, "call", run, slot.defn.timeouts.call, tool=tool)
-        except UpstreamError:
-            if await self._lacks_tool(name, tool):
-                raise UnknownTool(name, tool) from None
-            raise
+        result = await self._call(slot, tool, run)
+        if result.is_error and await self._lacks_tool(name, tool):
+            raise UnknownTool(name, tool)
+        return result
+
+    async def call_tool_raw(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> RawToolResult:
+        """`call_tool`, with the result as JSON for a surface that forwards it (`RawToolResult`).
+
+        On a fast-wire session, for a tool whose fresh listing declares no output schema, the
+        upstream's answer is validated once against the negotiated version's schema and never
+        becomes a model; otherwise this is `call_tool`'s result, dumped. Raises what `call_tool` raises.
+        """
+        slot = self._slot(name)
+        args = self._call_arguments(slot, tool, arguments)
+        if self._accounts is not None and slot.defn.kind == "account":
+            return RawToolResult.from_model(await self._accounts.call_tool(slot.defn, tool, args))
+        listed = self._cache.tool(name, tool)
+        raw_ok = listed is not None and listed.output_schema is None  # else the SDK checks structured content
+
+        async def run(opened: OpenedClient) -> RawToolResult:
+            if opened.fast is None or not raw_ok:
+                return RawToolResult.from_model(await opened.client.call_tool(tool, args))
+            version = opened.protocol_version
+            raw = await opened.fast.call_tool(tool, args)
+            return RawToolResult(_methods.serialize_server_result("tools/call", version, raw), version)
+
+        result = await self._call(slot, tool, run)
         if result.is_error and await self._lacks_tool(name, tool):
             raise UnknownTool(name, tool)
         return result
 
     # -- internals --------------------------------------------------------------------------
+
+    @staticmethod
+    def _call_arguments(slot: _Slot, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not slot.defn.allows_tool(tool):
+            raise UnknownTool(
+                slot.defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists"
+            )
+        return dict(arguments or {})
+
+    async def _call(self, slot: _Slot, tool: str, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
+        try:
+            return await self._operate(slot, "call", run, slot.defn.timeouts.call, tool=tool)
+        except UpstreamError:
+            if await self._lacks_tool(slot.defn.name, tool):
+                raise UnknownTool(slot.defn.name, tool) from None
+            raise
 
     def _slot(self, name: str) -> _Slot:
         slot = self._slots.get(name)
@@ -316,7 +356,7 @@ class ClientPool:
         self,
         slot: _Slot,
         operation: Literal["list", "call"],
-        run: Callable[[Client], Awaitable[_T]],
+        run: Callable[[OpenedClient], Awaitable[_T]],
         budget: float,
         *,
         tool: str | None = None,
@@ -331,7 +371,7 @@ class ClientPool:
             scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
             try:
                 with scope:
-                    result = await run(opened.client)
+                    result = await run(opened)
                     if slot.failures:
                         slot.failures.clear()
                     return result

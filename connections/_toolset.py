@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 import mcp.types as mt
 
+from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import Effect
 
@@ -31,6 +32,7 @@ class ToolOutcome:
 
 
 Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
+InvokeRaw = Callable[[Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,10 +50,19 @@ class TurnTool:
     title: str | None = None
     connection: str | None = None
     """For advertised tools: the connection it forwards to (the upstream name equals `name`)."""
+    invoke_raw: InvokeRaw | None = field(default=None, repr=False, compare=False)
+    """For pooled advertised tools: the call with its result kept as JSON (`call_raw`)."""
 
     async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutcome:
         """Run the tool. Raises `ToolInputError` for bad input and the connection errors for upstream failures."""
         return await self.invoke(arguments or {})
+
+    async def call_raw(self, arguments: Mapping[str, Any] | None = None) -> RawToolResult | None:
+        """For a surface that forwards the result: the passthrough result as JSON, or None (use `call`)
+        when this tool is not a pooled passthrough. Raises what `call` raises."""
+        if self.invoke_raw is None:
+            return None
+        return await self.invoke_raw(arguments or {})
 
 
 @dataclass(frozen=True, slots=True)

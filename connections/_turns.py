@@ -30,9 +30,10 @@ from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
 from ._loader import RESERVED_TOOL_NAMES, Project
 from ._names import NAME_RULE, is_valid_tool_name
+from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import ToolOutcome, Toolset, TurnTool
+from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
 
 __all__ = ["TurnBuilder", "outcome_from_mcp"]
 
@@ -43,6 +44,7 @@ ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable
 CallTool = Callable[
     [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[mt.CallToolResult]
 ]
+CallToolRaw = Callable[[ConnectionDefinition, str, Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
 def outcome_from_mcp(result: mt.CallToolResult) -> ToolOutcome:
@@ -75,12 +77,15 @@ class TurnBuilder:
     `list_tools(defn, headers)` / `call_tool(defn, tool, args, headers)` reach the upstream:
     `headers` is None for the shared pool (static headers only) and the evaluated session headers
     for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
+    `call_tool_raw(defn, tool, args)`, when given, is the pooled call with its result kept as JSON
+    (`RawToolResult`), offered on pooled advertised tools as `TurnTool.call_raw`.
     """
 
     project: Project
     list_tools: ListTools
     call_tool: CallTool
     host: Any = None
+    call_tool_raw: CallToolRaw | None = None
 
     async def build(self, session: SessionInfo | None) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
@@ -265,6 +270,15 @@ class TurnBuilder:
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             return outcome_from_mcp(await call(defn, tool.name, arguments, headers))
 
+        raw: InvokeRaw | None = None
+        if headers is None and self.call_tool_raw is not None:
+            call_raw = self.call_tool_raw
+
+            async def invoke_raw(arguments: Mapping[str, Any]) -> RawToolResult:
+                return await call_raw(defn, tool.name, arguments)
+
+            raw = invoke_raw
+
         annotations = (
             tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
         )
@@ -280,6 +294,7 @@ class TurnBuilder:
             source="advertised",
             connection=defn.name,
             invoke=invoke,
+            invoke_raw=raw,
         )
 
     def _meta_tools(

@@ -22,6 +22,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
+from mcp_types.methods import serialize_server_result
 from starlette.types import Message, Receive, Scope, Send
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuildError, TurnTool
@@ -32,7 +33,14 @@ from .mcp_fast_path import serve_tools_call
 from .runtime import Runtime
 from .tool_calls import call_tool
 
-__all__ = ["McpEndpoint", "agent_server", "answer_tools_call", "session_manager", "tools_server"]
+__all__ = [
+    "McpEndpoint",
+    "agent_server",
+    "answer_tools_call",
+    "answer_tools_call_json",
+    "session_manager",
+    "tools_server",
+]
 
 _VERSION = "0.1.0"
 
@@ -87,27 +95,59 @@ def _json_result(value: dict[str, Any], *, is_error: bool = False) -> mt.CallToo
     )
 
 
-async def answer_tools_call(runtime: Runtime, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-    """`tools/call` on `/v1/mcp/tools`: a server tool through the catalog. Raises `MCPError` for an unknown tool.
-
-    The handler the SDK kernel calls, and the one `mcp_fast_path` calls directly.
-    """
-    tool, toolset, problems = await runtime.catalog.tool(params.name, None)
+async def _server_tool(runtime: Runtime, name: str) -> TurnTool:
+    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool."""
+    tool, toolset, problems = await runtime.catalog.tool(name, None)
     if tool is None:
         data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
         if problems:
             data["connectionErrors"] = [p.to_json() for p in problems]
-        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}", data=data)
-    arguments: Mapping[str, Any] = params.arguments or {}
-    try:
-        outcome = await tool.call(arguments)
-    except ToolInputError as exc:
+        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data=data)
+    return tool
+
+
+def _failure_result(exc: Exception) -> mt.CallToolResult:
+    """What the peer sees when a tool call raised: an error result, never a JSON-RPC error."""
+    if isinstance(exc, ToolInputError):
         return _error_result(str(exc))
-    except ConnectionsError as exc:
+    if isinstance(exc, ConnectionsError):
         return _error_result(f"{exc.code}: {exc}")
+    return _error_result(f"{type(exc).__name__}: {exc}"[:500])
+
+
+async def answer_tools_call(runtime: Runtime, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    """`tools/call` on `/v1/mcp/tools`: a server tool through the catalog. Raises `MCPError` for an unknown tool.
+
+    The handler the SDK kernel calls.
+    """
+    tool = await _server_tool(runtime, params.name)
+    try:
+        outcome = await tool.call(params.arguments or {})
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
-        return _error_result(f"{type(exc).__name__}: {exc}"[:500])
+        return _failure_result(exc)
     return _outcome_result(outcome)
+
+
+async def answer_tools_call_json(
+    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, version: str
+) -> dict[str, Any]:
+    """`answer_tools_call` with the result as JSON in `version`'s shape, for `mcp_fast_path`.
+
+    A pooled passthrough tool's result stays JSON from the upstream to the peer (`TurnTool.call_raw`);
+    any other tool's is the model `answer_tools_call` builds, dumped. Raises `MCPError` for an unknown
+    tool and `pydantic.ValidationError` for a result that does not fit `version`'s schema.
+    """
+    tool = await _server_tool(runtime, name)
+    try:
+        raw = await tool.call_raw(arguments)
+        result = _outcome_result(await tool.call(arguments)) if raw is None else None
+    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
+        raw, result = None, _failure_result(exc)
+    if raw is not None:
+        return raw.for_version(version)
+    assert result is not None
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return serialize_server_result("tools/call", version, dumped)
 
 
 def tools_server() -> Server[Any]:
@@ -314,9 +354,11 @@ async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _tools_call_handler(scope: Scope, params: mt.CallToolRequestParams) -> mt.CallToolResult:
+async def _tools_call_handler(
+    scope: Scope, name: str, arguments: Mapping[str, Any] | None, version: str
+) -> dict[str, Any]:
     runtime: Runtime = scope["state"]["runtime"]
-    return await answer_tools_call(runtime, params)
+    return await answer_tools_call_json(runtime, name, arguments, version)
 
 
 class McpEndpoint:

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import pydantic_core
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
@@ -44,11 +45,8 @@ from mcp_types import (
     INTERNAL_ERROR,
     METHOD_NOT_FOUND,
     CallToolRequestParams,
-    CallToolResult,
     ErrorData,
-    JSONRPCError,
     JSONRPCRequest,
-    JSONRPCResponse,
     ProgressToken,
     RequestId,
     jsonrpc_message_adapter,
@@ -65,8 +63,9 @@ __all__ = ["serve_tools_call"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
-ToolsCallHandler = Callable[[Scope, CallToolRequestParams], Awaitable[CallToolResult]]
-"""The server's `tools/call` handler body: the ASGI scope (for the runtime) and the typed params."""
+ToolsCallHandler = Callable[[Scope, str, Mapping[str, Any] | None, str], Awaitable[dict[str, Any]]]
+"""The server's `tools/call` handler body: the ASGI scope (for the runtime), the tool name, its
+arguments and the negotiated version; returns the result as the server sends it at that version."""
 
 _TRANSPORT = TransportContext(kind="streamable-http", can_send_request=False)
 _PROTOCOL_VERSION = b"mcp-protocol-version"
@@ -139,6 +138,37 @@ def _request(body: object) -> JSONRPCRequest | None:
     return message
 
 
+_PLAIN_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_PARAMS = frozenset({"name", "arguments"})
+
+
+def _plain_call(body: Mapping[str, Any]) -> tuple[RequestId, str, dict[str, Any] | None] | None:
+    """`(id, name, arguments)` when `body` is a plain `tools/call` that every validation would pass.
+
+    Plain: exactly the four envelope keys, `jsonrpc` "2.0", a string or (non-bool) integer id, and
+    params holding a string `name` and, optionally, an object `arguments`, nothing else. Such a
+    request satisfies the JSON-RPC message union, the spec's params schema of every handshake-era
+    version and `CallToolRequestParams`, so checking it by hand gives the same verdict at a fraction
+    of the cost. Anything else returns None and takes the full validation.
+    """
+    if (
+        len(body) != len(_PLAIN_ENVELOPE)
+        or not _PLAIN_ENVELOPE.issuperset(body)
+        or body["jsonrpc"] != "2.0"
+        or body["method"] != "tools/call"
+    ):
+        return None
+    ident, params = body["id"], body["params"]
+    if type(ident) not in (str, int) or type(params) is not dict:
+        return None
+    name, arguments = params.get("name"), params.get("arguments")
+    if not _PLAIN_PARAMS.issuperset(params) or type(name) is not str:
+        return None
+    if arguments is not None and type(arguments) is not dict:
+        return None
+    return ident, name, arguments
+
+
 async def serve_tools_call(
     manager: StreamableHTTPSessionManager,
     scope: Scope,
@@ -162,20 +192,29 @@ async def serve_tools_call(
         return False
     if manager.max_request_body_size < len(raw):
         return False
-    message = _request(body)
-    if message is None:
-        return False
     negotiated = version or DEFAULT_NEGOTIATED_VERSION
-    answer: JSONRPCResponse | JSONRPCError
-    try:
-        if handler is not None and _kernel_adds_nothing(manager.app):
-            result = await _kernel_free(handler, scope, negotiated, message.params)
-        else:
-            result = await _kernel(manager, scope, receive, negotiated, message)
-    except Exception as exc:
-        answer = JSONRPCError(jsonrpc="2.0", id=message.id, error=_error_data(exc))
+    free = handler is not None and _kernel_adds_nothing(manager.app)
+    plain = _plain_call(body) if free and isinstance(body, dict) else None  # pyright: ignore[reportUnknownArgumentType]
+    if plain is not None:
+        ident, name, arguments = plain
+        params: Mapping[str, Any] | None = None
     else:
-        answer = JSONRPCResponse(jsonrpc="2.0", id=message.id, result=result)
+        message = _request(body)
+        if message is None:
+            return False
+        ident, name, arguments, params = message.id, None, None, message.params
+    answer: dict[str, Any]
+    try:
+        if handler is not None and free:
+            result = await _kernel_free(handler, scope, negotiated, name, arguments, params)
+        else:
+            assert plain is None
+            result = await _kernel(manager, scope, receive, negotiated, message)  # pyright: ignore[reportPossiblyUnboundVariable]
+    except Exception as exc:
+        error = _error_data(exc).model_dump(by_alias=True, exclude_unset=True)
+        answer = {"jsonrpc": "2.0", "id": ident, "error": error}
+    else:
+        answer = {"jsonrpc": "2.0", "id": ident, "result": result}
     await _send_json(send, answer)
     return True
 
@@ -209,9 +248,9 @@ def _error_data(exc: Exception) -> ErrorData:
     return error
 
 
-async def _send_json(send: Send, answer: JSONRPCResponse | JSONRPCError) -> None:
+async def _send_json(send: Send, answer: dict[str, Any]) -> None:
     """What the SDK transport writes for a JSON-mode answer: 200, `application/json`, the message."""
-    body = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+    body = pydantic_core.to_json(answer)
     headers = [(b"content-type", CONTENT_TYPE_JSON.encode()), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -233,23 +272,29 @@ def _kernel_adds_nothing(server: Server[Any]) -> bool:
 
 
 async def _kernel_free(
-    handler: ToolsCallHandler, scope: Scope, version: str, params: Mapping[str, Any] | None
+    handler: ToolsCallHandler,
+    scope: Scope,
+    version: str,
+    name: str | None,
+    arguments: Mapping[str, Any] | None,
+    params: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """`ServerRunner._on_request` for a handshake-era `tools/call`, without the runner around it.
 
-    The same steps in the same order: the spec's params validation for `version`, the handler's
-    params model, the handler, the per-version result sieve (a result it rejects is the server's
-    bug: INTERNAL_ERROR, the detail only in the log). Raises what the kernel raises.
+    The same steps in the same order: the spec's params validation for `version` and the handler's
+    params model (both skipped for a `_plain_call`, which passes them; its `name` and `arguments`
+    come given), the handler, the per-version result sieve (a result it rejects is the server's bug:
+    INTERNAL_ERROR, the detail only in the log). Raises what the kernel raises.
     """
+    if name is None:
+        try:
+            _methods.validate_client_request("tools/call", version, params)
+        except KeyError:
+            raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="tools/call") from None
+        typed = CallToolRequestParams.model_validate({} if params is None else params, by_name=False)
+        name, arguments = typed.name, typed.arguments
     try:
-        _methods.validate_client_request("tools/call", version, params)
-    except KeyError:
-        raise MCPError(code=METHOD_NOT_FOUND, message="Method not found", data="tools/call") from None
-    typed = CallToolRequestParams.model_validate({} if params is None else params, by_name=False)
-    result = await handler(scope, typed)
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    try:
-        return _methods.serialize_server_result("tools/call", version, dumped)
+        return await handler(scope, name, arguments, version)
     except ValidationError:
         logger.exception("handler for 'tools/call' returned an invalid result")
         raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None

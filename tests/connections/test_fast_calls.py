@@ -21,12 +21,16 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 import mcp.types as mt
+import pydantic_core
 import pytest
+from mcp_types.methods import SERVER_RESULTS, serialize_server_result
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from connections import (
     ClientPool,
     ConnectionsError,
     ConnectionUnavailable,
+    RawToolResult,
     UnknownTool,
     UpstreamTimeout,
     define_connection,
@@ -104,6 +108,46 @@ async def test_every_answer_equals_the_sdk_transports(everything: str) -> None:
     assert by_tool["echo"]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
     assert by_tool["get-structured-content"]["structuredContent"]["temperature"] is not None
     assert by_tool["no-such-tool"][0] == UnknownTool.__name__
+
+
+async def raw_outcome(pool: ClientPool, name: str, tool: str, arguments: dict[str, Any]) -> Any:
+    """`outcome` for `call_tool_raw`: the `RawToolResult`, or the typed error as `outcome` gives it."""
+    try:
+        return await pool.call_tool_raw(name, tool, arguments)
+    except ConnectionsError as exc:
+        return (type(exc).__name__, exc.code, str(exc))
+
+
+async def test_raw_results_are_what_a_server_sends_for_the_sdk_result_at_every_version(everything: str) -> None:
+    # `call_tool_raw` keeps a schema-less tool's answer as JSON (validated once, never a model); at each
+    # handshake-era version it must give the bytes an MCP server would send for the SDK path's result.
+    defn = define_connection(url=everything).named("everything", None)
+    async with pool_for(defn, "sdk") as pool:
+        expected = [await outcome(pool, "everything", tool, args) for tool, args in CASES]
+    async with pool_for(defn, "fast") as pool:
+        await pool.list_tools("everything", use_cache=True)  # the listing the raw lane consults
+        raws = [await raw_outcome(pool, "everything", tool, args) for tool, args in CASES]
+    versions = [v for v in sorted(HANDSHAKE_PROTOCOL_VERSIONS) if ("tools/call", v) in SERVER_RESULTS]
+    assert "2025-11-25" in versions and "2025-03-26" in versions
+    for (tool, _), want, raw in zip(CASES, expected, raws, strict=True):
+        if isinstance(want, tuple):  # a typed error: the same on both
+            assert raw == want, tool
+            continue
+        assert isinstance(raw, RawToolResult), tool
+        fields = {"content": want["content"], "isError": bool(want.get("isError"))}
+        if want.get("structuredContent") is not None:
+            fields["structuredContent"] = want["structuredContent"]
+        for version in versions:
+            server_sends = serialize_server_result("tools/call", version, fields)
+            assert pydantic_core.to_json(raw.for_version(version)) == pydantic_core.to_json(server_sends), (
+                tool,
+                version,
+            )
+    by_tool = dict(zip((t for t, _ in CASES), raws, strict=False))
+    # Schema-less tools took the raw lane (shaped by the session's version); a tool with an output
+    # schema took the SDK path, which checks its structured content against that schema.
+    assert by_tool["echo"].version == by_tool["get-sum"].version == "2025-11-25"
+    assert by_tool["get-structured-content"].version is None
 
 
 async def test_large_answers_and_the_sse_event_limit_match_the_sdk_transport(everything: str) -> None:

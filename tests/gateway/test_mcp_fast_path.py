@@ -117,6 +117,16 @@ async def _same_answer(runtime: Runtime, message: dict[str, Any], headers: dict[
     return json.loads(slow_body)
 
 
+PASSTHROUGH: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"message": "héllo ✓"}),
+    ("get-sum", {"a": "two", "b": 40}),  # the upstream's own error result
+    ("get-structured-content", {"location": "Paris"}),  # has an output schema
+    ("get-annotated-message", {"messageType": "error", "includeImage": True}),
+    ("get-resource-links", {"count": 2}),
+    ("get-tiny-image", {}),
+]
+
+
 def _call(name: Any, arguments: Any = None, *, ident: Any = 7, **params: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"name": name, **params}
     if arguments is not None:
@@ -139,9 +149,18 @@ async def test_fast_path_answers_tools_call_exactly_as_the_sdk(tmp_path: Path, e
         no_params = await _same_answer(runtime, {"jsonrpc": "2.0", "id": 3, "method": "tools/call"})
         with_meta = await _same_answer(runtime, _call("lookup", {"key": "m"}, _meta={"progressToken": "p1"}))
         for version in ("2025-11-25", "2025-06-18", "2025-03-26"):
-            await _same_answer(
-                runtime, _call("lookup", {"key": "v"}), {**JSON_HEADERS, "mcp-protocol-version": version}
-            )
+            versioned = {**JSON_HEADERS, "mcp-protocol-version": version}
+            await _same_answer(runtime, _call("lookup", {"key": "v"}), versioned)
+            for tool, args in PASSTHROUGH:
+                await _same_answer(runtime, _call(tool, args), versioned)
+        # The lane's passthrough results stayed JSON from the upstream (the pool's raw lane), except the
+        # tool with an output schema, whose structured content the SDK path checks.
+        echo, _, _ = await runtime.catalog.tool("echo")
+        structured, _, _ = await runtime.catalog.tool("get-structured-content")
+        assert echo is not None and structured is not None
+        raw_echo, raw_structured = await echo.call_raw({"message": "raw"}), await structured.call_raw({"location": "P"})
+        assert raw_echo is not None and raw_echo.version == "2025-11-25"
+        assert raw_structured is not None and raw_structured.version is None
         await _same_answer(
             runtime,
             _call("echo", {"message": "x"}),
