@@ -1,0 +1,115 @@
+"""Two gateways in one run: the CPU per `/v1/mcp/tools` passthrough call of another checkout (A)
+against this one (B), over one upstream, phases alternating, so machine drift hits both alike.
+
+    git worktree add /tmp/base <commit>
+    .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base              # 30 s
+    .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base --seconds 60
+
+Upstream: `server-everything streamableHttp` (from `.peers/`), its `echo` tool; each gateway is
+`agent-sdk serve` on a project whose one connection advertises it, driven by 16 raw JSON-RPC
+clients as `bench_mcp_tools.py` drives one. Prints each gateway's CPU per call (from `/proc`
+around each of its phases), B/A, and the p50 latency of each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import anyio
+import httpx2
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_mcp_tools as bench
+
+CLIENTS = 16
+PHASE = 320
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def start_gateway(checkout: Path, project: Path, state: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = bench.free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
+    code = "from gateway.cli import entrypoint; entrypoint()"
+    cmd = [sys.executable, "-c", code, "serve", "--dir", str(project), "--port", str(port), "--state-root", str(state)]
+    proc = subprocess.Popen(
+        cmd,
+        env={**env, "PYTHONPATH": str(checkout)},
+        cwd=checkout,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    bench.wait_port(port, proc, f"gateway from {checkout}")
+    return proc, f"http://127.0.0.1:{port}/v1/mcp/tools"
+
+
+async def drive(urls: list[str], pids: list[int], seconds: float) -> None:
+    clients = [httpx2.AsyncClient(timeout=60) for _ in range(CLIENTS * len(urls))]
+    peers = [[bench.Peer(url, clients[j * CLIENTS + i]) for i in range(CLIENTS)] for j, url in enumerate(urls)]
+    for group in peers:
+        for peer in group:
+            await peer.open()
+        await bench.phase(group, PHASE, [])  # warm-up
+    spent, calls = [0.0] * len(urls), [0] * len(urls)
+    latencies: list[list[float]] = [[] for _ in urls]
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for j, group in enumerate(peers):
+            before = cpu_seconds(pids[j])
+            await bench.phase(group, PHASE, latencies[j])
+            spent[j] += cpu_seconds(pids[j]) - before
+            calls[j] += PHASE
+    a, b = (spent[j] / calls[j] * 1000 for j in (0, 1))
+    p50 = [bench.pct(samples, 0.5) * 1000 for samples in latencies]
+    print(f"{calls[0]} calls each, {CLIENTS} raw clients per gateway")
+    print(f"gateway CPU per call: A (base) {a:.3f} ms, B (this checkout) {b:.3f} ms, B/A {b / a:.3f}")
+    print(f"p50: A {p50[0]:.1f} ms, B {p50[1]:.1f} ms")
+    for client in clients:
+        await client.aclose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--base", type=Path, required=True, help="checkout of the gateway to compare against (A)")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        up_port = bench.free_port()
+        upstream = subprocess.Popen(
+            [str(bench.EVERYTHING), "streamableHttp"],
+            env={**os.environ, "PORT": str(up_port)},
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        procs = [upstream]
+        try:
+            bench.wait_port(up_port, upstream, "server-everything")
+            project = Path(tmp) / "project"
+            (project / "agent" / "mcp-connections").mkdir(parents=True)
+            (project / "agent" / "mcp-connections" / "everything.py").write_text(
+                "from connections import define_connection\n\n"
+                f"connection = define_connection(url='http://127.0.0.1:{up_port}/mcp', advertise_tools=True)\n"
+            )
+            urls: list[str] = []
+            for name, checkout in (("a", args.base.resolve()), ("b", bench.ROOT)):
+                proc, url = start_gateway(checkout, project, Path(tmp) / f"state-{name}")
+                procs.append(proc)
+                urls.append(url)
+            anyio.run(drive, urls, [p.pid for p in procs[1:]], args.seconds)
+        finally:
+            for proc in procs:
+                proc.terminate()
+                proc.wait(10)
+
+
+if __name__ == "__main__":
+    main()
