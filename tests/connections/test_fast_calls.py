@@ -5,7 +5,8 @@ Every case runs twice, once with the fast leg (the default) and once with `AGENT
 Upstreams: the reference server `@modelcontextprotocol/server-everything` (Express, SSE answers,
 stateful sessions, `Keep-Alive: timeout=5`), a server on the TypeScript SDK whose tools send
 requests and notifications on the call's own answer stream (`fixtures/upstreams/chatty_server.mjs`),
-and our recording server on the Python SDK (JSON answers, stateless).
+and our recording server on the Python SDK (JSON answers, stateless); nginx in front of
+server-everything for TLS and a redirect, and for an answer stream cut mid-call (a 1 s read timeout).
 """
 
 from __future__ import annotations
@@ -289,6 +290,32 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(everything: st
         assert pool.status("everything").opens == 1
 
 
+def nginx_conf(tmp: Path, listen: str, server: str) -> Path:
+    """An nginx configuration for one server (`listen` and the rest of its block), everything under `tmp`."""
+    conf = tmp / "nginx.conf"
+    conf.write_text(
+        f"""
+        worker_processes 1;
+        pid {tmp}/nginx.pid;
+        error_log {tmp}/error.log;
+        events {{ worker_connections 256; }}
+        http {{
+            access_log off;
+            client_body_temp_path {tmp}/body;
+            proxy_temp_path {tmp}/proxy;
+            fastcgi_temp_path {tmp}/fastcgi;
+            uwsgi_temp_path {tmp}/uwsgi;
+            scgi_temp_path {tmp}/scgi;
+            server {{
+                listen {listen};
+                {server}
+            }}
+        }}
+        """
+    )
+    return conf
+
+
 @pytest.fixture(scope="module")
 def tls_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     """nginx terminating TLS (a certificate for 127.0.0.1 made here) in front of server-everything.
@@ -305,22 +332,7 @@ def tls_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
     )  # fmt: skip
     upstream = urlsplit(everything)
     port = free_port()
-    conf = tmp / "nginx.conf"
-    conf.write_text(
-        f"""
-        worker_processes 1;
-        pid {tmp}/nginx.pid;
-        error_log {tmp}/error.log;
-        events {{ worker_connections 256; }}
-        http {{
-            access_log off;
-            client_body_temp_path {tmp}/body;
-            proxy_temp_path {tmp}/proxy;
-            fastcgi_temp_path {tmp}/fastcgi;
-            uwsgi_temp_path {tmp}/uwsgi;
-            scgi_temp_path {tmp}/scgi;
-            server {{
-                listen 127.0.0.1:{port} ssl;
+    server = f"""
                 ssl_certificate {cert};
                 ssl_certificate_key {key};
                 location = /moved {{ return 307 /mcp; }}
@@ -329,11 +341,8 @@ def tls_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
                     proxy_http_version 1.1;
                     proxy_set_header Connection "";
                     proxy_buffering off;
-                }}
-            }}
-        }}
-        """
-    )
+                }}"""
+    conf = nginx_conf(tmp, f"127.0.0.1:{port} ssl", server)
     with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
         yield f"https://127.0.0.1:{port}", cert
 
@@ -373,6 +382,56 @@ async def test_over_tls_through_nginx_and_its_redirect_both_wires_agree(
         assert seen["/mcp", "fast"][0]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
     finally:
         shared_ssl_context.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def cutting_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """nginx in front of server-everything that cuts any response stream silent for 1 s, as a proxy
+    with a short read timeout does. Yields the MCP URL through it."""
+    tmp = tmp_path_factory.mktemp("nginx-cut")
+    upstream = urlsplit(everything)
+    port = free_port()
+    server = f"""
+                location / {{
+                    proxy_pass http://{upstream.hostname}:{upstream.port};
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_buffering off;
+                    proxy_read_timeout 1s;
+                }}"""
+    conf = nginx_conf(tmp, f"127.0.0.1:{port}", server)
+    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+        yield f"http://127.0.0.1:{port}/mcp"
+
+
+async def test_an_answer_stream_cut_mid_call_is_resumed_with_last_event_id(
+    cutting_front: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # server-everything opens each answer stream with a priming event (an id, no data) and keeps
+    # its events; a 2.5 s call is silent for longer than the proxy's 1 s read timeout, so the POST's
+    # stream is cut before the answer. Both wires must resume it (GET with Last-Event-ID, again when
+    # that stream is cut too) and return the answer.
+    resumed: list[str] = []  # the Last-Event-ID of every GET the fast wire sent (observed, not changed)
+    send = Http1Origin.request
+
+    async def observed(self: Http1Origin, method: str, headers: Any, body: bytes = b"") -> Any:
+        headers = list(headers)
+        if method == "GET":
+            resumed.extend(value for name, value in headers if name == "last-event-id")
+        return await send(self, method, headers, body)
+
+    monkeypatch.setattr(Http1Origin, "request", observed)
+    defn = define_connection(url=cutting_front).named("cut", None)
+    seen: dict[str, Any] = {}
+    for leg in LEGS:
+        resumed.clear()
+        async with pool_for(defn, leg) as pool:
+            seen[leg] = await outcome(pool, "cut", "trigger-long-running-operation", {"duration": 2.5, "steps": 1})
+            assert pool.status("cut").fast_calls is (leg == "fast")
+            assert pool.status("cut").opens == 1
+        assert bool(resumed) is (leg == "fast"), resumed
+    assert seen["fast"] == seen["sdk"]
+    assert seen["fast"]["content"][0]["text"].startswith("Long running operation completed")
 
 
 def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
