@@ -14,7 +14,7 @@ DELETE are 405 here.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -139,7 +139,8 @@ async def answer_tools_call_json(
     """
     tool = await _server_tool(runtime, name)
     try:
-        raw = await tool.call_raw(arguments)
+        invoke_raw = tool.invoke_raw  # `TurnTool.call_raw` without its frame
+        raw = None if invoke_raw is None else await invoke_raw(arguments or {})
         result = _outcome_result(await tool.call(arguments)) if raw is None else None
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         raw, result = None, _failure_result(exc)
@@ -354,11 +355,12 @@ async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
     await send({"type": "http.response.body", "body": payload})
 
 
-async def _tools_call_handler(
+def _tools_call_handler(
     scope: Scope, name: str, arguments: Mapping[str, Any] | None, version: str
-) -> dict[str, Any]:
+) -> Awaitable[dict[str, Any]]:
+    # A plain function handing back the coroutine: no frame of its own for every resume to pass through.
     runtime: Runtime = scope["state"]["runtime"]
-    return await answer_tools_call_json(runtime, name, arguments, version)
+    return answer_tools_call_json(runtime, name, arguments, version)
 
 
 class McpEndpoint:
