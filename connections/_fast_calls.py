@@ -67,6 +67,7 @@ from mcp_types import (
     jsonrpc_message_adapter,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
@@ -86,6 +87,8 @@ logger = logging.getLogger(__name__)
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _FAST_METHODS = frozenset({"tools/call", "tools/list"})
+_MERGED_HEADERS_KEPT = 256
+_UTF8 = codecs.getincrementaldecoder("utf-8")
 """The two requests the pool sends on every call and every turn build; anything else stays on the SDK transport."""
 _TAKEN_OPTIONS = frozenset({"headers"})
 """Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
@@ -203,6 +206,8 @@ class FastCalls:
         self._http_status = http_status
         self._auth = auth
         self._ids = itertools.count(1)
+        self._merged: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
+        """`_request_headers` by the call's extra headers (a tool's stamp is the same on every call)."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
@@ -238,7 +243,8 @@ class FastCalls:
         attributes = {"mcp.method.name": method, "jsonrpc.request.id": request_id}
         tracing = tracing_enabled()  # without a tracer provider the span records nothing: skip it
         with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if tracing else nullcontext() as span:
-            inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
+            if tracing or otel_context.get_current():  # an empty context gives the propagators nothing to write
+                inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
             if out_meta:
                 out_params["_meta"] = out_meta
             else:
@@ -265,12 +271,19 @@ class FastCalls:
     def _request_headers(self, extra: Mapping[str, str] | None) -> Iterable[tuple[str, str]]:
         if not extra:
             return self._headers.items()
+        key = tuple(extra.items())
+        found = self._merged.get(key)
+        if found is not None:
+            return found
         merged = dict(self._headers)
-        for key, value in extra.items():
-            if not (valid_header_value(key) and valid_header_value(value)):
-                raise httpx2.LocalProtocolError(f"invalid value for request header {key!r}")
-            merged[key.lower()] = value
-        return merged.items()
+        for name, value in extra.items():
+            if not (valid_header_value(name) and valid_header_value(value)):
+                raise httpx2.LocalProtocolError(f"invalid value for request header {name!r}")
+            merged[name.lower()] = value
+        if len(self._merged) >= _MERGED_HEADERS_KEPT:
+            self._merged.clear()
+        found = self._merged[key] = list(merged.items())
+        return found
 
     async def _courtesy_cancel(self, request_id: str) -> None:
         # As the SDK's dispatcher does for a caller-cancelled request: tell the server to stop (the
@@ -422,7 +435,7 @@ class FastCalls:
         """Read SSE events until the call's answer (returned); None when the stream ends first."""
         assert _SSEParser is not None
         parser = _SSEParser(DEFAULT_MAX_SSE_EVENT_SIZE)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = _UTF8(errors="replace")
         async for chunk in chunks:
             for sse in parser.decode(decoder.decode(chunk)):
                 outcome = await self._event(sse, stream, headers)

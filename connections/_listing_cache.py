@@ -23,7 +23,8 @@ class ListingCache:
 
     def __init__(self, ttl: float = DEFAULT_LISTING_TTL, maxsize: int = 1024) -> None:
         self.ttl = ttl
-        self._entries: TTLCache[str, tuple[mt.Tool, ...]] | None = (
+        # name -> (the listing, the same by tool name)
+        self._entries: TTLCache[str, tuple[tuple[mt.Tool, ...], dict[str, mt.Tool]]] | None = (
             TTLCache(maxsize=maxsize, ttl=ttl, timer=time.monotonic) if ttl > 0 else None
         )
         self._generations: dict[str, int] = {}
@@ -37,19 +38,19 @@ class ListingCache:
         if self._entries is None:
             return None
         found = self._entries.get(name)
-        return list(found) if found is not None else None
+        return list(found[0]) if found is not None else None
 
     def tool(self, name: str, tool: str) -> mt.Tool | None:
         """`tool` in the fresh listing of `name`, or None (no fresh listing, or not in it)."""
         if self._entries is None:
             return None
         found = self._entries.get(name)
-        return next((t for t in found if t.name == tool), None) if found is not None else None
+        return found[1].get(tool) if found is not None else None
 
     def put(self, name: str, tools: list[mt.Tool], generation: int) -> None:
         """Store a listing taken at `generation` (dropped if `invalidate` ran since)."""
         if self._entries is not None and generation == self.generation(name):
-            self._entries[name] = tuple(tools)
+            self._entries[name] = (tuple(tools), {t.name: t for t in tools})
 
     def invalidate(self, name: str) -> None:
         """Forget `name`'s listing (its upstream said `tools/list_changed`, or its session restarted)."""

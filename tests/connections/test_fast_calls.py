@@ -26,6 +26,8 @@ import pydantic_core
 import pytest
 from mcp_types.methods import SERVER_RESULTS, serialize_server_result
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from opentelemetry import baggage
+from opentelemetry import context as otel_context
 
 from connections import (
     ClientPool,
@@ -241,6 +243,28 @@ async def test_static_headers_reach_the_upstream_on_both_legs(leg: str) -> None:
         async with httpx2.AsyncClient() as http:
             calls = (await http.get(f"http://127.0.0.1:{port}/calls")).json()
         assert len(calls) == 1
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_baggage_reaches_the_upstream_in_meta_on_both_legs(leg: str) -> None:
+    # With no tracer provider there is no span to propagate, but OpenTelemetry baggage set by the
+    # caller still travels in the request's `_meta`; with none, the fast leg sends no `_meta` at all.
+    port = free_port()
+    with running(recording_server(port), port=port):
+        defn = define_connection(url=f"http://127.0.0.1:{port}/mcp", protocol="legacy").named("rec", None)
+        async with pool_for(defn, leg) as pool:
+            token = otel_context.attach(baggage.set_baggage("tenant", "t-9"))
+            try:
+                await pool.call_tool("rec", "record", {"value": "with"})
+            finally:
+                otel_context.detach(token)
+            await pool.call_tool("rec", "record", {"value": "without"})
+            assert pool.status("rec").fast_calls is (leg == "fast")
+        async with httpx2.AsyncClient() as http:
+            metas = (await http.get(f"http://127.0.0.1:{port}/metas")).json()
+    assert len(metas) == 2
+    assert metas[0].get("baggage") == "tenant=t-9"
+    assert "baggage" not in metas[1] and "traceparent" not in metas[1]
 
 
 @pytest.mark.parametrize("leg", LEGS)
