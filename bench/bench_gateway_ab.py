@@ -72,7 +72,8 @@ async def drive(urls: list[str], pids: list[int], seconds: float) -> None:
     p50 = [bench.pct(samples, 0.5) * 1000 for samples in latencies]
     print(f"{calls[0]} calls each, {CLIENTS} raw clients per gateway")
     print(f"gateway CPU per call: A (base) {a:.3f} ms, B (this checkout) {b:.3f} ms, B/A {b / a:.3f}")
-    print(f"p50: A {p50[0]:.1f} ms, B {p50[1]:.1f} ms")
+    p99 = [bench.pct(samples, 0.99) * 1000 for samples in latencies]
+    print(f"p50: A {p50[0]:.1f} ms, B {p50[1]:.1f} ms; p99: A {p99[0]:.1f} ms, B {p99[1]:.1f} ms")
     for client in clients:
         await client.aclose()
 
