@@ -195,6 +195,7 @@ async def serve_tools_call(
     negotiated = version or DEFAULT_NEGOTIATED_VERSION
     free = handler is not None and _kernel_adds_nothing(manager.app)
     plain = _plain_call(body) if free and isinstance(body, dict) else None  # pyright: ignore[reportUnknownArgumentType]
+    message: JSONRPCRequest | None = None
     if plain is not None:
         ident, name, arguments = plain
         params: Mapping[str, Any] | None = None
@@ -208,8 +209,8 @@ async def serve_tools_call(
         if handler is not None and free:
             result = await _kernel_free(handler, scope, negotiated, name, arguments, params)
         else:
-            assert plain is None
-            result = await _kernel(manager, scope, receive, negotiated, message)  # pyright: ignore[reportPossiblyUnboundVariable]
+            assert message is not None  # a `_plain_call` is taken only on the kernel-free path
+            result = await _kernel(manager, scope, receive, negotiated, message)
     except Exception as exc:
         error = _error_data(exc).model_dump(by_alias=True, exclude_unset=True)
         answer = {"jsonrpc": "2.0", "id": ident, "error": error}
