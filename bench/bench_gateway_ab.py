@@ -8,7 +8,8 @@ against this one (B), over one upstream, phases alternating, so machine drift hi
 Upstream: `server-everything streamableHttp` (from `.peers/`), its `echo` tool; each gateway is
 `agent-sdk serve` on a project whose one connection advertises it, driven by 16 raw JSON-RPC
 clients as `bench_mcp_tools.py` drives one. Prints each gateway's CPU per call (from `/proc`
-around each of its phases), B/A, and the p50 latency of each.
+around each of its phases), B/A, what the upstream and the clients spent per call while each
+gateway ran (a gateway's answers cost its neighbours too), and the p50 and p99 latency of each.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def start_gateway(checkout: Path, project: Path, state: Path) -> tuple[subproces
     return proc, f"http://127.0.0.1:{port}/v1/mcp/tools"
 
 
-async def drive(urls: list[str], pids: list[int], seconds: float) -> None:
+async def drive(urls: list[str], pids: list[int], upstream: int, seconds: float) -> None:
     clients = [httpx2.AsyncClient(timeout=60) for _ in range(CLIENTS * len(urls))]
     peers = [[bench.Peer(url, clients[j * CLIENTS + i]) for i in range(CLIENTS)] for j, url in enumerate(urls)]
     for group in peers:
@@ -60,18 +61,27 @@ async def drive(urls: list[str], pids: list[int], seconds: float) -> None:
             await peer.open()
         await bench.phase(group, PHASE, [])  # warm-up
     spent, calls = [0.0] * len(urls), [0] * len(urls)
+    others = (upstream, os.getpid())  # the upstream and the clients: what a gateway's answers cost them
+    spent_others = [[0.0, 0.0] for _ in urls]
     latencies: list[list[float]] = [[] for _ in urls]
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         for j, group in enumerate(peers):
             before = cpu_seconds(pids[j])
+            before_others = [cpu_seconds(pid) for pid in others]
             await bench.phase(group, PHASE, latencies[j])
             spent[j] += cpu_seconds(pids[j]) - before
+            for k, pid in enumerate(others):
+                spent_others[j][k] += cpu_seconds(pid) - before_others[k]
             calls[j] += PHASE
     a, b = (spent[j] / calls[j] * 1000 for j in (0, 1))
     p50 = [bench.pct(samples, 0.5) * 1000 for samples in latencies]
     print(f"{calls[0]} calls each, {CLIENTS} raw clients per gateway")
     print(f"gateway CPU per call: A (base) {a:.3f} ms, B (this checkout) {b:.3f} ms, B/A {b / a:.3f}")
+    up, cl = ([spent_others[j][k] / calls[j] * 1000 for j in (0, 1)] for k in (0, 1))
+    print(f"upstream CPU per call: A {up[0]:.3f} ms, B {up[1]:.3f} ms; clients: A {cl[0]:.3f} ms, B {cl[1]:.3f} ms")
+    total = [a + up[0] + cl[0], b + up[1] + cl[1]]
+    print(f"all three per call: A {total[0]:.3f} ms, B {total[1]:.3f} ms, B/A {total[1] / total[0]:.3f}")
     p99 = [bench.pct(samples, 0.99) * 1000 for samples in latencies]
     print(f"p50: A {p50[0]:.1f} ms, B {p50[1]:.1f} ms; p99: A {p99[0]:.1f} ms, B {p99[1]:.1f} ms")
     for client in clients:
@@ -105,7 +115,7 @@ def main() -> None:
                 proc, url = start_gateway(checkout, project, Path(tmp) / f"state-{name}")
                 procs.append(proc)
                 urls.append(url)
-            anyio.run(drive, urls, [p.pid for p in procs[1:]], args.seconds)
+            anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds)
         finally:
             for proc in procs:
                 proc.terminate()

@@ -34,7 +34,7 @@ import codecs
 import itertools
 import logging
 import os
-from collections.abc import AsyncIterator, Awaitable, Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -378,7 +378,7 @@ class FastCalls:
     async def _stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
         stream = _Stream()
         try:
-            outcome = await self._events(response.chunks(), stream, headers)
+            outcome = await self._events(response, stream, headers)
         except httpx2.SSEError as exc:
             return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
         except httpx2.TransportError:
@@ -416,7 +416,7 @@ class FastCalls:
                     attempt += 1  # raise_for_status, or EventSource's content-type check, in the SDK
                     continue
                 try:
-                    outcome = await self._events(response.chunks(), stream, headers)
+                    outcome = await self._events(response, stream, headers)
                 except httpx2.SSEError as exc:
                     return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
                 except httpx2.TransportError:
@@ -430,13 +430,13 @@ class FastCalls:
                 response.release()
 
     async def _events(
-        self, chunks: AsyncIterator[bytes], stream: _Stream, headers: list[tuple[str, str]]
+        self, response: Http1Response, stream: _Stream, headers: list[tuple[str, str]]
     ) -> dict[str, Any] | ErrorData | None:
         """Read SSE events until the call's answer (returned); None when the stream ends first."""
         assert _SSEParser is not None
         parser = _SSEParser(DEFAULT_MAX_SSE_EVENT_SIZE)
         decoder = _UTF8(errors="replace")
-        async for chunk in chunks:
+        while chunk := await response.next_chunk():
             for sse in parser.decode(decoder.decode(chunk)):
                 outcome = await self._event(sse, stream, headers)
                 if outcome is not None:

@@ -21,7 +21,7 @@ import select
 import ssl
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -117,6 +117,8 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_body(self, body: bytes) -> None:
+        if not body:
+            return  # an empty chunk would read as the end of the body
         self.body.append(body)
         self.buffered += len(body)
         if self.buffered > _HIGH_WATER and not self._paused and self.transport is not None:
@@ -211,7 +213,7 @@ def _readable(conn: _Connection) -> bool:
 
 
 class Http1Response:
-    """The status and headers of one answer; its body is read with `read()` or `chunks()`."""
+    """The status and headers of one answer; its body is read with `read()` or `next_chunk()`."""
 
     def __init__(self, origin: Http1Origin, connection: _Connection) -> None:
         self._origin = origin
@@ -232,19 +234,23 @@ class Http1Response:
 
     async def read(self) -> bytes:
         """The whole body."""
-        parts = [chunk async for chunk in self.chunks()]
+        parts: list[bytes] = []
+        while chunk := await self.next_chunk():
+            parts.append(chunk)
         return b"".join(parts)
 
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """Body bytes as they arrive, until the end of the response."""
+    async def next_chunk(self) -> bytes:
+        """The body bytes that arrived since the last call, waiting for some; `b""` once the response ended.
+
+        (A coroutine per chunk rather than an async generator: the loop registers and finalizes every
+        async generator, which costs the one-chunk answer of a call more than reading it.)
+        """
         conn = self._connection
-        while True:
-            if conn.body:
-                yield conn.take_body()
-                continue
+        while not conn.body:
             if conn.complete:
-                return
+                return b""
             await conn.wait()
+        return conn.take_body()
 
     async def finish(self, *, seconds: float, max_bytes: int) -> None:
         """Read what is left of the body (bounded), so the connection can be reused; then release it."""

@@ -47,6 +47,10 @@ class Principal:
     kind: Literal["loopback", "bearer", "anonymous"]
 
 
+_ANONYMOUS = Principal("anonymous", "anonymous")
+_LOOPBACK = Principal("loopback", "loopback")
+
+
 def _is_mcp_path(scope: Scope) -> bool:
     path: str = scope.get("path", "")
     return path == "/v1/mcp" or path.startswith("/v1/mcp/")
@@ -183,7 +187,7 @@ class AuthChain:
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, tuple[int, str, str] | None]:
         if self.mode == "anonymous":
-            return Principal("anonymous", "anonymous"), None
+            return _ANONYMOUS, None
         if self.mode == "bearer":
             return self._admit_bearer(scope)
         for key, _value in scope.get("headers", []):
@@ -193,7 +197,7 @@ class AuthChain:
         direct = client is not None and _is_loopback_address(client[0])
         if not direct:
             return None, (401, "unauthorized", "only direct loopback peers are admitted; use --bearer-token")
-        return Principal("loopback", "loopback"), None
+        return _LOOPBACK, None
 
     def _admit_bearer(self, scope: Scope) -> tuple[Principal | None, tuple[int, str, str] | None]:
         value = _header(scope, b"authorization") or ""
@@ -212,7 +216,8 @@ class AuthChain:
 
 
 class BodyLimit:
-    """413 for a body over `max_bytes`: at once when `Content-Length` says so (nothing is read),
+    """413 for a body over `max_bytes`: at once when `Content-Length` says so (nothing is read; a
+    declared length within the cap bounds the body, since the server frames it by that length),
     otherwise as soon as the streamed body passes the cap (at most `max_bytes` are buffered)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int) -> None:
@@ -233,6 +238,9 @@ class BodyLimit:
             if size > self.max_bytes:
                 await send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
                 return
+            # The server reads exactly the declared length as the body (HTTP/1.1 framing): nothing to count.
+            await self.app(scope, receive, send)
+            return
         buffered = bytearray()
         pending: list[Message] = []
         while True:

@@ -366,8 +366,8 @@ def _tools_call_handler(
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
-    The body was already buffered (and capped) by `BodyLimit`, so reading it here to check the
-    JSON-RPC envelope costs no second pass over the network stream.
+    The body is already capped by `BodyLimit` (by its declared length, or counted as it streams), so
+    reading it whole here to check the JSON-RPC envelope is bounded.
     """
 
     def __init__(self, key: str, *, fast_tools_call: bool = False) -> None:

@@ -134,6 +134,7 @@ def serve(args: argparse.Namespace) -> int:
         lifespan="on",
         proxy_headers=False,
         access_log=settings.access_log,
+        server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
