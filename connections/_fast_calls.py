@@ -212,15 +212,13 @@ class FastCalls:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    async def send_raw_request(
+    def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
-    ) -> dict[str, Any]:
+    ) -> Awaitable[dict[str, Any]]:
+        # A plain function handing back the coroutine to await: no frame of its own on the hot path.
         if method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
-            return await self._inner.send_raw_request(method, params, opts, **kwargs)
-        try:
-            return await self._call(method, params, opts or {})
-        except _Redirected:
-            return await self._inner.send_raw_request(method, params, opts)
+            return self._inner.send_raw_request(method, params, opts, **kwargs)
+        return self._call(method, params, opts or {})
 
     def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
         """`tools/call` as `ClientSession.call_tool` sends it (the same params, the same stamped
@@ -260,13 +258,17 @@ class FastCalls:
             except anyio.get_cancelled_exc_class():
                 await self._courtesy_cancel(request_id)
                 raise
+            except _Redirected:
+                outcome = None  # not processed: the SDK transport sends it, after this span
             if isinstance(outcome, ErrorData):
                 if span is not None:
                     code = str(outcome.code)
                     span.set_attributes({"error.type": code, "rpc.response.status_code": code})
                     span.set_status(StatusCode.ERROR, outcome.message)
                 raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
-            return outcome
+            if outcome is not None:
+                return outcome
+        return await self._inner.send_raw_request(method, params, opts)
 
     def _request_headers(self, extra: Mapping[str, str] | None) -> Iterable[tuple[str, str]]:
         if not extra:
@@ -327,53 +329,52 @@ class FastCalls:
             await flow.aclose()
 
     async def _exchange(self, headers: Iterable[tuple[str, str]], body: bytes) -> dict[str, Any] | ErrorData:
+        """POST `body`; the outcome from its answer, as `StreamableHTTPTransport._handle_post_request` maps it.
+
+        Raises `_Redirected` for a 3xx (the request was not processed)."""
         headers = list(headers)
         if self._auth is None:  # `_send` without its frame: the common case
             response = await self._origin.request("POST", headers, body)
         else:
             response = await self._send("POST", headers, body)
         try:
-            return await self._answer(response, headers)
+            status = response.status
+            if status >= 400:
+                self._http_status[:] = [status]
+            if status == 202:
+                return ErrorData(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
+            if 300 <= status < 400:
+                raise _Redirected
+            content_type = response.header("content-type").lower()
+            if status >= 400:
+                if content_type.startswith("application/json"):
+                    try:
+                        parsed = jsonrpc_message_adapter.validate_json(await response.read(), by_name=False)
+                    except (httpx2.TransportError, ValidationError):
+                        parsed = None
+                    if isinstance(parsed, JSONRPCError):
+                        return parsed.error
+                if status == 404:
+                    return ErrorData(code=INVALID_REQUEST, message="Session terminated")
+                return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
+            if content_type.startswith("application/json"):
+                data = await response.read()
+                result = _plain_result(data)
+                if result is not None:
+                    return result
+                try:
+                    message = jsonrpc_message_adapter.validate_json(data, by_name=False)
+                except ValidationError as exc:
+                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
+                outcome = await self._message(message, headers)
+                if outcome is None:
+                    return ErrorData(code=INTERNAL_ERROR, message="the upstream's JSON response carried no answer")
+                return outcome
+            if content_type.startswith("text/event-stream"):
+                return await self._stream(response, headers)
+            return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
         finally:
             response.release()
-
-    async def _answer(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
-        """The outcome from the POST's answer, as `StreamableHTTPTransport._handle_post_request` maps it."""
-        status = response.status
-        if status >= 400:
-            self._http_status[:] = [status]
-        if status == 202:
-            return ErrorData(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
-        if 300 <= status < 400:
-            raise _Redirected
-        content_type = response.header("content-type").lower()
-        if status >= 400:
-            if content_type.startswith("application/json"):
-                try:
-                    parsed = jsonrpc_message_adapter.validate_json(await response.read(), by_name=False)
-                except (httpx2.TransportError, ValidationError):
-                    parsed = None
-                if isinstance(parsed, JSONRPCError):
-                    return parsed.error
-            if status == 404:
-                return ErrorData(code=INVALID_REQUEST, message="Session terminated")
-            return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
-        if content_type.startswith("application/json"):
-            data = await response.read()
-            result = _plain_result(data)
-            if result is not None:
-                return result
-            try:
-                message = jsonrpc_message_adapter.validate_json(data, by_name=False)
-            except ValidationError as exc:
-                return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
-            outcome = await self._message(message, headers)
-            if outcome is None:
-                return ErrorData(code=INTERNAL_ERROR, message="the upstream's JSON response carried no answer")
-            return outcome
-        if content_type.startswith("text/event-stream"):
-            return await self._stream(response, headers)
-        return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
 
     async def _stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
         stream = _Stream()

@@ -327,13 +327,9 @@ class ClientPool:
             )
         return dict(arguments or {})
 
-    async def _call(self, slot: _Slot, tool: str, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
-        try:
-            return await self._operate(slot, "call", run, slot.defn.timeouts.call, tool=tool)
-        except UpstreamError:
-            if await self._lacks_tool(slot.defn.name, tool):
-                raise UnknownTool(slot.defn.name, tool) from None
-            raise
+    def _call(self, slot: _Slot, tool: str, run: Callable[[OpenedClient], Awaitable[_T]]) -> Awaitable[_T]:
+        # A plain function handing back `_operate`'s coroutine: no frame of its own on the hot path.
+        return self._operate(slot, "call", run, slot.defn.timeouts.call, tool=tool)
 
     def _slot(self, name: str) -> _Slot:
         slot = self._slots.get(name)
@@ -361,39 +357,48 @@ class ClientPool:
         *,
         tool: str | None = None,
     ) -> _T:
-        for attempt in (1, 2):
-            session = slot.session
-            if session is not None and session.usable and session.opened is not None and not self._closed:
-                opened = session.opened  # the hot path: no lock, no extra frame
-            else:
-                session, opened = await self._acquire(slot)
-            # A bare CancelScope, not fail_after: this runs on every call and costs a third as much.
-            scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
-            try:
-                with scope:
-                    result = await run(opened)
-                    if slot.failures:
-                        slot.failures.clear()
-                    return result
-            except ClientError:
+        """`run` on the slot's session within `budget`, as `operation`; errors translated to `ConnectionsError`s.
+
+        A failed call (an `UpstreamError`) whose tool the upstream's listing lacks is `UnknownTool`.
+        """
+        try:
+            for attempt in (1, 2):
+                session = slot.session
+                if session is not None and session.usable and session.opened is not None and not self._closed:
+                    opened = session.opened  # the hot path: no lock, no extra frame
+                else:
+                    session, opened = await self._acquire(slot)
+                # A bare CancelScope, not fail_after: this runs on every call and costs a third as much.
+                scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
+                try:
+                    with scope:
+                        result = await run(opened)
+                        if slot.failures:
+                            slot.failures.clear()
+                        return result
+                except ClientError:
+                    raise
+                except Exception as exc:
+                    if scope.cancelled_caught or isinstance(exc, TimeoutError):
+                        raise self._timeout(slot, operation, tool, budget) from None
+                    if attempt == 1 and _session_expired(exc, opened):
+                        # MCP 2025-11-25 transports §Session Management: on 404 for our session id the
+                        # client MUST start a new session. The server did not know the session, so the
+                        # request was not processed: one retry on a fresh session is safe.
+                        session.broken = True
+                        self._retire(slot, session)
+                        continue
+                    error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
+                    if isinstance(error, ConnectionUnavailable):
+                        session.broken = True
+                        self._retire(slot, session)  # the next use opens a new session
+                    raise error from None
+                raise self._timeout(slot, operation, tool, budget)  # the scope's deadline passed
+            raise AssertionError("unreachable")  # pragma: no cover
+        except UpstreamError:
+            if tool is None or not await self._lacks_tool(slot.defn.name, tool):
                 raise
-            except Exception as exc:
-                if scope.cancelled_caught or isinstance(exc, TimeoutError):
-                    raise self._timeout(slot, operation, tool, budget) from None
-                if attempt == 1 and _session_expired(exc, opened):
-                    # MCP 2025-11-25 transports §Session Management: on 404 for our session id the
-                    # client MUST start a new session. The server did not know the session, so the
-                    # request was not processed: one retry on a fresh session is safe.
-                    session.broken = True
-                    self._retire(slot, session)
-                    continue
-                error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
-                if isinstance(error, ConnectionUnavailable):
-                    session.broken = True
-                    self._retire(slot, session)  # the next use opens a new session
-                raise error from None
-            raise self._timeout(slot, operation, tool, budget)  # the scope's deadline passed
-        raise AssertionError("unreachable")  # pragma: no cover
+            raise UnknownTool(slot.defn.name, tool) from None
 
     def _timeout(self, slot: _Slot, operation: str, tool: str | None, budget: float) -> UpstreamTimeout:
         doing = "tools/list" if operation == "list" else f"tools/call {tool!r}"

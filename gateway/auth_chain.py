@@ -23,7 +23,7 @@ import hmac
 import ipaddress
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -144,30 +144,30 @@ class AuthChain:
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Decides synchronously and hands back the coroutine to await (the app's, or the refusal's):
+        # no frame of its own for every resume of the request to pass through. (Only inner layers
+        # can: servers tell an ASGI 3 app from an ASGI 2 one by an `async def __call__`, so the
+        # outermost app, `AccountGate`, keeps one.)
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         refusal = self._check_origin(scope)
         if refusal is not None:
             status, code, message = refusal
             logger.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), code)
-            await send_error(scope, send, status, code, message)
-            return
+            return send_error(scope, send, status, code, message)
         if scope.get("path") in self.public_paths:
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         principal, refusal = self._admit(scope)
         if principal is None:
             assert refusal is not None
             status, code, message = refusal
             logger.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), code)
             extra = [(b"www-authenticate", b'Bearer realm="agent-sdk"')] if self.mode == "bearer" else []
-            await send_error(scope, send, status, code, message, extra)
-            return
+            return send_error(scope, send, status, code, message, extra)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["principal"] = principal
-        await self.app(scope, receive, send)
+        return self.app(scope, receive, send)
 
     def _check_origin(self, scope: Scope) -> tuple[int, str, str] | None:
         host = _header(scope, b"host")
@@ -224,23 +224,24 @@ class BodyLimit:
         self.app = app
         self.max_bytes = max_bytes
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Like `AuthChain`: a plain function handing back the coroutine to await.
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
-            await self.app(scope, receive, send)
-            return
+            return self.app(scope, receive, send)
         declared = _header(scope, b"content-length")
-        if declared is not None:
-            try:
-                size = int(declared)
-            except ValueError:
-                await send_error(scope, send, 400, "invalid_request", "Content-Length is not a number")
-                return
-            if size > self.max_bytes:
-                await send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
-                return
-            # The server reads exactly the declared length as the body (HTTP/1.1 framing): nothing to count.
-            await self.app(scope, receive, send)
-            return
+        if declared is None:
+            return self._counted(scope, receive, send)
+        try:
+            size = int(declared)
+        except ValueError:
+            return send_error(scope, send, 400, "invalid_request", "Content-Length is not a number")
+        if size > self.max_bytes:
+            return send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
+        # The server reads exactly the declared length as the body (HTTP/1.1 framing): nothing to count.
+        return self.app(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A body without a declared length: buffered up to the cap, then replayed to the app."""
         buffered = bytearray()
         pending: list[Message] = []
         while True:
