@@ -314,8 +314,9 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(everything: st
         assert pool.status("everything").opens == 1
 
 
-def nginx_conf(tmp: Path, listen: str, server: str) -> Path:
-    """An nginx configuration for one server (`listen` and the rest of its block), everything under `tmp`."""
+def nginx_conf(tmp: Path, listen: str, server: str, http: str = "") -> Path:
+    """An nginx configuration for one server (`listen` and the rest of its block), everything under
+    `tmp`; `http` adds directives to the `http` block."""
     conf = tmp / "nginx.conf"
     conf.write_text(
         f"""
@@ -330,6 +331,7 @@ def nginx_conf(tmp: Path, listen: str, server: str) -> Path:
             fastcgi_temp_path {tmp}/fastcgi;
             uwsgi_temp_path {tmp}/uwsgi;
             scgi_temp_path {tmp}/scgi;
+            {http}
             server {{
                 listen {listen};
                 {server}
@@ -456,6 +458,52 @@ async def test_an_answer_stream_cut_mid_call_is_resumed_with_last_event_id(
         assert bool(resumed) is (leg == "fast"), resumed
     assert seen["fast"] == seen["sdk"]
     assert seen["fast"]["content"][0]["text"].startswith("Long running operation completed")
+
+
+@pytest.fixture(scope="module")
+def logging_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """nginx in front of server-everything that logs the body of every request it proxies, one line
+    each (JSON-escaped). Yields the MCP URL through it and the log."""
+    tmp = tmp_path_factory.mktemp("nginx-bodies")
+    upstream = urlsplit(everything)
+    port = free_port()
+    log = tmp / "bodies.log"
+    server = f"""
+                access_log {log} bodies;
+                location / {{
+                    proxy_pass http://{upstream.hostname}:{upstream.port};
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_buffering off;
+                }}"""
+    conf = nginx_conf(tmp, f"127.0.0.1:{port}", server, http="log_format bodies escape=json '$request_body';")
+    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+        yield f"http://127.0.0.1:{port}/mcp", log
+
+
+@pytest.mark.parametrize("leg", LEGS)
+async def test_a_call_that_times_out_is_cancelled_upstream(logging_front: tuple[str, Path], leg: str) -> None:
+    # The call's budget ends it with UpstreamTimeout; the upstream must be told to stop
+    # (notifications/cancelled for that request, as the SDK's dispatcher sends), and the session
+    # must serve the next call.
+    url, log = logging_front
+    defn = define_connection(url=url, timeouts={"call": 0.5}).named("logged", None)
+    async with pool_for(defn, leg) as pool:
+        with pytest.raises(UpstreamTimeout, match=r"timed out after 0\.5s"):
+            await pool.call_tool("logged", "trigger-long-running-operation", {"duration": 3, "steps": 3})
+        cancels: list[str] = []
+        with anyio.move_on_after(10):
+            while not cancels:
+                lines = log.read_text().splitlines() if log.exists() else []
+                cancels = [line for line in lines if "notifications/cancelled" in line]
+                await anyio.sleep(0.05)
+        assert cancels, "no notifications/cancelled reached the upstream"
+        # The fast wire's own request ids: the cancel names the request it sent.
+        assert ("agent-sdk-" in cancels[-1]) is (leg == "fast"), cancels[-1]
+        assert not (await pool.call_tool("logged", "echo", {"message": "after"})).is_error
+        assert pool.status("logged").fast_calls is (leg == "fast")
+        assert pool.status("logged").opens == 1
+    log.write_text("")  # the next leg's cancels only
 
 
 def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
