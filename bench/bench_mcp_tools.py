@@ -308,7 +308,7 @@ def main() -> None:
     for name, r in results.items():
         print(
             f"| {name} | {r['p50'] * 1000:.2f} | {r['p99'] * 1000:.2f} | {r['rate']:.0f} | "
-            f"{r['p50'] / direct['p50']:.2f}x | {r['rate'] / direct['rate']:.2f}x |"
+            f"{r['p50'] / direct['p50']:.3f}x | {r['rate'] / direct['rate']:.3f}x |"
         )
     # CPU per call of every process while each path ran (read from /proc around every phase): the
     # steadier figure on a shared machine, and what bounds calls/s once the 2 cores are busy.
