@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -314,9 +314,11 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(everything: st
         assert pool.status("everything").opens == 1
 
 
-def nginx_conf(tmp: Path, listen: str, server: str, http: str = "") -> Path:
-    """An nginx configuration for one server (`listen` and the rest of its block), everything under
-    `tmp`; `http` adds directives to the `http` block."""
+@contextmanager
+def nginx(tmp: Path, server: str, *, listen: str = "", http: str = "") -> Iterator[int]:
+    """nginx running one server block (`server`, on a fresh loopback port plus `listen` flags) with
+    everything under `tmp`; `http` adds directives to the `http` block. Yields the port."""
+    port = free_port()
     conf = tmp / "nginx.conf"
     conf.write_text(
         f"""
@@ -333,13 +335,27 @@ def nginx_conf(tmp: Path, listen: str, server: str, http: str = "") -> Path:
             scgi_temp_path {tmp}/scgi;
             {http}
             server {{
-                listen {listen};
+                listen 127.0.0.1:{port}{listen};
                 {server}
             }}
         }}
         """
     )
-    return conf
+    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+        yield port
+
+
+def proxied_to(everything: str, extra: str = "") -> str:
+    """An nginx `location /` passing every request to server-everything, unbuffered; `extra` adds directives."""
+    upstream = urlsplit(everything)
+    return f"""
+                location / {{
+                    proxy_pass http://{upstream.hostname}:{upstream.port};
+                    proxy_http_version 1.1;
+                    proxy_set_header Connection "";
+                    proxy_buffering off;
+                    {extra}
+                }}"""
 
 
 @pytest.fixture(scope="module")
@@ -356,20 +372,12 @@ def tls_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> Iter
         check=True,
         capture_output=True,
     )  # fmt: skip
-    upstream = urlsplit(everything)
-    port = free_port()
     server = f"""
                 ssl_certificate {cert};
                 ssl_certificate_key {key};
                 location = /moved {{ return 307 /mcp; }}
-                location / {{
-                    proxy_pass http://{upstream.hostname}:{upstream.port};
-                    proxy_http_version 1.1;
-                    proxy_set_header Connection "";
-                    proxy_buffering off;
-                }}"""
-    conf = nginx_conf(tmp, f"127.0.0.1:{port} ssl", server)
-    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+                {proxied_to(everything)}"""
+    with nginx(tmp, server, listen=" ssl") as port:
         yield f"https://127.0.0.1:{port}", cert
 
 
@@ -415,18 +423,7 @@ def cutting_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> 
     """nginx in front of server-everything that cuts any response stream silent for 1 s, as a proxy
     with a short read timeout does. Yields the MCP URL through it."""
     tmp = tmp_path_factory.mktemp("nginx-cut")
-    upstream = urlsplit(everything)
-    port = free_port()
-    server = f"""
-                location / {{
-                    proxy_pass http://{upstream.hostname}:{upstream.port};
-                    proxy_http_version 1.1;
-                    proxy_set_header Connection "";
-                    proxy_buffering off;
-                    proxy_read_timeout 1s;
-                }}"""
-    conf = nginx_conf(tmp, f"127.0.0.1:{port}", server)
-    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+    with nginx(tmp, proxied_to(everything, "proxy_read_timeout 1s;")) as port:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
@@ -465,19 +462,9 @@ def logging_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> 
     """nginx in front of server-everything that logs the body of every request it proxies, one line
     each (JSON-escaped). Yields the MCP URL through it and the log."""
     tmp = tmp_path_factory.mktemp("nginx-bodies")
-    upstream = urlsplit(everything)
-    port = free_port()
     log = tmp / "bodies.log"
-    server = f"""
-                access_log {log} bodies;
-                location / {{
-                    proxy_pass http://{upstream.hostname}:{upstream.port};
-                    proxy_http_version 1.1;
-                    proxy_set_header Connection "";
-                    proxy_buffering off;
-                }}"""
-    conf = nginx_conf(tmp, f"127.0.0.1:{port}", server, http="log_format bodies escape=json '$request_body';")
-    with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
+    server = f"access_log {log} bodies;{proxied_to(everything)}"
+    with nginx(tmp, server, http="log_format bodies escape=json '$request_body';") as port:
         yield f"http://127.0.0.1:{port}/mcp", log
 
 
