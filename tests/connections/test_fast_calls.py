@@ -468,29 +468,47 @@ def logging_front(everything: str, tmp_path_factory: pytest.TempPathFactory) -> 
         yield f"http://127.0.0.1:{port}/mcp", log
 
 
+async def cancels_logged(log: Path) -> list[str]:
+    """The `notifications/cancelled` bodies nginx logged (waiting up to 10 s for the first)."""
+    cancels: list[str] = []
+    logged = anyio.Path(log)
+    with anyio.move_on_after(10):
+        while not cancels:
+            lines = (await logged.read_text()).splitlines() if await logged.exists() else []
+            cancels = [line for line in lines if "notifications/cancelled" in line]
+            await anyio.sleep(0.05)
+    return cancels
+
+
 @pytest.mark.parametrize("leg", LEGS)
-async def test_a_call_that_times_out_is_cancelled_upstream(logging_front: tuple[str, Path], leg: str) -> None:
-    # The call's budget ends it with UpstreamTimeout; the upstream must be told to stop
-    # (notifications/cancelled for that request, as the SDK's dispatcher sends), and the session
-    # must serve the next call.
+@pytest.mark.parametrize("ended_by", ["budget", "caller"])
+async def test_a_call_ended_early_is_cancelled_upstream(
+    logging_front: tuple[str, Path], leg: str, ended_by: str
+) -> None:
+    # A call ends before its answer: by its own budget (UpstreamTimeout), or by the caller's cancel
+    # scope (a cancellation, not a timeout: the pool's deadline must not claim it). Either way the
+    # upstream must be told to stop (notifications/cancelled for that request, as the SDK's
+    # dispatcher sends), and the session must serve the next call.
     url, log = logging_front
-    defn = define_connection(url=url, timeouts={"call": 0.5}).named("logged", None)
+    log.write_text("")
+    budget = 0.5 if ended_by == "budget" else 60
+    defn = define_connection(url=url, timeouts={"call": budget}).named("logged", None)
+    slow = {"duration": 3, "steps": 3}
     async with pool_for(defn, leg) as pool:
-        with pytest.raises(UpstreamTimeout, match=r"timed out after 0\.5s"):
-            await pool.call_tool("logged", "trigger-long-running-operation", {"duration": 3, "steps": 3})
-        cancels: list[str] = []
-        with anyio.move_on_after(10):
-            while not cancels:
-                lines = log.read_text().splitlines() if log.exists() else []
-                cancels = [line for line in lines if "notifications/cancelled" in line]
-                await anyio.sleep(0.05)
+        if ended_by == "budget":
+            with pytest.raises(UpstreamTimeout, match=r"timed out after 0\.5s"):
+                await pool.call_tool("logged", "trigger-long-running-operation", slow)
+        else:
+            with anyio.move_on_after(0.5) as scope:
+                await pool.call_tool("logged", "trigger-long-running-operation", slow)
+            assert scope.cancelled_caught
+        cancels = await cancels_logged(log)
         assert cancels, "no notifications/cancelled reached the upstream"
         # The fast wire's own request ids: the cancel names the request it sent.
         assert ("agent-sdk-" in cancels[-1]) is (leg == "fast"), cancels[-1]
         assert not (await pool.call_tool("logged", "echo", {"message": "after"})).is_error
         assert pool.status("logged").fast_calls is (leg == "fast")
         assert pool.status("logged").opens == 1
-    log.write_text("")  # the next leg's cancels only
 
 
 def test_the_fast_leg_applies_only_where_it_speaks_for_the_sdk_path(monkeypatch: pytest.MonkeyPatch) -> None:
