@@ -383,9 +383,9 @@ class ClientPool:
                     return result
                 except ClientError:
                     raise
+                except TimeoutError:
+                    raise self._timeout(slot, operation, tool, budget) from None
                 except Exception as exc:
-                    if isinstance(exc, TimeoutError):
-                        raise self._timeout(slot, operation, tool, budget) from None
                     if attempt == 1 and _session_expired(exc, opened):
                         # MCP 2025-11-25 transports §Session Management: on 404 for our session id the
                         # client MUST start a new session. The server did not know the session, so the
