@@ -53,6 +53,7 @@ from ._manage import serving_store as serving_store
 from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
 from ._store import TokenStore as TokenStore
+from ._text import printable as printable
 
 __all__ = [
     "AuthStats",
@@ -101,5 +102,6 @@ __all__ = [
     "open_browser",
     "parse_www_authenticate",
     "print_url",
+    "printable",
     "serving_store",
 ]
