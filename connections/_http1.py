@@ -29,7 +29,7 @@ import anyio
 import httptools  # pyright: ignore[reportMissingTypeStubs]
 import httpx2
 
-__all__ = ["Http1Origin", "Http1Response", "valid_header_value"]
+__all__ = ["MAX_HEAD_BYTES", "Http1Origin", "Http1Response", "valid_header_value"]
 
 _KEEPALIVE_DEFAULT = 5.0
 """How long an idle connection is reused when the server does not say (`httpx2`'s keep-alive expiry)."""
@@ -40,6 +40,10 @@ _MAX_CONNECTIONS = 100
 """As `httpx2`'s default limits: more concurrent requests wait for a connection."""
 _HIGH_WATER = 256 * 1024
 """Unread body bytes above this pause reading from the socket until the reader catches up."""
+MAX_HEAD_BYTES = 100 * 1024
+"""A response's status line and headers may take this much, as `httpcore2` allows (h11's buffer cap)."""
+_NO_BODY = frozenset({204, 304})
+"""Statuses whose response never has a body (RFC 9110 §6.4.1), whatever its headers say."""
 
 
 def valid_header_value(value: str) -> bool:
@@ -70,7 +74,10 @@ class _Connection(asyncio.Protocol):
         self.body: deque[bytes] = deque()
         self.buffered = 0
         self.seen_bytes = False
+        self.head_bytes = 0
         self.until_eof = False
+        self.stray = False
+        """Bytes of a response nobody asked for followed this one: the connection is not reused."""
         self._waiter: asyncio.Future[None] | None = None
         self._paused = False
 
@@ -84,11 +91,19 @@ class _Connection(asyncio.Protocol):
             self.close()  # stray bytes on an idle connection: its next response could not be parsed cleanly
             return
         self.seen_bytes = True
+        if not self.head_done:
+            self.head_bytes += len(data)
         try:
             self.parser.feed_data(data)  # pyright: ignore[reportUnknownMemberType]
         except httptools.HttpParserError as exc:  # pyright: ignore[reportUnknownMemberType]
-            self._fail(httpx2.RemoteProtocolError(f"malformed HTTP response: {exc}"))
+            if not self.complete:  # garbage after a whole answer spoils only the connection, not the answer
+                self._fail(httpx2.RemoteProtocolError(f"malformed HTTP response: {exc}"))
             self.close()
+            return
+        if self.stray:
+            self.close()  # the answer is whole; what followed it cannot be trusted on this connection
+        elif not self.head_done and self.head_bytes > MAX_HEAD_BYTES:
+            self._head_too_large()  # a head that never ends must not grow the parser's buffers forever
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -106,18 +121,30 @@ class _Connection(asyncio.Protocol):
 
     # -- httptools callbacks -----------------------------------------------------------------
 
+    def on_message_begin(self) -> None:
+        if self.complete:
+            self.stray = True  # a second response in the same bytes: no request of ours asked for it
+
     def on_header(self, name: bytes, value: bytes) -> None:
+        if self.stray:
+            return
         self.headers.append((name.lower(), value))
 
     def on_headers_complete(self) -> None:
+        if self.stray or self.error is not None:
+            return
+        if sum(len(name) + len(value) + 4 for name, value in self.headers) > MAX_HEAD_BYTES:
+            self._head_too_large()
+            return
         self.status = int(self.parser.get_status_code())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
         names = {name for name, _ in self.headers}
-        self.until_eof = b"content-length" not in names and b"transfer-encoding" not in names
+        delimited = b"content-length" in names or b"transfer-encoding" in names
+        self.until_eof = not delimited and self.status not in _NO_BODY
         self.head_done = self.status >= 200  # an interim (1xx) answer is followed by the real one
         self._wake()
 
     def on_body(self, body: bytes) -> None:
-        if not body:
+        if not body or self.stray:
             return  # an empty chunk would read as the end of the body
         self.body.append(body)
         self.buffered += len(body)
@@ -127,6 +154,8 @@ class _Connection(asyncio.Protocol):
         self._wake()
 
     def on_message_complete(self) -> None:
+        if self.stray:
+            return
         if not self.head_done:
             self.headers = []  # the interim answer is done; its headers are not the response's
             return
@@ -172,6 +201,10 @@ class _Connection(asyncio.Protocol):
         self.closed = True
         if self.transport is not None:
             self.transport.close()
+
+    def _head_too_large(self) -> None:
+        self._fail(httpx2.RemoteProtocolError(f"the response's headers are over the {MAX_HEAD_BYTES}-byte limit"))
+        self.close()
 
     def _fail(self, error: Exception) -> None:
         if self.error is None:
@@ -259,16 +292,17 @@ class Http1Response:
             self.release()
             return
         drained = 0
-        with anyio.move_on_after(seconds):
-            try:
+        try:
+            with anyio.move_on_after(seconds):
                 while not conn.complete and drained <= max_bytes:
                     if conn.body:
                         drained += len(conn.take_body())
                     else:
                         await conn.wait()
-            except httpx2.TransportError:
-                pass
-        self.release()
+        except httpx2.TransportError:
+            pass
+        finally:
+            self.release()  # also when the caller is cancelled mid-drain: the slot and the socket are freed
 
     def release(self) -> None:
         """Hand the connection back when the response ended cleanly; close it otherwise. Idempotent."""
