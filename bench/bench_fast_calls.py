@@ -5,7 +5,7 @@
 
 Upstream: `@modelcontextprotocol/server-everything streamableHttp` (installed into .peers/ by
 `bash scripts/test`), its `echo` tool. Two `ClientPool`s in this process, one with the fast leg
-(the default) and one with `AGENT_SDK_FAST_CALLS=0`, take turns (fast, sdk, fast, sdk, ...); 16
+(the default) and one with `fast_calls=False`, take turns (fast, sdk, fast, sdk, ...); 16
 concurrent callers each. Reports this process's CPU time per call (the client side only: the
 upstream runs in its own process) and calls/s, on uvloop as `serve` runs. Prints a Markdown table.
 """
@@ -13,7 +13,6 @@ upstream runs in its own process) and calls/s, on uvloop as `serve` runs. Prints
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import sys
 import time
@@ -31,8 +30,7 @@ from connections import ClientPool, define_connection  # noqa: E402
 async def measure(url: str, fast: bool, calls: int, concurrency: int) -> tuple[float, float]:
     """(CPU seconds per call, calls per second) for `calls` calls from `concurrency` callers."""
     defn = define_connection(url=url).named("everything", None)
-    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": "1" if fast else "0"}
-    async with ClientPool({"everything": defn}, environ=environ) as pool:
+    async with ClientPool({"everything": defn}, fast_calls=fast) as pool:
         for _ in range(50):  # open the session, warm the connections
             await pool.call_tool("everything", "echo", {"message": "warm"})
         if pool.status("everything").fast_calls is not fast:

@@ -43,6 +43,7 @@ class Broker:
     Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
     clients carrying that session's headers. `child_env` is added to every stdio child's
     environment (the gateway hands its account bridge's URL and secret down this way).
+    `fast_calls=False` keeps pooled calls on the SDK's HTTP transport (docs/clients.md).
     """
 
     def __init__(
@@ -53,6 +54,7 @@ class Broker:
         token_store: TokenStore | None = None,
         listing_ttl: float = DEFAULT_LISTING_TTL,
         child_env: Mapping[str, str] | None = None,
+        fast_calls: bool = True,
     ) -> None:
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
@@ -65,6 +67,7 @@ class Broker:
             auth_for=self._auth_for,
             listing_ttl=listing_ttl,
             child_env=child_env,
+            fast_calls=fast_calls,
         )
         self.host = Host(mcp=HostMcp(self.pool))
         self.builder = TurnBuilder(

@@ -97,11 +97,17 @@ class OpenedClient:
     """The stdio child process (None for HTTP and SSE)."""
     fast: FastCalls | None = None
     """The session's fast wire (`_fast_calls.py`), when `tools/call` and `tools/list` go over it."""
+    session_ids: list[str] = field(default_factory=list[str])
+    """The `Mcp-Session-Id` the server gave at `initialize` (empty: a session-less server, or stdio)."""
 
     @property
     def fast_calls(self) -> bool:
         """`tools/call` and `tools/list` go over the fast wire instead of the SDK transport."""
-        return self.fast is not None
+        return self.fast is not None and self.fast.on
+
+    @property
+    def session_id(self) -> str | None:
+        return self.session_ids[0] if self.session_ids else None
 
     @property
     def protocol_version(self) -> str:
@@ -245,7 +251,8 @@ async def open_client(
     )
     try:
         async with client:
-            opened = OpenedClient(client=client, gone=gone, http_status=status, child=children[0] if children else None)
+            child = children[0] if children else None
+            opened = OpenedClient(client=client, gone=gone, http_status=status, child=child, session_ids=session_ids)
             if origin is not None:
                 opened.fast = install_fast_calls(
                     client,

@@ -57,6 +57,7 @@ from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
@@ -206,6 +207,8 @@ class FastCalls:
         self._http_status = http_status
         self._auth = auth
         self._ids = itertools.count(1)
+        self.on = True
+        """False once the upstream redirected a request: the session's calls all take the SDK transport."""
         self._merged: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
         """`_request_headers` by the call's extra headers (a tool's stamp is the same on every call)."""
 
@@ -216,7 +219,7 @@ class FastCalls:
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> Awaitable[dict[str, Any]]:
         # A plain function handing back the coroutine to await: no frame of its own on the hot path.
-        if method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
+        if not self.on or method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
             return self._inner.send_raw_request(method, params, opts, **kwargs)
         return self._call(method, params, opts or {})
 
@@ -259,6 +262,7 @@ class FastCalls:
                 await self._courtesy_cancel(request_id)
                 raise
             except _Redirected:
+                self._switch_off()
                 outcome = None  # not processed: the SDK transport sends it, after this span
             if isinstance(outcome, ErrorData):
                 if span is not None:
@@ -269,6 +273,14 @@ class FastCalls:
             if outcome is not None:
                 return outcome
         return await self._inner.send_raw_request(method, params, opts)
+
+    def _switch_off(self) -> None:
+        """Hand the session back to the SDK's dispatcher for good: a redirecting upstream would cost
+        every call two requests (the redirect here, then the SDK's), and only the SDK follows one."""
+        if self.on:
+            self.on = False
+            self._session._dispatcher = self._inner
+            logger.info("the upstream redirected a request: this session's calls take the SDK transport")
 
     def _request_headers(self, extra: Mapping[str, str] | None) -> Iterable[tuple[str, str]]:
         if not extra:
@@ -354,6 +366,9 @@ class FastCalls:
                         parsed = None
                     if isinstance(parsed, JSONRPCError):
                         return parsed.error
+                if status == 404 and "mcp-session-id" not in self._headers:
+                    # As the SDK transport reads it: without a session, 404 is HTTP's "no such method".
+                    return ErrorData(code=METHOD_NOT_FOUND, message="Not Found")
                 if status == 404:
                     return ErrorData(code=INVALID_REQUEST, message="Session terminated")
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")

@@ -130,7 +130,8 @@ class ClientPool:
     """Lazily opened, shared upstream sessions for a project's connections (static headers only).
 
     Use as `async with ClientPool(connections, environ=..., auth_for=...) as pool`. Enter and leave
-    it in one task (the app's lifespan); call its methods from any task.
+    it in one task (the app's lifespan); call its methods from any task. `fast_calls=False` keeps
+    every `tools/call` and `tools/list` on the SDK's transport (docs/clients.md).
     """
 
     def __init__(
@@ -142,6 +143,7 @@ class ClientPool:
         listing_ttl: float = DEFAULT_LISTING_TTL,
         restart_policy: RestartPolicy | None = None,
         child_env: Mapping[str, str] | None = None,
+        fast_calls: bool = True,
     ) -> None:
         self._slots = {name: _Slot(defn) for name, defn in connections.items()}
         self._environ: Mapping[str, str] = dict(os.environ) if environ is None else environ
@@ -149,8 +151,8 @@ class ClientPool:
         self._cache = ListingCache(listing_ttl)
         self._policy = restart_policy or RestartPolicy()
         self._child_env = dict(child_env or {})
-        # `AGENT_SDK_FAST_CALLS=0` keeps every pooled tools/call on the SDK transport (docs/clients.md).
-        self._fast_calls = self._environ.get("AGENT_SDK_FAST_CALLS", "1") != "0"
+        # False keeps every pooled tools/call on the SDK transport (`serve --no-fast-calls`, docs/clients.md).
+        self._fast_calls = fast_calls
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
         accounts = {name: d for name, d in connections.items() if d.kind == "account"}
@@ -572,6 +574,8 @@ def _session_expired(exc: BaseException, opened: OpenedClient) -> bool:
     server did not process the request, so one retry on a fresh session is safe, and a request
     that is really malformed fails again there and is reported.
     """
+    if opened.session_id is None:
+        return False  # no session to forget: the SDK reads such a 404 as "no such method", a 400 as a refusal
     for leaf in leaves(exc):
         if not isinstance(leaf, MCPError):
             continue

@@ -49,14 +49,17 @@ BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 @asynccontextmanager
 async def default_broker(
-    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None
+    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None, fast_calls: bool = True
 ) -> AsyncGenerator[BrokerLike]:
     """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
-    `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret)."""
+    `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret);
+    `fast_calls` is `serve --no-fast-calls` negated."""
     store = serving_store(state_root)
     try:
-        async with Broker(project, environ=os.environ, token_store=store, child_env=child_env) as broker:
+        async with Broker(
+            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=fast_calls
+        ) as broker:
             yield broker
     finally:
         await store.aclose()
@@ -138,7 +141,7 @@ def create_app(
     bridge = BridgeSecret.create(settings)  # per boot; never logged, never in /v1/info
 
     def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
-        return default_broker(p, settings.state_root, child_env=bridge.child_env())
+        return default_broker(p, settings.state_root, child_env=bridge.child_env(), fast_calls=settings.fast_calls)
 
     open_broker = broker or _serving_broker
 

@@ -38,6 +38,8 @@ class ServeSettings(BaseModel):
     """One log line per request (uvicorn's access log). Off by default: it costs about 5 % of a call's CPU."""
     hub: bool = False
     """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
+    fast_calls: bool = True
+    """Pooled `tools/call` and `tools/list` to Streamable HTTP upstreams take the fast wire (docs/clients.md)."""
 
     @field_validator("bearer_tokens")
     @classmethod
@@ -86,5 +88,7 @@ class ServeSettings(BaseModel):
             values["hub"] = True
         if env.get("AGENT_SDK_ACCESS_LOG", "").lower() in ("1", "true", "yes"):
             values["access_log"] = True
+        if env.get("AGENT_SDK_FAST_CALLS", "").lower() in ("0", "false", "no"):
+            values["fast_calls"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

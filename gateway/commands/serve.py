@@ -3,7 +3,8 @@
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
-AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md). A bearer
+AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
+`--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md). A bearer
 token is better passed through the environment (a flag shows in `ps`).
 """
 
@@ -61,6 +62,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         help="log one line per request (off by default); or $AGENT_SDK_ACCESS_LOG=1",
     )
+    p.add_argument(
+        "--no-fast-calls",
+        dest="fast_calls",
+        action="store_false",
+        default=None,
+        help="send every pooled tools/call through the MCP SDK's HTTP transport (debugging); "
+        "or $AGENT_SDK_FAST_CALLS=0",
+    )
     p.set_defaults(func=serve)
 
 
@@ -77,6 +86,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
+            fast_calls=args.fast_calls,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())

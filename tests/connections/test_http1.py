@@ -8,100 +8,17 @@ connections closed) and what the caller gets.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
 
 import anyio
 import httpx2
 import pytest
 
 from connections._http1 import MAX_HEAD_BYTES, Http1Origin
+from tests.scripted import Peer, Scripted, ok, scripted
 
 pytestmark = pytest.mark.anyio
-
-Script = Callable[["Peer"], Awaitable[None]]
-
-
-@dataclass
-class Peer:
-    """One accepted connection, as the script sees it."""
-
-    index: int
-    reader: asyncio.StreamReader
-    writer: asyncio.StreamWriter
-
-    async def request(self) -> bytes | None:
-        """The next request's body (its head read and dropped); None when the client closed the connection."""
-        try:
-            head = await self.reader.readuntil(b"\r\n\r\n")
-        except asyncio.IncompleteReadError:
-            return None
-        length = 0
-        for line in head.split(b"\r\n"):
-            name, _, value = line.partition(b":")
-            if name.strip().lower() == b"content-length":
-                length = int(value)
-        return await self.reader.readexactly(length)
-
-    async def send(self, data: bytes) -> None:
-        self.writer.write(data)
-        await self.writer.drain()
-
-    async def closed_by_client(self) -> None:
-        """Until the client closes its end."""
-        while await self.reader.read(65536):
-            pass
-
-
-@dataclass
-class Scripted:
-    port: int
-    accepted: int = 0
-    closed_by_client: int = 0
-    changed: anyio.Event = field(default_factory=anyio.Event)
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    async def until(self, condition: Callable[[Scripted], bool]) -> None:
-        with anyio.fail_after(10):
-            while not condition(self):
-                await self.changed.wait()
-
-    def note(self) -> None:
-        self.changed.set()
-        self.changed = anyio.Event()
-
-
-@asynccontextmanager
-async def scripted(script: Script) -> AsyncIterator[Scripted]:
-    """A loopback server running `script` on every connection; counts opens and client closes."""
-    state = Scripted(port=0)
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        state.accepted += 1
-        state.note()
-        try:
-            await script(Peer(state.accepted, reader, writer))
-            if await reader.read(1) == b"":
-                state.closed_by_client += 1
-                state.note()
-        except (ConnectionError, asyncio.IncompleteReadError):
-            state.closed_by_client += 1
-            state.note()
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    state.port = server.sockets[0].getsockname()[1]
-    try:
-        yield state
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 @asynccontextmanager
@@ -120,11 +37,6 @@ async def post(origin: Http1Origin, body: bytes = b"{}") -> tuple[int, bytes]:
             return response.status, await response.read()
         finally:
             response.release()
-
-
-def ok(body: bytes, *extra: str) -> bytes:
-    head = "".join(f"{line}\r\n" for line in extra)
-    return f"HTTP/1.1 200 OK\r\ncontent-length: {len(body)}\r\n{head}\r\n".encode() + body
 
 
 async def keep_answering(peer: Peer) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -45,8 +44,7 @@ async def test_sequential_calls_share_one_upstream_connection(everything: tuple[
     url, port = everything
     defn = define_connection(url=url).named("everything", None)
     # Both wires keep the connection: the fast leg (connections/_http1.py) and the SDK's transport.
-    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
-    async with ClientPool({"everything": defn}, environ=environ) as pool:
+    async with ClientPool({"everything": defn}, fast_calls=fast == "1") as pool:
         assert pool.status("everything").fast_calls is False  # not open yet
         await pool.call_tool("everything", "echo", {"message": "warm"})
         assert pool.status("everything").fast_calls is (fast == "1")

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -33,8 +32,7 @@ async def logged_in_pool(tmp_path: Path, resource: ResourceServer, fast: str) ->
     auth = connection_auth("docs", resource.url, OAuthConfig(), store, refresh_margin=0)
     # protocol="legacy": the fast wire serves handshake-era sessions (this server also speaks 2026-07-28).
     defn = define_connection(url=resource.url, oauth=True, protocol="legacy").named("docs", None)
-    environ = {**os.environ, "AGENT_SDK_FAST_CALLS": fast}
-    async with auth, ClientPool({"docs": defn}, environ=environ, auth_for=lambda _defn: auth) as pool:
+    async with auth, ClientPool({"docs": defn}, auth_for=lambda _defn: auth, fast_calls=fast == "1") as pool:
         yield pool, auth
 
 
