@@ -24,8 +24,6 @@ from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
 from ._clients import INHERITED_ENV as INHERITED_ENV
-from ._clients import call_tool_once as call_tool_once
-from ._clients import list_tools_once as list_tools_once
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
 from ._definitions import ConnectionKind as ConnectionKind
@@ -60,12 +58,14 @@ from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
+from ._one_off import call_tool_once as call_tool_once
+from ._one_off import list_tools_once as list_tools_once
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
-from ._pool import ConnectionStatus as ConnectionStatus
-from ._pool import RestartPolicy as RestartPolicy
 from ._raw_results import RawToolResult as RawToolResult
+from ._restart import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
+from ._session_runner import ConnectionStatus as ConnectionStatus
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
 from ._tools import ToolContext as ToolContext

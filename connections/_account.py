@@ -8,20 +8,22 @@ agent-sdk gateway serving `--hub`, or any service with the same API, docs/accoun
 - `POST {hub}/v1/hub/connectors/{name}/mcp`: a Streamable HTTP MCP endpoint per connector, which
   the hub forwards to the real upstream with the hub's own credentials.
 
-`AccountConnections` resolves a connection's connectors (live, on every listing: a revoked key or
-an unlinked connector fails the next turn, not one a cache later), lists the selected connectors
-through a private `ClientPool` (one pooled client per connector, the API key injected by an
-`httpx2.Auth`), exposes the union of their tools and routes each call to the connector that
-listed the tool. A connector named in `servers` that the account lacks, or one tool name offered
+`AccountConnections` serves a project's account connections beside the `ClientPool` (`Broker` owns
+both and routes by name). It resolves a connection's connectors (live, on every listing: a revoked
+key or an unlinked connector fails the next turn, not one a cache later), lists the selected
+connectors through a `ClientPool` of its own (one pooled client per connector, the API key
+injected by an `httpx2.Auth`), exposes the union of their tools and routes each call to the
+connector that listed the tool. A connector named in `servers` that the account lacks, or one tool name offered
 by two connectors, is a typed error: the turn fails closed.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from types import TracebackType
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
@@ -43,14 +45,16 @@ from ._exceptions import (
     AccountUnauthorized,
     ClientError,
     ConnectionUnavailable,
+    UnknownConnection,
     UnknownTool,
     UpstreamError,
     UpstreamTimeout,
 )
+from ._listing_cache import DEFAULT_LISTING_TTL
 from ._names import is_valid_tool_name
-
-if TYPE_CHECKING:
-    from ._pool import AuthFor, ClientPool
+from ._pool import ClientPool
+from ._restart import RestartPolicy
+from ._session_runner import ConnectionStatus
 
 __all__ = ["HUB_CONNECTORS_PATH", "AccountConnections", "Connector", "parse_connector_list"]
 
@@ -107,20 +111,32 @@ class _State:
 
 
 class AccountConnections:
-    """The account connections of one `ClientPool`. Enter it in the pool's task (the pool does this)."""
+    """A project's account connections: `names()`, `list_tools(name)`, `call_tool(name, tool, args)`.
+
+    Use as `async with AccountConnections(connections, environ=...) as accounts`, in one task.
+    """
 
     def __init__(
         self,
         connections: Mapping[str, ConnectionDefinition],
         *,
         environ: Mapping[str, str],
-        make_pool: Callable[[AuthFor], ClientPool],
+        listing_ttl: float = DEFAULT_LISTING_TTL,
+        restart_policy: RestartPolicy | None = None,
+        fast_calls: bool = True,
     ) -> None:
         self._defns = dict(connections)
         self._environ = environ
         self._credentials: AccountCredentials | None = None
         self._auth: _ApiKeyAuth | None = None
-        self._pool = make_pool(self._auth_for)
+        self._pool = ClientPool(
+            {},
+            environ=environ,
+            auth_for=self._auth_for,
+            listing_ttl=listing_ttl,
+            restart_policy=restart_policy,
+            fast_calls=fast_calls,
+        )
         self._http: httpx2.AsyncClient | None = None
         self._state = {name: _State() for name in self._defns}
         self._lock = anyio.Lock()
@@ -129,7 +145,9 @@ class AccountConnections:
         await self._pool.__aenter__()
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -140,6 +158,26 @@ class AccountConnections:
             if self._http is not None:
                 await self._http.aclose()
                 self._http = None
+
+    def names(self) -> list[str]:
+        """Every account connection's name, sorted."""
+        return sorted(self._defns)
+
+    def serves(self, name: str) -> bool:
+        return name in self._defns
+
+    def definition(self, name: str) -> ConnectionDefinition:
+        """The definition of account connection `name`. Raises `UnknownConnection`."""
+        defn = self._defns.get(name)
+        if defn is None:
+            raise UnknownConnection(name, f"no such account connection (defined: {', '.join(self.names()) or 'none'})")
+        return defn
+
+    def status(self, name: str) -> ConnectionStatus:
+        """An account connection has no session of its own (its connectors' live in this object's pool):
+        idle until its connectors were resolved, open after. Raises `UnknownConnection`."""
+        state = "idle" if self.resolved(self.definition(name).name) is None else "open"
+        return ConnectionStatus(name, state, 0, 0, None, None, None)
 
     def resolved(self, name: str) -> tuple[str, ...] | None:
         """The connectors the last resolution of `name` selected, or None before the first one."""
@@ -239,13 +277,14 @@ class AccountConnections:
 
     # -- tools ---------------------------------------------------------------------------------
 
-    async def list_tools(self, defn: ConnectionDefinition, *, use_cache: bool = False) -> list[mt.Tool]:
+    async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """The union of the selected connectors' tools (allow/deny lists applied), listed in parallel.
 
         The connector list is asked live every time; each connector's tool listing may come from
-        the pool's cache when `use_cache`. Raises the `AccountError`s, `UpstreamError`,
-        `UpstreamTimeout`, `ConnectionUnavailable`.
+        the pool's cache when `use_cache`. Raises `UnknownConnection`, the `AccountError`s,
+        `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
+        defn = self.definition(name)
         chosen = await self.resolve(defn)
         listings: dict[str, list[mt.Tool]] = {}
         errors: list[ClientError] = []
@@ -277,21 +316,23 @@ class AccountConnections:
         self._state[defn.name].routes = routes
         return tools
 
-    async def call_tool(self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]) -> mt.CallToolResult:
+    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
         """Call `tool` on the connector that listed it (listing first when it is not known yet).
 
-        Raises `UnknownTool`, the `AccountError`s, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
+        Raises `UnknownConnection`, `UnknownTool`, the `AccountError`s, `UpstreamError`,
+        `UpstreamTimeout`, `ConnectionUnavailable`.
         """
+        defn = self.definition(name)
         if not defn.allows_tool(tool):
             raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
         connector = self._state[defn.name].routes.get(tool)
         if connector is None:
-            await self.list_tools(defn, use_cache=True)
+            await self.list_tools(name, use_cache=True)
             connector = self._state[defn.name].routes.get(tool)
         if connector is None:
             raise UnknownTool(defn.name, tool, f"no selected connector of the account offers tool {tool!r}")
         try:
-            return await self._pool.call_tool(f"{defn.name}/{connector}", tool, arguments)
+            return await self._pool.call_tool(f"{defn.name}/{connector}", tool, dict(arguments or {}))
         except ClientError as exc:
             raise await self._explain(defn, connector, exc) from None
 

@@ -1,9 +1,11 @@
-"""`Broker`: a loaded project made live — the client pool, `host.mcp` and the turn builder."""
+"""`Broker`: a loaded project made live — the client pool and the account connections side by side,
+`host.mcp` routing between them, and the turn builder."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Awaitable, Mapping
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -13,11 +15,12 @@ import mcp.types as mt
 
 from oauth import ConnectionAuth, TokenStore, connection_auth
 
-from ._clients import call_tool_once, list_tools_once
+from ._account import AccountConnections
 from ._definitions import ConnectionDefinition
 from ._host import HostMcp
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
+from ._one_off import call_tool_once, list_tools_once
 from ._pool import ClientPool
 from ._raw_results import RawToolResult
 from ._turns import TurnBuilder
@@ -61,15 +64,24 @@ class Broker:
         self._store = token_store
         self._oauth_http: httpx2.AsyncClient | None = None
         self._auths: dict[str, ConnectionAuth] = {}
+        pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
         self.pool = ClientPool(
-            project.connections,
+            pooled,
             environ=self.environ,
             auth_for=self._auth_for,
             listing_ttl=listing_ttl,
             child_env=child_env,
             fast_calls=fast_calls,
         )
-        self.host = Host(mcp=HostMcp(self.pool))
+        # Account connections forward to hub connectors through a pool of their own (docs/accounts.md).
+        self.accounts = AccountConnections(
+            {name: d for name, d in project.connections.items() if d.kind == "account"},
+            environ=self.environ,
+            listing_ttl=listing_ttl,
+            fast_calls=fast_calls,
+        )
+        self._stack = AsyncExitStack()
+        self.host = Host(mcp=HostMcp(self.pool, self.accounts))
         self.builder = TurnBuilder(
             project,
             list_tools=self._list_tools,
@@ -79,7 +91,10 @@ class Broker:
         )
 
     async def __aenter__(self) -> Broker:
-        await self.pool.__aenter__()
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.pool)
+            await stack.enter_async_context(self.accounts)
+            self._stack = stack.pop_all()
         return self
 
     async def __aexit__(
@@ -88,9 +103,9 @@ class Broker:
         await self.aclose()
 
     async def aclose(self) -> None:
-        """Close every pooled client (terminating stdio children) and the OAuth HTTP client."""
+        """Close every pooled client (terminating stdio children), the account connections and the OAuth HTTP client."""
         try:
-            await self.pool.aclose()
+            await self._stack.aclose()
         finally:
             if self._oauth_http is not None:
                 await self._oauth_http.aclose()
@@ -108,19 +123,30 @@ class Broker:
             self._auths[defn.name] = auth
         return auth
 
+    def account_connectors(self, name: str) -> tuple[str, ...] | None:
+        """The hub connectors account connection `name` last resolved to (None before its first use)."""
+        return self.accounts.resolved(name)
+
     async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
         if headers is None:
-            return await self.pool.list_tools(defn.name, use_cache=True)
+            return await self.host.mcp.list_tools(defn.name, use_cache=True)
         return await list_tools_once(defn, headers=headers, environ=self.environ)
 
     def _call_tool_raw(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
     ) -> Awaitable[RawToolResult]:
+        if defn.kind == "account":
+            return self._account_call_raw(defn, tool, arguments)
         return self.pool.call_tool_raw(defn.name, tool, arguments)  # the coroutine itself: one frame fewer
+
+    async def _account_call_raw(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
+    ) -> RawToolResult:
+        return RawToolResult.from_model(await self.accounts.call_tool(defn.name, tool, arguments))
 
     async def _call_tool(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
     ) -> mt.CallToolResult:
         if headers is None:
-            return await self.pool.call_tool(defn.name, tool, arguments)
+            return await self.host.mcp.call_tool(defn.name, tool, arguments)
         return await call_tool_once(defn, tool, arguments, headers=headers, environ=self.environ)

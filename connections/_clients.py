@@ -4,11 +4,9 @@
 header and env `${VAR}`s are expanded here (at open time, never at load time), the child of a
 stdio connection gets a minimal inherited environment plus the definition's `env`, and HTTP
 connections get one `httpx2.AsyncClient` carrying the static headers and an optional
-`httpx2.Auth` (the OAuth provider plugs in there). `translate` maps whatever the SDK, httpx2
-or the OS raised into this package's typed errors, naming the connection and never a secret.
+`httpx2.Auth` (the OAuth provider plugs in there).
 
-`list_tools_once` / `call_tool_once` open a client, do one operation and close it: the one-off
-clients that carry a session's own headers for connections with an `auth` callback.
+`_one_off.py` opens one for a single operation; `_translate.py` maps what it raises.
 """
 
 from __future__ import annotations
@@ -16,15 +14,13 @@ from __future__ import annotations
 import functools
 import math
 import os
-import re
 import ssl
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from typing import Any
 
 import anyio
 import httpx2
@@ -33,22 +29,10 @@ from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.shared.exceptions import MCPError
 from mcp.types.version import LATEST_MODERN_VERSION
-from pydantic import ValidationError
-
-from oauth import OAuthError
 
 from ._definitions import ConnectionDefinition
-from ._exceptions import (
-    ClientError,
-    ConnectionsError,
-    ConnectionUnauthorized,
-    ConnectionUnavailable,
-    UnknownTool,
-    UpstreamError,
-    UpstreamTimeout,
-)
+from ._exceptions import ConnectionUnavailable
 from ._expand import expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
@@ -59,14 +43,10 @@ __all__ = [
     "INHERITED_ENV",
     "LIST_PAGE_CAP",
     "OpenedClient",
-    "call_tool_once",
     "client_mode",
-    "leaves",
     "list_all_tools",
-    "list_tools_once",
     "merge_headers",
     "open_client",
-    "translate",
 ]
 
 INHERITED_ENV = ("HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "LC_ALL", "TMPDIR", "TZ")
@@ -79,8 +59,6 @@ gateway's environment reach a child only through `env={"KEY": "${KEY}"}` in its 
 LIST_PAGE_CAP = 100
 """A `tools/list` walk stops after this many pages: a paginator that never ends cannot hang a turn."""
 
-Operation = Literal["connect", "list", "call"]
-_SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
 OnMessage = Callable[[IncomingMessage], Any]
 
 
@@ -359,162 +337,3 @@ async def list_all_tools(defn: ConnectionDefinition, client: Client) -> list[mt.
         if not cursor:
             break
     return [t for t in tools if defn.allows_tool(t.name)]
-
-
-def leaves(exc: BaseException) -> list[BaseException]:
-    """The non-group exceptions inside `exc` (itself when it is not a group)."""
-    if isinstance(exc, BaseExceptionGroup):
-        out: list[BaseException] = []
-        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            out.extend(leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
-        return out
-    return [exc]
-
-
-def _where(defn: ConnectionDefinition) -> str:
-    if defn.url is not None:
-        parts = urlsplit(defn.url)  # never the query or userinfo: either may carry a key
-        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-    return repr(defn.command)
-
-
-def translate(
-    defn: ConnectionDefinition,
-    exc: BaseException,
-    operation: Operation,
-    *,
-    http_status: list[int] | None = None,
-    tool: str | None = None,
-) -> ConnectionsError:
-    """The typed error for `exc`, raised while doing `operation` on `defn`; the message names the connection.
-
-    Messages are built here from codes and classes, never by echoing a request (headers, URLs
-    with queries, environment values), so no secret reaches a log line or the model.
-    """
-    found = leaves(exc)
-    typed = next((e for e in found if isinstance(e, ConnectionsError)), None)
-    if typed is not None:
-        return typed
-    leaf = next((e for e in found if not isinstance(e, anyio.get_cancelled_exc_class())), found[0])
-    name = defn.name
-    doing = {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[operation]
-    status = f" (HTTP {http_status[-1]})" if http_status else ""
-    if isinstance(leaf, OAuthError):
-        # The OAuth layer's sentences name the connection's login command and never a token.
-        return ConnectionUnauthorized(name, f"{doing} failed: {leaf}")
-    if isinstance(leaf, OSError) and defn.kind == "stdio" and operation == "connect":
-        reason = leaf.strerror or type(leaf).__name__
-        return ConnectionUnavailable(name, f"cannot start {defn.command!r}: {reason}")
-    if isinstance(leaf, httpx2.TimeoutException | TimeoutError):
-        return UpstreamTimeout(name, f"{doing} timed out")
-    if isinstance(leaf, httpx2.ConnectError):
-        return ConnectionUnavailable(name, f"cannot connect to {_where(defn)} (connection refused or unreachable)")
-    if isinstance(leaf, httpx2.HTTPStatusError):
-        code = leaf.response.status_code
-        return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {code}")
-    if isinstance(leaf, httpx2.SSEError):
-        return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP SSE endpoint ({leaf})"[:400])
-    if isinstance(leaf, httpx2.TransportError):
-        return ConnectionUnavailable(name, f"{doing} failed: {type(leaf).__name__} talking to {_where(defn)}")
-    if isinstance(leaf, MCPError):
-        if leaf.code == mt.CONNECTION_CLOSED and (limit := _SSE_LIMIT.search(leaf.message)):
-            # The transport stopped reading an oversized event; the session itself is fine.
-            return UpstreamError(
-                name, f"{doing} failed: the upstream's answer is over the {limit[1]}-byte limit for one SSE event"
-            )
-        if leaf.code == mt.CONNECTION_CLOSED:
-            what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
-            return ConnectionUnavailable(name, f"{doing} failed: {what}; it is reopened on the next use")
-        if leaf.code == mt.REQUEST_TIMEOUT:
-            return UpstreamTimeout(name, f"{doing} timed out")
-        if leaf.code == mt.PARSE_ERROR:
-            return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
-        if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
-            return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
-        if leaf.code == mt.INTERNAL_ERROR and http_status:
-            return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
-        return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
-    if isinstance(leaf, ValidationError):
-        return UpstreamError(name, f"{doing} failed: the upstream's result does not match the MCP schema")
-    if isinstance(leaf, anyio.EndOfStream | anyio.ClosedResourceError | anyio.BrokenResourceError):
-        return ConnectionUnavailable(name, f"{doing} failed: the connection closed")
-    return UpstreamError(name, f"{doing} failed: {type(leaf).__name__}")
-
-
-async def _one_off(
-    defn: ConnectionDefinition,
-    operation: Operation,
-    run: Callable[[Client], Any],
-    *,
-    headers: Mapping[str, str],
-    environ: Mapping[str, str] | None,
-    auth: httpx2.Auth | None,
-    tool: str | None = None,
-) -> Any:
-    phase: Operation = "connect"
-    status: list[int] = []
-    # One scope for the whole life of the client: its deadline moves from the connect budget to
-    # the operation's, so no cancel scope is exited out of order around the client's task groups.
-    with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
-        try:
-            async with open_client(defn, headers=headers, environ=environ, auth=auth, http_status=status) as opened:
-                phase = operation
-                budget = defn.timeouts.list if operation == "list" else defn.timeouts.call
-                scope.deadline = anyio.current_time() + budget
-                return await run(opened.client)
-        except ClientError:
-            raise
-        except Exception as exc:
-            if scope.cancel_called:
-                raise UpstreamTimeout(defn.name, f"{_describe(phase, tool)} timed out") from None
-            raise translate(defn, exc, phase, http_status=status, tool=tool) from None
-    raise UpstreamTimeout(defn.name, f"{_describe(phase, tool)} timed out")
-
-
-def _describe(phase: Operation, tool: str | None) -> str:
-    return {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[phase]
-
-
-async def list_tools_once(
-    defn: ConnectionDefinition,
-    *,
-    headers: Mapping[str, str],
-    environ: Mapping[str, str] | None = None,
-    auth: httpx2.Auth | None = None,
-) -> list[mt.Tool]:
-    """List `defn`'s tools through a one-off client carrying `headers` over the static ones; never pooled.
-
-    Raises `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
-    """
-
-    async def run(client: Client) -> list[mt.Tool]:
-        return await list_all_tools(defn, client)
-
-    result: list[mt.Tool] = await _one_off(defn, "list", run, headers=headers, environ=environ, auth=auth)
-    return result
-
-
-async def call_tool_once(
-    defn: ConnectionDefinition,
-    tool: str,
-    arguments: Mapping[str, Any] | None,
-    *,
-    headers: Mapping[str, str],
-    environ: Mapping[str, str] | None = None,
-    auth: httpx2.Auth | None = None,
-) -> mt.CallToolResult:
-    """Call `tool` through a one-off client carrying `headers` over the static ones; never pooled.
-
-    Raises `UnknownTool` (allow/deny lists), `UpstreamError`, `UpstreamTimeout`,
-    `ConnectionUnavailable`, `EnvironmentVariableMissing`.
-    """
-    if not defn.allows_tool(tool):
-        raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
-
-    async def run(client: Client) -> mt.CallToolResult:
-        return await client.call_tool(tool, dict(arguments or {}))
-
-    result: mt.CallToolResult = await _one_off(
-        defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool
-    )
-    return result

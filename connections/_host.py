@@ -2,7 +2,8 @@
 
 It sees every connection, host-only ones included, and always calls with the definition's
 static headers (plus the host OAuth provider's token), never a session's `auth` headers: a server
-tool runs for the deployment, not as a tenant.
+tool runs for the deployment, not as a tenant. It routes each name to where the connection
+lives: the `ClientPool` (stdio, HTTP, SSE) or `AccountConnections` (account connections).
 """
 
 from __future__ import annotations
@@ -12,38 +13,49 @@ from typing import Any
 
 import mcp.types as mt
 
-from ._pool import ClientPool, ConnectionStatus
+from ._account import AccountConnections
+from ._exceptions import UnknownConnection
+from ._pool import ClientPool
+from ._session_runner import ConnectionStatus
 
 __all__ = ["HostMcp"]
 
 
 class HostMcp:
-    """`host.mcp`: `names()`, `await list_tools(name)`, `await call_tool(name, tool, args)` over a `ClientPool`."""
+    """`host.mcp`: `names()`, `await list_tools(name)`, `await call_tool(name, tool, args)`."""
 
-    def __init__(self, pool: ClientPool) -> None:
+    def __init__(self, pool: ClientPool, accounts: AccountConnections | None = None) -> None:
         self._pool = pool
+        self._accounts = accounts
 
     def names(self) -> list[str]:
         """Every connection's name (host-only connections included), sorted."""
-        return self._pool.names()
+        return sorted([*self._pool.names(), *(self._accounts.names() if self._accounts is not None else [])])
+
+    def _route(self, name: str) -> ClientPool | AccountConnections:
+        if self._accounts is not None and self._accounts.serves(name):
+            return self._accounts
+        if not self._pool.serves(name):
+            raise UnknownConnection(name, f"no such connection (defined: {', '.join(self.names()) or 'none'})")
+        return self._pool
 
     def status(self, name: str) -> ConnectionStatus:
         """Whether `name` is idle, open or paused. Raises `UnknownConnection`."""
-        return self._pool.status(name)
+        return self._route(name).status(name)
 
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """The connection's tools (allow/deny lists applied).
 
         Raises `UnknownConnection`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return await self._pool.list_tools(name, use_cache=use_cache)
+        return await self._route(name).list_tools(name, use_cache=use_cache)
 
     async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return await self._pool.call_tool(name, tool, args)
+        return await self._route(name).call_tool(name, tool, args)
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

@@ -179,7 +179,7 @@ def create_app(
                 host=runtime.host.mcp if runtime.host is not None else None,
                 bridge=bridge,
                 keys=HubKeyStore(settings.state_root) if settings.hub else None,
-                pool=getattr(brk, "pool", None),
+                pool=brk,
             )
             yield {"runtime": runtime, "accounts": accounts}
 

@@ -130,3 +130,92 @@ def test_the_dependency_scan_sees_relative_imports_that_climb_out(tmp_path: Path
     init.write_text("from ...gateway import main\nfrom .. import _config\n")
     assert imported_packages(module, tmp_path) == {"connections", "oauth", "gateway"}
     assert imported_packages(init, tmp_path) == {"gateway", "oauth"}
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    return ".".join(path.relative_to(root).with_suffix("").parts).removesuffix(".__init__")
+
+
+def imported_modules(path: Path, known: set[str], root: Path = ROOT) -> set[str]:
+    """The modules of ours that `path` imports anywhere in it (under `TYPE_CHECKING` and in functions too).
+
+    `from pkg import name` names the module `pkg.name` when there is one, else the package `pkg`.
+    """
+    tree = ast.parse(path.read_text(), str(path))
+    package = module_name(path, root).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            target = ".".join([*base, *(node.module.split(".") if node.module else [])])
+            for alias in node.names:
+                found.add(f"{target}.{alias.name}" if f"{target}.{alias.name}" in known else target)
+    return found & known
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (or a module importing itself), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group: list[str] = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def package_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports. A package's `__init__` re-exporting its own
+    modules is how a package is built, not a cycle, so edges into an `__init__` from inside it are left out."""
+    paths = sorted((root / package).rglob("*.py"))
+    known = {module_name(p, root) for p in paths}
+    graph: dict[str, set[str]] = {}
+    for path in paths:
+        name = module_name(path, root)
+        inits = {m for m in known if path.name != "__init__.py" and name.startswith(m + ".")}
+        graph[name] = {m for m in imported_modules(path, known, root) if m != name and m not in inits}
+    return graph
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_package_has_an_import_cycle_among_its_own_modules(package: str) -> None:
+    assert cycles(package_graph(package)) == []
+
+
+def test_the_cycle_scan_sees_a_cycle_through_type_checking_and_function_imports(tmp_path: Path) -> None:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from ._a import A\n")
+    (pkg / "_a.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ._b import B\nA = 1\n")
+    (pkg / "_b.py").write_text("def f():\n    from . import _c\n")
+    (pkg / "_c.py").write_text("from pkg._a import A\n")
+    (pkg / "_d.py").write_text("from . import _a\n")
+    assert cycles(package_graph("pkg", tmp_path)) == [["pkg._a", "pkg._b", "pkg._c"]]

@@ -71,7 +71,7 @@ def mcp_tools(args: argparse.Namespace) -> int:
     """List the tools of `args.name` as a table or, with `--json`, as MCP `Tool` objects."""
     project = load(args.dir)
     _warn_auth(project, args.name)
-    tools = _run(project, args, lambda broker: broker.pool.list_tools(args.name))
+    tools = _run(project, args, lambda broker: broker.host.mcp.list_tools(args.name))
     if args.json:
         print(json.dumps([t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools], indent=2))
         return 0
@@ -97,7 +97,7 @@ def mcp_call(args: argparse.Namespace) -> int:
     result: mt.CallToolResult = _run(
         project,
         args,
-        lambda broker: broker.pool.call_tool(args.name, args.tool, arguments),  # pyright: ignore[reportUnknownArgumentType]
+        lambda broker: broker.host.mcp.call_tool(args.name, args.tool, arguments),  # pyright: ignore[reportUnknownArgumentType]
     )
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
     return 1 if result.is_error else 0

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from connections import AccountUnauthorized, ClientPool, UpstreamError, define_connection
+from connections import AccountUnauthorized, UpstreamError, define_connection
+from connections._account import AccountConnections
 
 pytestmark = pytest.mark.anyio
 
@@ -60,10 +61,10 @@ def elsewhere() -> Iterator[_Server]:
     server.close()
 
 
-def pool_for(hub: _Server, tmp_path: Path) -> ClientPool:
+def pool_for(hub: _Server, tmp_path: Path) -> AccountConnections:
     defn = define_connection(account=True).named("acct", None)
     env = {"HOME": str(tmp_path), "AGENT_SDK_ACCOUNT_URL": hub.url, "AGENT_SDK_API_KEY": KEY}
-    return ClientPool({"acct": defn}, environ=env)
+    return AccountConnections({"acct": defn}, environ=env)
 
 
 async def test_a_connector_on_another_origin_never_gets_the_key(tmp_path: Path, elsewhere: _Server) -> None:

@@ -31,6 +31,7 @@ from connections import (
     define_connection,
     list_tools_once,
 )
+from connections._account import AccountConnections
 from tests.conftest import free_port
 from tests.fixtures.upstreams.proctable import alive, matching
 from tests.processes import running
@@ -264,9 +265,14 @@ async def test_an_unset_variable_is_named_and_never_counts_as_a_crash() -> None:
 
 async def test_an_account_connection_without_a_hub_fails_fast_with_the_fix(tmp_path: Path) -> None:
     defn = define_connection(account=True).named("hub", None)
-    async with ClientPool({"hub": defn}, environ={"HOME": str(tmp_path)}) as pool:
+    async with AccountConnections({"hub": defn}, environ={"HOME": str(tmp_path)}) as accounts:
         with pytest.raises(AccountNotConfigured, match="'hub': no account hub is configured; run agent-sdk login"):
-            await pool.list_tools("hub")
+            await accounts.list_tools("hub")
         with pytest.raises(AccountNotConfigured):
-            await pool.call_tool("hub", "echo", {})
-        assert pool.status("hub").failures == 0  # a setup mistake, not a crash
+            await accounts.call_tool("hub", "echo", {})
+
+
+def test_the_pool_refuses_an_account_connection() -> None:
+    # Account connections live beside the pool (Broker routes them), never inside it.
+    with pytest.raises(ValueError, match="'hub' is an account connection"):
+        ClientPool({"hub": define_connection(account=True).named("hub", None)})

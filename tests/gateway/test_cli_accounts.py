@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from connections import AccountNotConfigured, ClientPool, define_connection
+from connections import AccountNotConfigured, define_connection
+from connections._account import AccountConnections
 from gateway.accounts import BridgeSecret
 from gateway.settings import ServeSettings
 
@@ -124,7 +125,7 @@ def test_login_refuses_bad_input_with_a_sentence(
 async def test_half_an_environment_override_is_a_sentence_not_a_fallback(tmp_path: Path) -> None:
     defn = define_connection(account=True).named("hub", None)
     env = {"HOME": str(tmp_path), "AGENT_SDK_ACCOUNT_URL": "http://127.0.0.1:9"}
-    async with ClientPool({"hub": defn}, environ=env) as pool:
+    async with AccountConnections({"hub": defn}, environ=env) as pool:
         with pytest.raises(AccountNotConfigured) as caught:
             await pool.list_tools("hub")
     assert str(caught.value) == (
