@@ -60,6 +60,7 @@ from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
 from ._one_off import call_tool_once as call_tool_once
 from ._one_off import list_tools_once as list_tools_once
+from ._outcomes import outcome_from_mcp as outcome_from_mcp
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._raw_results import RawToolResult as RawToolResult
@@ -75,7 +76,6 @@ from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
 from ._tracing import tracing_enabled as tracing_enabled
 from ._turns import TurnBuilder as TurnBuilder
-from ._turns import outcome_from_mcp as outcome_from_mcp
 
 __all__ = [
     "ACCOUNT_URL_ENV",

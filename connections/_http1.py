@@ -1,17 +1,13 @@
 """Keep-alive HTTP/1.1 connections to one origin, on asyncio and httptools: the fast `tools/call` wire.
 
-`httpx2` (over `httpcore2` and `h11`) spends about 1 ms of CPU per request on loopback; most of it
-goes to per-request bookkeeping (pool scans that re-check every idle connection, response and
-stream objects, a pure-Python HTTP parser). The fast leg (`_fast_calls.py`) makes exactly one kind
-of request, a POST with a small JSON body whose answer is JSON or a short SSE stream, so this
-module keeps only that: a list of idle connections, one `httptools` parser per connection (the C
-parser uvicorn already serves with), and body chunks handed to the reader as they arrive. It
-costs about a tenth of httpx2's CPU per request (`docs/performance.md`).
-
-Failures are raised as the `httpx2` exceptions the SDK path would surface (`ConnectError`,
-`ConnectTimeout`, `RemoteProtocolError`, `ReadError`, `WriteError`), so `_clients.translate`
-maps both paths to the same typed errors. Not here, on purpose: proxies, redirects, compression,
-HTTP/2, request streaming. The caller only uses this leg where none of them applies.
+The fast leg (`_fast_calls.py`) makes one kind of request, a POST with a small JSON body whose
+answer is JSON or a short SSE stream; `httpx2` spends about 1 ms of CPU on each (pool scans,
+response and stream objects, a pure-Python parser), this module about a tenth of that: a list of
+idle connections, one `httptools` parser (uvicorn's C parser) per connection, body chunks handed
+to the reader as they arrive (`docs/performance.md`). Failures are raised as the `httpx2`
+exceptions the SDK path would surface, so `_translate.translate` maps both paths alike. Not here,
+on purpose: proxies, redirects, compression, HTTP/2, request streaming (the caller only uses this
+leg where none of them applies). Framing edge cases: `tests/connections/test_http1.py`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ Any problem in 2-4 fails the whole turn with a `TurnBuildError` listing every pr
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,45 +28,20 @@ import mcp.types as mt
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
 from ._loader import RESERVED_TOOL_NAMES, Project
+from ._meta_tools import CallTool, ListTools, meta_tools
 from ._names import NAME_RULE, is_valid_tool_name
+from ._outcomes import authored_outcome, outcome_from_mcp
 from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
 from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
 
-__all__ = ["TurnBuilder", "outcome_from_mcp"]
+__all__ = ["TurnBuilder"]
 
 # RFC 9110 §5.1 field-name token; values must not carry CR/LF (header injection).
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
-ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
-CallTool = Callable[
-    [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[mt.CallToolResult]
-]
 CallToolRaw = Callable[[ConnectionDefinition, str, Mapping[str, Any]], Awaitable[RawToolResult]]
-
-
-def outcome_from_mcp(result: mt.CallToolResult) -> ToolOutcome:
-    """A passthrough outcome: the upstream's content and structured content as they came."""
-    dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return ToolOutcome(
-        is_error=bool(result.is_error),
-        result=dumped,
-        content=dumped.get("content", []),
-        structured=dumped.get("structuredContent"),
-        upstream=result,
-    )
-
-
-def _authored_outcome(value: Any) -> ToolOutcome:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    structured = value if isinstance(value, dict) else None
-    return ToolOutcome(
-        is_error=False,
-        result=value,
-        content=[{"type": "text", "text": text}],
-        structured=structured,  # pyright: ignore[reportArgumentType]
-    )
 
 
 @dataclass(slots=True)
@@ -185,7 +159,7 @@ class TurnBuilder:
 
         attached = [d for d in model_facing if d.attached and d.name not in headers.failed]
         if session is not None and attached:
-            tools.update(self._meta_tools({d.name: d for d in attached}, headers.values))
+            tools.update(meta_tools({d.name: d for d in attached}, headers.values, self.list_tools, self.call_tool))
         # Parallel work finishes in any order; report in a stable one so two runs read the same.
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
         return Toolset(session=session, tools=tools), problems
@@ -250,7 +224,7 @@ class TurnBuilder:
     def _authored(self, tool: ServerTool, session: SessionInfo | None) -> TurnTool:
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             ctx = ToolContext(host=self.host, session=session, call_id=f"tool_{tool.name}_{uuid.uuid4().hex[:12]}")
-            return _authored_outcome(await tool.run(dict(arguments), ctx))
+            return authored_outcome(await tool.run(dict(arguments), ctx))
 
         return TurnTool(
             name=tool.name,
@@ -296,73 +270,6 @@ class TurnBuilder:
             invoke=invoke,
             invoke_raw=raw,
         )
-
-    def _meta_tools(
-        self, attached: Mapping[str, ConnectionDefinition], session_headers: Mapping[str, Mapping[str, str]]
-    ) -> dict[str, TurnTool]:
-        names = sorted(attached)
-        list_tools, call_tool = self.list_tools, self.call_tool
-
-        def pick(arguments: Mapping[str, Any]) -> ConnectionDefinition:
-            from ._exceptions import ToolInputError
-
-            name = arguments.get("connection")
-            if not isinstance(name, str) or name not in attached:
-                raise ToolInputError(
-                    "mcp_list_tools", f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}"
-                )
-            return attached[name]
-
-        async def list_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-            defn = pick(arguments)
-            listing = await list_tools(defn, session_headers.get(defn.name))
-            entries = [
-                t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
-            ]
-            value = {"connection": defn.name, "tools": entries}
-            return _authored_outcome(value)
-
-        async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-            from ._exceptions import ToolInputError
-
-            defn = pick(arguments)
-            tool = arguments.get("tool")
-            args = arguments.get("arguments", {})
-            if not isinstance(tool, str) or not tool:
-                raise ToolInputError("mcp_call_tool", "'tool' must be the name of one of the connection's tools")
-            if not defn.allows_tool(tool):
-                raise ToolInputError("mcp_call_tool", f"tool {tool!r} is not allowed on connection {defn.name!r}")
-            if not isinstance(args, dict):
-                raise ToolInputError("mcp_call_tool", "'arguments' must be a JSON object")
-            return outcome_from_mcp(await call_tool(defn, tool, args, session_headers.get(defn.name)))
-
-        conn_schema = {"type": "string", "enum": names, "description": "The MCP connection to use"}
-        return {
-            "mcp_list_tools": TurnTool(
-                name="mcp_list_tools",
-                description="List the tools of one attached MCP connection: " + ", ".join(names) + ".",
-                input_schema={"type": "object", "properties": {"connection": conn_schema}, "required": ["connection"]},
-                annotations={"readOnlyHint": True},
-                effect="read",
-                source="meta",
-                invoke=list_invoke,
-            ),
-            "mcp_call_tool": TurnTool(
-                name="mcp_call_tool",
-                description="Call one tool on one attached MCP connection (see mcp_list_tools for its tools).",
-                input_schema={
-                    "type": "object",
-                    "properties": {
-                        "connection": conn_schema,
-                        "tool": {"type": "string", "description": "The tool's name on that connection"},
-                        "arguments": {"type": "object", "description": "The tool's input"},
-                    },
-                    "required": ["connection", "tool"],
-                },
-                source="meta",
-                invoke=call_invoke,
-            ),
-        }
 
 
 @dataclass(slots=True)
