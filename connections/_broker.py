@@ -46,7 +46,8 @@ class Broker:
     Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
     clients carrying that session's headers. `child_env` is added to every stdio child's
     environment (the gateway hands its account bridge's URL and secret down this way).
-    `fast_calls=False` keeps pooled calls on the SDK's HTTP transport (docs/clients.md).
+    `fast_calls=False` keeps pooled calls on the SDK's HTTP transport (docs/clients.md). At most
+    `start_limit` stdio children start at once (default: the number of cores); `warm()` starts them all now.
     """
 
     def __init__(
@@ -58,6 +59,7 @@ class Broker:
         listing_ttl: float = DEFAULT_LISTING_TTL,
         child_env: Mapping[str, str] | None = None,
         fast_calls: bool = True,
+        start_limit: int | None = None,
     ) -> None:
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
@@ -72,6 +74,7 @@ class Broker:
             listing_ttl=listing_ttl,
             child_env=child_env,
             fast_calls=fast_calls,
+            start_limit=start_limit,
         )
         # Account connections forward to hub connectors through a pool of their own (docs/accounts.md).
         self.accounts = AccountConnections(
@@ -88,6 +91,7 @@ class Broker:
             call_tool=self._call_tool,
             host=self.host,
             call_tool_raw=self._call_tool_raw,
+            starting=self._starting,
         )
 
     async def __aenter__(self) -> Broker:
@@ -122,6 +126,13 @@ class Broker:
             auth = connection_auth(defn.name, defn.url, defn.oauth, self._store, http=self._oauth_http)
             self._auths[defn.name] = auth
         return auth
+
+    def warm(self) -> None:
+        """Start every pooled connection now, in the background (`serve --warm`): the first peer does not wait."""
+        self.pool.warm()
+
+    def _starting(self, defn: ConnectionDefinition) -> bool:
+        return self.pool.serves(defn.name) and self.pool.status(defn.name).state in ("queued", "opening")
 
     def account_connectors(self, name: str) -> tuple[str, ...] | None:
         """The hub connectors account connection `name` last resolved to (None before its first use)."""

@@ -8,7 +8,8 @@ replaced on the next use; the connection's own failures (a child that exits, a s
 refuses) count, with backoff, toward a pause during which every use fails fast with
 `ConnectionUnavailable`. Closing the pool closes every client: stdin closed, a grace period,
 then the child's whole process group is killed (the SDK's stdio shutdown, shielded from
-cancellation). Account connections are not pooled here: `Broker` routes them to
+cancellation). Stdio children start in bounded batches: at most `start_limit` at once
+(`_session_runner.py`). Account connections are not pooled here: `Broker` routes them to
 `AccountConnections`. See docs/clients.md.
 """
 
@@ -55,12 +56,22 @@ _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
 
 
+def default_start_limit() -> int:
+    """How many stdio children start at once by default: the cores this process may run on."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
 class ClientPool:
     """Lazily opened, shared upstream sessions for a project's connections (static headers only).
 
     Use as `async with ClientPool(connections, environ=..., auth_for=...) as pool`. Enter and leave
     it in one task (the app's lifespan); call its methods from any task. `fast_calls=False` keeps
-    every `tools/call` and `tools/list` on the SDK's transport (docs/clients.md).
+    every `tools/call` and `tools/list` on the SDK's transport (docs/clients.md). At most
+    `start_limit` stdio children start at once (default: the number of cores); the others queue, and
+    each one's connect timeout counts from its own start.
     """
 
     def __init__(
@@ -73,7 +84,10 @@ class ClientPool:
         restart_policy: RestartPolicy | None = None,
         child_env: Mapping[str, str] | None = None,
         fast_calls: bool = True,
+        start_limit: int | None = None,
     ) -> None:
+        if start_limit is not None and start_limit < 1:
+            raise ValueError(f"start_limit must be at least 1, got {start_limit}")
         self._policy = restart_policy or RestartPolicy()
         self._slots: dict[str, SessionSlot] = {}
         for defn in connections.values():
@@ -84,6 +98,7 @@ class ClientPool:
             auth_for=auth_for,
             child_env=dict(child_env or {}),
             fast_calls=fast_calls,
+            start_limiter=anyio.CapacityLimiter(start_limit or default_start_limit()),
         )
         self._cache = ListingCache(listing_ttl)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -140,6 +155,23 @@ class ClientPool:
             raise ValueError(f"connection {defn.name!r} is an account connection: AccountConnections serves it")
         if defn.name not in self._slots:
             self._slots[defn.name] = SessionSlot(defn, RestartState(self._policy))
+
+    def warm(self) -> None:
+        """Start opening every connection now, in the background (`serve --warm`); failures wait for a use.
+
+        The children start in bounded batches like any first use; a use meanwhile waits for the same open.
+        """
+        if self._closed or self._tg is None:
+            raise RuntimeError("warm() needs an entered, open ClientPool")
+        for slot in self._slots.values():
+            self._tg.start_soon(self._warm_one, slot, name=f"mcp-warm:{slot.defn.name}")
+
+    async def _warm_one(self, slot: SessionSlot) -> None:
+        try:
+            await self._acquire(slot)
+        except ConnectionsError as exc:
+            # Told again, in full, to the first use; here only that the warm start failed.
+            logger.warning("connection %r: warm start failed (%s)", slot.defn.name, exc.code)
 
     def definition(self, name: str) -> ConnectionDefinition:
         """The definition of `name`. Raises `UnknownConnection`."""

@@ -4,7 +4,11 @@
 (`_restart.py`) and the lock that makes concurrent first uses share one open. anyio requires a
 client's task groups to be entered and left by one task, so each session lives in a runner task
 (`run_session`) of the pool's task group; callers in any task share it through `PooledSession`.
-The runner bounds the open by `timeouts.connect`, reports the outcome on `ready`, then waits until
+A stdio child first waits for a start slot (`OpenSettings.start_limiter`: at most that many children
+start at once, each holding its slot until its handshake is done or has failed), so a project with many
+children starts them in bounded batches instead of all at once. The runner bounds the open by
+`timeouts.connect`, counted from the child's own start (not from the queue), reports the outcome on
+`ready`, then waits until
 the slot retires the session (`wake`) or its transport ends by itself (the stdio child exits, the
 SSE stream drops), and closes the client. It never raises into the task group: a failure to open
 becomes `PooledSession.error`, translated.
@@ -45,7 +49,8 @@ class ConnectionStatus:
     """What the pool knows about one connection (for `agent-sdk mcp list`, `/v1/info` and tests)."""
 
     name: str
-    state: Literal["idle", "opening", "open", "paused"]
+    state: Literal["idle", "queued", "opening", "open", "paused"]
+    """`queued`: a stdio child waiting for a start slot (`serve --start-limit`); `opening`: starting."""
     opens: int
     """Sessions opened so far (the first open plus every restart)."""
     failures: int
@@ -63,6 +68,9 @@ class PooledSession:
     """One session of a pooled connection, shared by every caller while it is usable."""
 
     started: float
+    launched: anyio.Event = field(default_factory=anyio.Event)
+    """Set once the open began: a stdio child got its start slot (at once for other kinds)."""
+    launched_at: float = math.inf
     wake: anyio.Event = field(default_factory=anyio.Event)
     """Set to make the runner close the session."""
     ready: anyio.Event = field(default_factory=anyio.Event)
@@ -86,6 +94,8 @@ class OpenSettings:
     auth_for: Callable[[ConnectionDefinition], httpx2.Auth | None] | None
     child_env: Mapping[str, str]
     fast_calls: bool
+    start_limiter: anyio.CapacityLimiter | None = None
+    """How many stdio children may be starting at once (None: no bound)."""
 
 
 class SessionSlot:
@@ -105,13 +115,13 @@ class SessionSlot:
     def status(self) -> ConnectionStatus:
         """Where the connection stands: idle, opening, open or paused, with its open and failure counts."""
         s = self.session
-        state: Literal["idle", "opening", "open", "paused"] = "idle"
+        state: Literal["idle", "queued", "opening", "open", "paused"] = "idle"
         if self.restarts.paused(anyio.current_time()):
             state = "paused"
         elif s is not None and s.usable:
             state = "open"
         elif s is not None and not s.ready.is_set():
-            state = "opening"
+            state = "opening" if s.launched.is_set() else "queued"
         live = s.opened if s is not None and s.opened is not None and s.usable else None
         last_error = self.restarts.last_error
         return ConnectionStatus(
@@ -189,8 +199,12 @@ class SessionSlot:
         return s, s.opened
 
     async def _wait_ready(self, s: PooledSession) -> None:
-        # The runner bounds the open by `timeouts.connect`; this is the belt to its braces.
-        with anyio.move_on_after(self.defn.timeouts.connect + CLOSE_GRACE):
+        # A queued child waits its turn (every start ahead of it is bounded by its own connect timeout);
+        # the open itself is bounded from its own start. The runner bounds it by `timeouts.connect`;
+        # this is the belt to its braces. A caller cancelled meanwhile leaves the open running: the
+        # next use waits for the same child instead of starting another.
+        await s.launched.wait()
+        with anyio.move_on_after(s.launched_at + self.defn.timeouts.connect + CLOSE_GRACE - anyio.current_time()):
             await s.ready.wait()
         if not s.ready.is_set():
             s.stopping = True
@@ -231,8 +245,15 @@ async def run_session(
 ) -> None:
     """Open `defn` as `s`, hold it until `s.wake`, close it; `on_end()` once it is over (unless the pool closes)."""
     status: list[int] = []
+    limiter = settings.start_limiter if defn.kind == "stdio" else None
+    holding = False
     try:
-        with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
+        if limiter is not None:
+            await limiter.acquire()
+            holding = True
+        s.launched_at = anyio.current_time()
+        s.launched.set()
+        with anyio.CancelScope(deadline=s.launched_at + defn.timeouts.connect) as scope:
             try:
                 async with open_client(
                     defn,
@@ -247,6 +268,10 @@ async def run_session(
                     scope.deadline = math.inf
                     s.opened = opened
                     s.ready.set()
+                    if holding:
+                        assert limiter is not None
+                        holding = False
+                        limiter.release()
                     async with anyio.create_task_group() as watch:
                         watch.start_soon(_relay, opened.gone, s.wake)
                         await s.wake.wait()
@@ -259,9 +284,13 @@ async def run_session(
         if s.opened is None and s.error is None and scope.cancel_called:
             s.error = UpstreamTimeout(defn.name, f"opening the connection timed out after {defn.timeouts.connect:g}s")
     finally:
+        if holding:
+            assert limiter is not None
+            limiter.release()
         if s.opened is None and s.error is None:
             s.error = ConnectionUnavailable(defn.name, "the client pool is closing")
         on_end()
+        s.launched.set()
         s.ready.set()
         s.finished.set()
 

@@ -41,6 +41,9 @@ __all__ = ["TurnBuilder"]
 # RFC 9110 §5.1 field-name token; values must not carry CR/LF (header injection).
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
+DEFAULT_START_WAIT = 120.0
+"""Seconds a turn build waits for stdio children still starting (queued for a start slot, or opening)."""
+
 CallToolRaw = Callable[[ConnectionDefinition, str, Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
@@ -53,6 +56,10 @@ class TurnBuilder:
     for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
     `call_tool_raw(defn, tool, args)`, when given, is the pooled call with its result kept as JSON
     (`RawToolResult`), offered on pooled advertised tools as `TurnTool.call_raw`.
+
+    Stdio children start in bounded batches (`ClientPool`), so a build waits for a child queued
+    behind others up to `start_wait` seconds; one still starting then is a `connection_starting`
+    problem (`starting(defn)` tells), and it keeps starting for the next build.
     """
 
     project: Project
@@ -60,6 +67,8 @@ class TurnBuilder:
     call_tool: CallTool
     host: Any = None
     call_tool_raw: CallToolRaw | None = None
+    start_wait: float = DEFAULT_START_WAIT
+    starting: Callable[[ConnectionDefinition], bool] | None = None
 
     async def build(self, session: SessionInfo | None) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
@@ -197,12 +206,27 @@ class TurnBuilder:
         listings: dict[str, list[mt.Tool]] = {}
 
         async def one(defn: ConnectionDefinition) -> None:
+            # The pool and the one-off clients apply the definition's own `connect` and `list` timeouts;
+            # this outer bound only guarantees a build never waits on a peer past it. A stdio child may
+            # first wait for a start slot behind others (each start bounded by its own timeout), so its
+            # bound is the build's `start_wait`, and one still starting is reported as such.
+            stdio = defn.kind == "stdio"
+            own = defn.timeouts.list + defn.timeouts.connect + 1
+            bound = max(self.start_wait, own) if stdio else own
             try:
-                # The pool and the one-off clients apply the definition's own `list` timeout; this
-                # outer bound only guarantees a build never waits on a peer past it.
-                with anyio.fail_after(defn.timeouts.list + defn.timeouts.connect + 1):
+                with anyio.fail_after(bound):
                     listings[defn.name] = await self.list_tools(defn, session_headers.get(defn.name))
             except TimeoutError:
+                if stdio and self.starting is not None and self.starting(defn):
+                    problems.append(
+                        TurnProblem(
+                            "connection_starting",
+                            f"the server is still starting after {bound:g}s (children start a few at a time: "
+                            "serve --start-limit); it keeps starting, so retry in a moment",
+                            connection=defn.name,
+                        )
+                    )
+                    return
                 problems.append(
                     TurnProblem(
                         "listing_timeout",

@@ -49,17 +49,30 @@ BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 @asynccontextmanager
 async def default_broker(
-    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None, fast_calls: bool = True
+    project: Project,
+    state_root: Path,
+    *,
+    child_env: dict[str, str] | None = None,
+    fast_calls: bool = True,
+    start_limit: int | None = None,
+    warm: bool = False,
 ) -> AsyncGenerator[BrokerLike]:
     """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
     `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret);
-    `fast_calls` is `serve --no-fast-calls` negated."""
+    `fast_calls` is `serve --no-fast-calls` negated; `start_limit` and `warm` are `serve --start-limit`, `--warm`."""
     store = serving_store(state_root)
     try:
         async with Broker(
-            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=fast_calls
+            project,
+            environ=os.environ,
+            token_store=store,
+            child_env=child_env,
+            fast_calls=fast_calls,
+            start_limit=start_limit,
         ) as broker:
+            if warm:
+                broker.warm()
             yield broker
     finally:
         await store.aclose()
@@ -141,7 +154,14 @@ def create_app(
     bridge = BridgeSecret.create(settings)  # per boot; never logged, never in /v1/info
 
     def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
-        return default_broker(p, settings.state_root, child_env=bridge.child_env(), fast_calls=settings.fast_calls)
+        return default_broker(
+            p,
+            settings.state_root,
+            child_env=bridge.child_env(),
+            fast_calls=settings.fast_calls,
+            start_limit=settings.start_limit,
+            warm=settings.warm,
+        )
 
     open_broker = broker or _serving_broker
 

@@ -40,6 +40,10 @@ class ServeSettings(BaseModel):
     """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
     fast_calls: bool = True
     """Pooled `tools/call` and `tools/list` to Streamable HTTP upstreams take the fast wire (docs/clients.md)."""
+    start_limit: int | None = Field(default=None, ge=1)
+    """How many stdio children start at once (None: the number of cores); the rest queue (docs/clients.md)."""
+    warm: bool = False
+    """Start every pooled connection when the gateway starts, not at the first use."""
 
     @field_validator("bearer_tokens")
     @classmethod
@@ -76,6 +80,7 @@ class ServeSettings(BaseModel):
             "state_root": "AGENT_SDK_STATE_ROOT",
             "runner": "AGENT_SDK_RUNNER",
             "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+            "start_limit": "AGENT_SDK_START_LIMIT",
         }
         for field, var in simple.items():
             if env.get(var):
@@ -88,6 +93,8 @@ class ServeSettings(BaseModel):
             values["hub"] = True
         if env.get("AGENT_SDK_ACCESS_LOG", "").lower() in ("1", "true", "yes"):
             values["access_log"] = True
+        if env.get("AGENT_SDK_WARM", "").lower() in ("1", "true", "yes"):
+            values["warm"] = True
         if env.get("AGENT_SDK_FAST_CALLS", "").lower() in ("0", "false", "no"):
             values["fast_calls"] = False
         values.update({k: v for k, v in overrides.items() if v is not None})

@@ -4,7 +4,8 @@ Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
-`--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md). A bearer
+`--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md), `--start-limit` AGENT_SDK_START_LIMIT,
+`--warm` AGENT_SDK_WARM=1 (docs/clients.md). A bearer
 token is better passed through the environment (a flag shows in `ps`).
 """
 
@@ -70,6 +71,19 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         help="send every pooled tools/call through the MCP SDK's HTTP transport (debugging); "
         "or $AGENT_SDK_FAST_CALLS=0",
     )
+    p.add_argument(
+        "--start-limit",
+        type=int,
+        default=None,
+        metavar="N",
+        help="start at most N stdio children at once (default: the number of cores); or $AGENT_SDK_START_LIMIT",
+    )
+    p.add_argument(
+        "--warm",
+        action="store_true",
+        default=None,
+        help="start every connection when the gateway starts, not at the first use; or $AGENT_SDK_WARM=1",
+    )
     p.set_defaults(func=serve)
 
 
@@ -87,6 +101,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             hub=args.hub,
             access_log=args.access_log,
             fast_calls=args.fast_calls,
+            start_limit=args.start_limit,
+            warm=args.warm,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
