@@ -42,6 +42,7 @@ from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
 from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
 from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissing
 from ._exceptions import ProjectError as ProjectError
+from ._exceptions import ResultTooLarge as ResultTooLarge
 from ._exceptions import ToolInputError as ToolInputError
 from ._exceptions import TurnBuildError as TurnBuildError
 from ._exceptions import TurnProblem as TurnProblem
@@ -117,6 +118,7 @@ __all__ = [
     "ProjectError",
     "RawToolResult",
     "RestartPolicy",
+    "ResultTooLarge",
     "ServerTool",
     "SessionInfo",
     "Severity",

@@ -181,6 +181,7 @@ async def open_client(
             cwd=defn.cwd,
             errlog=_errlog(),
             on_spawn=children.append,
+            max_message_bytes=defn.max_result_bytes,
         )
     else:
         assert defn.url is not None
@@ -202,7 +203,9 @@ async def open_client(
             return httpx2.AsyncClient(
                 headers=headers,
                 auth=auth,
-                transport=DrainingTransport(httpx2.AsyncHTTPTransport(verify=shared_ssl_context())),
+                transport=DrainingTransport(
+                    httpx2.AsyncHTTPTransport(verify=shared_ssl_context()), max_body=defn.max_result_bytes
+                ),
                 timeout=httpx2.Timeout(None, connect=defn.timeouts.connect),
                 event_hooks={"response": [on_response]},
             )
@@ -239,6 +242,7 @@ async def open_client(
                     session_id=session_ids[0] if session_ids else None,
                     http_status=status,
                     auth=auth,
+                    max_body=defn.max_result_bytes,
                 )
             yield opened
     finally:

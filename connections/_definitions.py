@@ -70,7 +70,11 @@ _FIELD_TYPES: dict[str, str] = {
     "protocol": "'auto', 'legacy' or 'modern'",
     "description": "a string",
     "linkable": "True or False",
+    "max_result_bytes": "a whole number of bytes of at least 1024",
 }
+
+DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
+"""The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +100,8 @@ class ConnectionDefinition:
     protocol: ProtocolMode = "auto"
     description: str | None = None
     linkable: bool = False
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """The largest answer (one JSON-RPC message, in bytes) accepted from the upstream; larger ones are refused."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -163,6 +169,7 @@ def define_connection(
     protocol: str = "auto",
     description: str | None = None,
     linkable: bool = False,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -283,6 +290,9 @@ def define_connection(
     if description is not None and not isinstance(description, str):
         bad("description", description)
         description = None
+    if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int) or max_result_bytes < 1024:
+        bad("max_result_bytes", max_result_bytes)
+        max_result_bytes = DEFAULT_MAX_RESULT_BYTES
 
     return ConnectionDefinition(
         url=url,
@@ -304,6 +314,7 @@ def define_connection(
         protocol=protocol,  # type: ignore[arg-type]
         description=description,
         linkable=linkable,
+        max_result_bytes=max_result_bytes,
         source=origin,
         line=line,
         problems=tuple(problems),

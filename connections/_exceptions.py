@@ -8,6 +8,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── UnknownConnection        no connection by that name
 │   ├── UnknownTool              the connection has no such tool (or its allow/deny lists hide it)
 │   ├── UpstreamError            the upstream answered wrongly: JSON-RPC error, non-MCP body, HTTP error status
+│   │   └── ResultTooLarge       the answer is over the connection's `max_result_bytes`: refused, not read
 │   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
 │   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
@@ -35,6 +36,7 @@ __all__ = [
     "ConnectionsError",
     "EnvironmentVariableMissing",
     "ProjectError",
+    "ResultTooLarge",
     "ToolInputError",
     "TurnBuildError",
     "TurnProblem",
@@ -159,6 +161,12 @@ class UpstreamError(ClientError):
     """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status."""
 
     code = "upstream_error"
+
+
+class ResultTooLarge(UpstreamError):
+    """The upstream's answer is over the connection's `max_result_bytes`; the rest of it was not read."""
+
+    code = "result_too_large"
 
 
 class UpstreamTimeout(ClientError):

@@ -73,9 +73,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
-from ._http1 import Http1Origin, Http1Response, valid_header_value
+from ._http1 import BodyTooLarge, Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._tracing import tracing_enabled
+from ._translate import over_limit
 
 try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
     from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
@@ -126,6 +127,7 @@ def install_fast_calls(
     session_id: str | None,
     http_status: list[int],
     auth: httpx2.Auth | None = None,
+    max_body: int | None = None,
 ) -> FastCalls | None:
     """Route `client`'s `tools/call` over `origin`; None (and nothing changed) where it does not apply."""
     session = client.session
@@ -141,7 +143,7 @@ def install_fast_calls(
     if session_id:
         base["mcp-session-id"] = session_id
     base["mcp-protocol-version"] = client.protocol_version
-    fast = FastCalls(inner, session, origin, base, http_status, auth)
+    fast = FastCalls(inner, session, origin, base, http_status, auth, max_body)
     session._dispatcher = fast  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]  # by delegation
     return fast
 
@@ -199,7 +201,10 @@ class FastCalls:
         headers: dict[str, str],
         http_status: list[int],
         auth: httpx2.Auth | None = None,
+        max_body: int | None = None,
     ) -> None:
+        self._max_body = max_body
+        """The connection's `max_result_bytes`: a larger answer is refused as it arrives."""
         self._inner = inner
         self._session = session
         self._origin = origin
@@ -373,7 +378,10 @@ class FastCalls:
                     return ErrorData(code=INVALID_REQUEST, message="Session terminated")
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
             if content_type.startswith("application/json"):
-                data = await response.read()
+                try:
+                    data = await response.read(self._max_body)
+                except BodyTooLarge:  # the rest is not read; the connection is dropped, the session stays
+                    return ErrorData(code=INTERNAL_ERROR, message=over_limit(self._max_body or 0))
                 result = _plain_result(data)
                 if result is not None:
                     return result
@@ -450,7 +458,7 @@ class FastCalls:
     ) -> dict[str, Any] | ErrorData | None:
         """Read SSE events until the call's answer (returned); None when the stream ends first."""
         assert _SSEParser is not None
-        parser = _SSEParser(DEFAULT_MAX_SSE_EVENT_SIZE)
+        parser = _SSEParser(min(DEFAULT_MAX_SSE_EVENT_SIZE, self._max_body or DEFAULT_MAX_SSE_EVENT_SIZE))
         decoder = _UTF8(errors="replace")
         while chunk := await response.next_chunk():
             for sse in parser.decode(decoder.decode(chunk)):

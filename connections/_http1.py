@@ -25,7 +25,7 @@ import anyio
 import httptools  # pyright: ignore[reportMissingTypeStubs]
 import httpx2
 
-__all__ = ["MAX_HEAD_BYTES", "Http1Origin", "Http1Response", "valid_header_value"]
+__all__ = ["MAX_HEAD_BYTES", "BodyTooLarge", "Http1Origin", "Http1Response", "valid_header_value"]
 
 _KEEPALIVE_DEFAULT = 5.0
 """How long an idle connection is reused when the server does not say (`httpx2`'s keep-alive expiry)."""
@@ -241,6 +241,10 @@ def _readable(conn: _Connection) -> bool:
     return bool(readable)
 
 
+class BodyTooLarge(Exception):
+    """A response body over the reader's limit; the rest is left unread (the connection is not reused)."""
+
+
 class Http1Response:
     """The status and headers of one answer; its body is read with `read()` or `next_chunk()`."""
 
@@ -261,12 +265,18 @@ class Http1Response:
         values = [value.decode("latin-1") for found, value in self._raw_headers if found == key]
         return ", ".join(values)
 
-    async def read(self) -> bytes:
-        """The whole body."""
+    async def read(self, limit: int | None = None) -> bytes:
+        """The whole body; `BodyTooLarge` as soon as it is over `limit` bytes (announced or received)."""
+        if limit is not None and self.header("content-length").isdigit() and int(self.header("content-length")) > limit:
+            raise BodyTooLarge
         parts: list[bytes] = []
+        seen = 0
         while chunk := await self.next_chunk():
+            seen += len(chunk)
+            if limit is not None and seen > limit:
+                raise BodyTooLarge
             parts.append(chunk)
-        return b"".join(parts)
+        return parts[0] if len(parts) == 1 else b"".join(parts)
 
     async def next_chunk(self) -> bytes:
         """The body bytes that arrived since the last call, waiting for some; `b""` once the response ended.

@@ -5,6 +5,11 @@ process-group kill), with two differences the pool needs: the child's pid and li
 visible (`StdioChild`), and the child's whole process group is swept after it exits, so a
 grandchild left behind by a server that exited on stdin EOF is not orphaned.
 
+Framing is done on bytes, each line joined once and parsed from bytes (no decoded copy, no
+re-joining of a growing buffer), so a large answer costs a bounded number of copies. A line over
+`max_message_bytes` is not kept: the rest of it is skipped and the request it answers (its `id`,
+found at the line's start or end) gets an error that `translate` reports as `ResultTooLarge`.
+
 Shutdown (MCP 2025-11-25 basic/lifecycle §Shutdown, stdio): close the child's stdin, wait
 `STDIN_GRACE` seconds for it to exit, then SIGTERM the process group, SIGKILL after
 `TERM_GRACE` seconds. It runs shielded from cancellation with every wait bounded, so Ctrl-C of
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -24,9 +30,10 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 import mcp.types as mt
-from anyio.streams.text import TextReceiveStream
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
+
+from ._translate import over_limit
 
 __all__ = ["STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
 
@@ -37,6 +44,9 @@ STDIN_GRACE = 2.0
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL to the child's process group."""
 _REAP_WAIT = 2.0
+_EDGE = 256
+"""Bytes kept from each end of a line that is skipped, to find the `id` it answers."""
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
 
 @dataclass(slots=True)
@@ -75,6 +85,7 @@ async def stdio_transport(
     cwd: str | None,
     errlog: TextIO | int | None,
     on_spawn: Callable[[StdioChild], None],
+    max_message_bytes: int,
 ) -> AsyncGenerator[tuple[Any, Any]]:
     """Start the child in a new session (its own process group) and bridge its pipes to MCP streams.
 
@@ -89,13 +100,37 @@ async def stdio_transport(
     stdin, stdout = process.stdin, process.stdout
 
     async def reader() -> None:
-        buffer = ""
+        parts: list[bytes] = []  # the current line so far
+        size = 0
+        head = b""  # a skipped line's first bytes (set while skipping)
+        tail = b""
+        skipping = False
         try:
             async with read_send:
-                async for chunk in TextReceiveStream(stdout, errors="replace"):
-                    lines = (buffer + chunk).split("\n")
-                    buffer = lines.pop()
-                    for line in lines:
+                async for chunk in stdout:
+                    start = 0
+                    while start <= len(chunk):
+                        end = chunk.find(b"\n", start)
+                        piece = chunk[start:] if end < 0 else chunk[start:end]
+                        if skipping:
+                            tail = (tail + piece)[-_EDGE:]
+                        else:
+                            parts.append(piece)
+                            size += len(piece)
+                            if size > max_message_bytes:
+                                skipping, head, tail = True, b"".join(parts)[:_EDGE], piece[-_EDGE:]
+                                parts, size = [], 0
+                        if end < 0:
+                            break
+                        start = end + 1
+                        if skipping:
+                            skipping = False
+                            refusal = _refusal(head, tail, max_message_bytes)
+                            if refusal is not None:
+                                await read_send.send(refusal)
+                            continue
+                        line = parts[0] if len(parts) == 1 else b"".join(parts)
+                        parts, size = [], 0
                         if line.strip():
                             await read_send.send(_parse(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
@@ -124,11 +159,30 @@ async def stdio_transport(
             tg.cancel_scope.cancel()
 
 
-def _parse(line: str) -> SessionMessage | Exception:
+def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(mt.jsonrpc_message_adapter.validate_json(line, by_name=False))
     except ValueError as exc:  # a log line on stdout: surfaced to the session, which drops it
-        return exc
+        try:  # or text that is not valid UTF-8: read it as the SDK's client does (errors="replace")
+            text = line.decode(errors="replace")
+            return SessionMessage(mt.jsonrpc_message_adapter.validate_json(text, by_name=False))
+        except ValueError:
+            return exc
+
+
+def _refusal(head: bytes, tail: bytes, limit: int) -> SessionMessage | None:
+    """The error answer for a skipped line over `limit`: to the request whose `id` it carries, if any."""
+    answer = b'"result"' in head or b'"error"' in head
+    found = _ID.search(head) if answer else None
+    if found is None and b'"method"' not in head:
+        found = _ID.search(tail)  # a server that writes `id` last
+    if found is None:
+        logger.warning("a stdio message over the %d-byte limit was skipped (no request id found)", limit)
+        return None  # a notification or a server request: nothing waits for it
+    raw = found[1]
+    request_id: int | str = int(raw) if raw[:1] != b'"' else raw[1:-1].decode(errors="replace")
+    error = mt.ErrorData(code=mt.INTERNAL_ERROR, message=over_limit(limit))
+    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 
 async def stop_child(process: anyio.abc.Process) -> None:

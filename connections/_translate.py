@@ -21,12 +21,25 @@ from pydantic import ValidationError
 from oauth import OAuthError
 
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, ConnectionUnauthorized, ConnectionUnavailable, UpstreamError, UpstreamTimeout
+from ._exceptions import (
+    ConnectionsError,
+    ConnectionUnauthorized,
+    ConnectionUnavailable,
+    ResultTooLarge,
+    UpstreamError,
+    UpstreamTimeout,
+)
 
-__all__ = ["Operation", "answer_lost", "describe", "leaves", "translate"]
+__all__ = ["Operation", "answer_lost", "describe", "leaves", "over_limit", "translate"]
 
 Operation = Literal["connect", "list", "call"]
 _SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
+_RESULT_LIMIT = re.compile(r"answer over the (\d+)-byte limit \(max_result_bytes\)")
+
+
+def over_limit(limit: int) -> str:
+    """What a transport says when it refuses an answer over `max_result_bytes` (`translate` recognises it)."""
+    return f"answer over the {limit}-byte limit (max_result_bytes)"
 
 
 def describe(operation: Operation, tool: str | None = None) -> str:
@@ -72,6 +85,12 @@ def translate(
     name = defn.name
     doing = describe(operation, tool)
     status = f" (HTTP {http_status[-1]})" if http_status else ""
+    if isinstance(leaf, MCPError | httpx2.StreamError | httpx2.SSEError) and (limit := _RESULT_LIMIT.search(str(leaf))):
+        return ResultTooLarge(
+            name,
+            f"{doing} refused: the upstream's answer is over this connection's max_result_bytes ({limit[1]} bytes); "
+            "ask the tool for less, or raise max_result_bytes in the connection's definition",
+        )
     if isinstance(leaf, OAuthError):
         # The OAuth layer's sentences name the connection's login command and never a token.
         return ConnectionUnauthorized(name, f"{doing} failed: {leaf}")
@@ -92,8 +111,8 @@ def translate(
     if isinstance(leaf, MCPError):
         if leaf.code == mt.CONNECTION_CLOSED and (limit := _SSE_LIMIT.search(leaf.message)):
             # The transport stopped reading an oversized event; the session itself is fine.
-            return UpstreamError(
-                name, f"{doing} failed: the upstream's answer is over the {limit[1]}-byte limit for one SSE event"
+            return ResultTooLarge(
+                name, f"{doing} refused: the upstream's answer is over the {limit[1]}-byte limit for one SSE event"
             )
         if leaf.code == mt.CONNECTION_CLOSED:
             what = "the server process exited" if defn.kind == "stdio" else "the connection closed"

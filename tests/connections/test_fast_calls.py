@@ -165,9 +165,9 @@ async def test_large_answers_and_the_sse_event_limit_match_the_sdk_transport(eve
     large, too_large = seen["fast"]
     assert large["content"][0]["text"] == "Echo: " + "x" * 600_000
     assert too_large == (
-        "UpstreamError",
-        "upstream_error",
-        "connection 'everything': tools/call 'echo' failed: the upstream's answer is over the 1048576-byte limit "
+        "ResultTooLarge",
+        "result_too_large",
+        "connection 'everything': tools/call 'echo' refused: the upstream's answer is over the 1048576-byte limit "
         "for one SSE event",
     )
 
