@@ -5,8 +5,10 @@ process-group kill), with two differences the pool needs: the child's pid and li
 visible (`StdioChild`), and the child's whole process group is swept after it exits, so a
 grandchild left behind by a server that exited on stdin EOF is not orphaned.
 
-Framing is done on bytes, each line joined once and parsed from bytes (no decoded copy, no
-re-joining of a growing buffer), so a large answer costs a bounded number of copies. A line over
+Framing is done on bytes: a line that spans reads grows in one `bytearray` (no re-joining of a
+growing buffer, no decoded copy) and is parsed straight into Python objects (`pydantic_core.from_json`,
+no intermediate tree), then validated without copying its strings; so a large answer peaks at about
+twice its size here, and once parsed only the objects remain. A line over
 `max_message_bytes` is not kept: the rest of it is skipped and the request it answers (its `id`,
 found at the line's start or end) gets an error that `translate` reports as `ResultTooLarge`.
 
@@ -30,6 +32,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 import mcp.types as mt
+import pydantic_core
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
@@ -100,8 +103,7 @@ async def stdio_transport(
     stdin, stdout = process.stdin, process.stdout
 
     async def reader() -> None:
-        parts: list[bytes] = []  # the current line so far
-        size = 0
+        pending = bytearray()  # the current line so far, when it spans reads
         head = b""  # a skipped line's first bytes (set while skipping)
         tail = b""
         skipping = False
@@ -114,12 +116,11 @@ async def stdio_transport(
                         piece = chunk[start:] if end < 0 else chunk[start:end]
                         if skipping:
                             tail = (tail + piece)[-_EDGE:]
-                        else:
-                            parts.append(piece)
-                            size += len(piece)
-                            if size > max_message_bytes:
-                                skipping, head, tail = True, b"".join(parts)[:_EDGE], piece[-_EDGE:]
-                                parts, size = [], 0
+                        elif len(pending) + len(piece) > max_message_bytes:
+                            skipping, head, tail = True, bytes((pending or piece)[:_EDGE]), piece[-_EDGE:]
+                            pending = bytearray()
+                        elif end < 0:
+                            pending += piece
                         if end < 0:
                             break
                         start = end + 1
@@ -129,10 +130,16 @@ async def stdio_transport(
                             if refusal is not None:
                                 await read_send.send(refusal)
                             continue
-                        line = parts[0] if len(parts) == 1 else b"".join(parts)
-                        parts, size = [], 0
+                        if pending:
+                            pending += piece
+                            line, pending = pending, bytearray()
+                        else:
+                            line = piece  # the whole line came in one read: the common case
                         if line.strip():
-                            await read_send.send(_parse(line))
+                            message = _parse(line)
+                            del line  # not held while the session handles the message (or until the next one)
+                            await read_send.send(message)
+                            del message
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass  # EOF or our own shutdown: the session sees the read stream end
 
@@ -159,9 +166,9 @@ async def stdio_transport(
             tg.cancel_scope.cancel()
 
 
-def _parse(line: bytes) -> SessionMessage | Exception:
+def _parse(line: bytes | bytearray) -> SessionMessage | Exception:
     try:
-        return SessionMessage(mt.jsonrpc_message_adapter.validate_json(line, by_name=False))
+        return SessionMessage(mt.jsonrpc_message_adapter.validate_python(pydantic_core.from_json(line), by_name=False))
     except ValueError as exc:  # a log line on stdout: surfaced to the session, which drops it
         try:  # or text that is not valid UTF-8: read it as the SDK's client does (errors="replace")
             text = line.decode(errors="replace")

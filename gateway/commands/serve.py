@@ -22,6 +22,7 @@ from pydantic import ValidationError
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
+from ..memory import return_large_blocks
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ._common import add_project_args, state_root_of
@@ -143,6 +144,7 @@ def serve(args: argparse.Namespace) -> int:
         app = create_app(project, settings)
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    return_large_blocks()  # a large tool result's memory goes back to the system after the call (gateway/memory.py)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
     logging.getLogger("mcp").setLevel(logging.WARNING)
