@@ -70,6 +70,7 @@ _FIELD_TYPES: dict[str, str] = {
     "protocol": "'auto', 'legacy' or 'modern'",
     "description": "a string",
     "linkable": "True or False",
+    "bridge": "True or False",
 }
 
 
@@ -96,6 +97,8 @@ class ConnectionDefinition:
     protocol: ProtocolMode = "auto"
     description: str | None = None
     linkable: bool = False
+    bridge: bool = False
+    """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -163,6 +166,7 @@ def define_connection(
     protocol: str = "auto",
     description: str | None = None,
     linkable: bool = False,
+    bridge: bool = False,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -221,12 +225,18 @@ def define_connection(
         bad("oauth", oauth)
         oauth_config = None
 
-    flags = {"host_only": host_only, "account": account, "advertise_tools": advertise_tools, "linkable": linkable}
+    flags = {
+        "host_only": host_only,
+        "account": account,
+        "advertise_tools": advertise_tools,
+        "linkable": linkable,
+        "bridge": bridge,
+    }
     for fname, value in flags.items():
         if not isinstance(value, bool):
             bad(fname, value)
     host_only, account = host_only is True, account is True
-    advertise_tools, linkable = advertise_tools is True, linkable is True
+    advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
 
     clean_servers: tuple[str, ...] | Literal["*"] = "*"
     if servers is not None:
@@ -304,6 +314,7 @@ def define_connection(
         protocol=protocol,  # type: ignore[arg-type]
         description=description,
         linkable=linkable,
+        bridge=bridge,
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -79,7 +79,10 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             access_log=args.access_log,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
         raise CliError(f"invalid serve settings: {problems}") from None
 
 

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from connections import AccountNotConfigured, ClientPool, define_connection
 from gateway.accounts import BridgeSecret
@@ -144,7 +145,11 @@ def test_the_bridge_secret_is_new_on_every_boot_and_never_shown() -> None:
     assert BridgeSecret.create(ServeSettings(host="::1", port=1)).url == "http://[::1]:1/v1/account"
 
 
-def test_the_hub_is_switched_on_by_flag_or_environment() -> None:
+def test_the_hub_is_switched_on_by_flag_or_environment_and_needs_a_bearer_token() -> None:
+    token = {"AGENT_SDK_BEARER_TOKEN": "t" * 32}
     assert ServeSettings.from_env({}).hub is False
-    assert ServeSettings.from_env({"AGENT_SDK_HUB": "1"}).hub is True
-    assert ServeSettings.from_env({}, hub=True).hub is True
+    assert ServeSettings.from_env({"AGENT_SDK_HUB": "1", **token}).hub is True
+    assert ServeSettings.from_env(token, hub=True).hub is True
+    for env in ({"AGENT_SDK_HUB": "1"}, {"AGENT_SDK_HUB": "1", "AGENT_SDK_ALLOW_ANONYMOUS": "1"}):
+        with pytest.raises(ValidationError, match=r"a hub \(--hub\) needs --bearer-token"):
+            ServeSettings.from_env(env)
