@@ -65,6 +65,11 @@ from ._pool import ClientPool as ClientPool
 from ._pool import ConnectionStatus as ConnectionStatus
 from ._pool import RestartPolicy as RestartPolicy
 from ._raw_results import RawToolResult as RawToolResult
+from ._redact import RedactingFilter as RedactingFilter
+from ._redact import redact as redact
+from ._redact import remember_secret as remember_secret
+from ._redact import shown_command as shown_command
+from ._redact import shown_url as shown_url
 from ._session import SessionInfo as SessionInfo
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -116,6 +121,7 @@ __all__ = [
     "Project",
     "ProjectError",
     "RawToolResult",
+    "RedactingFilter",
     "RestartPolicy",
     "ServerTool",
     "SessionInfo",
@@ -147,7 +153,11 @@ __all__ = [
     "load_project",
     "normalize_hub_url",
     "outcome_from_mcp",
+    "redact",
+    "remember_secret",
     "save_account_login",
     "saved_hub_url",
+    "shown_command",
+    "shown_url",
     "tracing_enabled",
 ]

@@ -24,7 +24,6 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any, Literal
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -53,6 +52,7 @@ from ._expand import expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
+from ._redact import shown_command, shown_url
 from ._stdio import StdioChild, stdio_transport
 
 __all__ = [
@@ -372,9 +372,8 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 def _where(defn: ConnectionDefinition) -> str:
     if defn.url is not None:
-        parts = urlsplit(defn.url)  # never the query or userinfo: either may carry a key
-        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-    return repr(defn.command)
+        return shown_url(defn.url)  # never user info, a query or a secret-looking path segment
+    return repr(shown_command(defn.command or ""))
 
 
 def translate(

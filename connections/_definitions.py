@@ -20,6 +20,7 @@ from typing import Any, Literal
 from oauth import OAuthConfig
 
 from ._problems import Problem
+from ._redact import redact, shown_url
 
 __all__ = [
     "AuthCallback",
@@ -130,7 +131,7 @@ class ConnectionDefinition:
 
     def __repr__(self) -> str:
         # Header and env values may carry secrets read from the environment: show names only.
-        target = self.url or self.command or ("account" if self.account else "?")
+        target = shown_url(self.url) if self.url else self.command or ("account" if self.account else "?")
         return (
             f"ConnectionDefinition(name={self.name!r}, kind={self.kind!r}, target={target!r}, "
             f"headers={sorted(self.headers)}, env={sorted(self.env)})"
@@ -189,7 +190,7 @@ def define_connection(
 
     if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         problems.append(
-            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {url!r}"[:200])
+            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {redact(url)!r}"[:200])
             if isinstance(url, str)
             else Problem("bad-field-type", f"field 'url' must be {_FIELD_TYPES['url']}, got {type(url).__name__}")
         )

@@ -37,7 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool
+from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
 from oauth import Secret
 
 from .hub_keys import HubKey, HubKeyError, HubKeyStore
@@ -85,7 +85,9 @@ class BridgeSecret:
             host = "127.0.0.1"
         elif host in ("::", "[::]", "::1"):
             host = "[::1]"
-        return cls(Secret(secrets.token_urlsafe(32)), f"http://{host}:{settings.port}/v1/account")
+        secret = secrets.token_urlsafe(32)
+        remember_secret(secret)  # masked in every message and log line of this process
+        return cls(Secret(secret), f"http://{host}:{settings.port}/v1/account")
 
     def child_env(self) -> dict[str, str]:
         """What a `bridge=True` stdio child gets: the bridge's base URL and the secret."""

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from connections import RedactingFilter
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
@@ -139,6 +140,8 @@ def serve(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
+    # uvicorn set up its loggers above: every handler now masks keys, tokens and ${VAR} values.
+    RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
 
