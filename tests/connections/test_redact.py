@@ -26,6 +26,9 @@ from connections import (
         ("Authorization: basic Zm9vOmJhcg==", "Authorization: basic ***"),
         ("cannot reach https://alice:pw@hub.example.com/x", "cannot reach https://***@hub.example.com/x"),
         ("send Authorization: Bearer ***", "send Authorization: Bearer ***"),
+        ('WWW-Authenticate: Bearer realm="hub", error="invalid_token"', None),
+        ("Authorization: Bearer abc==def", "Authorization: Bearer ***"),
+        ("Authorization: Basic abcdefgh==", "Authorization: Basic ***"),
         ("a plain sentence about a token, a task_id and https://example.com/a@b", None),
     ],
 )
