@@ -54,7 +54,7 @@ def hard_hub(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> 
     write(project, "mcp-connections", "remote", f"connection = define_connection(url={everything.url!r}, "
           "headers={'X-Api-Key': '${REMOTE_SECRET}'}, linkable=True)")  # fmt: skip
     write(project, "mcp-connections", "private", f"connection = define_connection(command={server!r}, "
-          "args=['stdio'])")  # fmt: skip
+          "args=['stdio'], advertise_tools=True)")  # fmt: skip
     write(project, "mcp-connections", "bridge_user", f"connection = define_connection(command={sys.executable!r}, "
           f"args=[{str(BRIDGE_CLIENT)!r}], bridge=True, advertise_tools=True)")  # fmt: skip
     write(project, "host-connections", "acct", "connection = define_connection(account=True, servers=['remote'])")
@@ -105,6 +105,11 @@ def test_a_linkable_stdio_connector_gets_no_bridge_secret_no_key_and_no_other_he
     dumped = called.text
     for value in (secret, hard_hub.key, hard_hub.own_key, REMOTE_SECRET, BEARER):
         assert value not in dumped
+    # A child that did not opt in (bridge=True) gets nothing either, linkable or not.
+    with httpx2.Client(base_url=hard_hub.url, timeout=60) as http:
+        private = http.post("/v1/tools/get-env", json={"input": {}}, headers={"Authorization": f"Bearer {BEARER}"})
+    assert private.status_code == 200 and private.json()["isError"] is False, private.text
+    assert "PATH" in private.text and "AGENT_SDK_" not in private.text and secret not in private.text
 
 
 # -- #22.1: behind nginx, an anonymous caller reaches nothing ---------------------------------------------------
