@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -22,6 +21,7 @@ from oauth import OAuthError
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnauthorized, ConnectionUnavailable, UpstreamError, UpstreamTimeout
+from ._redact import shown_command, shown_url
 
 __all__ = ["Operation", "answer_lost", "describe", "leaves", "translate"]
 
@@ -46,9 +46,8 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 def _where(defn: ConnectionDefinition) -> str:
     if defn.url is not None:
-        parts = urlsplit(defn.url)  # never the query or userinfo: either may carry a key
-        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-    return repr(defn.command)
+        return shown_url(defn.url)  # never user info, a query or a secret-looking path segment
+    return repr(shown_command(defn.command or ""))
 
 
 def translate(

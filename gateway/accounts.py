@@ -8,7 +8,8 @@
   unknown connector, or one the key may not use, is 404 (existence is not revealed).
 - **Bridge**: `POST /v1/account/{connection}/mcp` forwards MCP to an account connection for
   processes on this host, with a per-boot secret (`Authorization: Bearer`), handed to stdio
-  children as `AGENT_SDK_BRIDGE_URL` / `AGENT_SDK_BRIDGE_SECRET`. Loopback peers only.
+  children that opt in (`bridge=True`) as `AGENT_SDK_BRIDGE_URL` / `AGENT_SDK_BRIDGE_SECRET`.
+  Loopback peers only, with a loopback `Host` and no foreign `Origin`.
 
 Neither runs the CLI auth chain: `AccountGate` sends their paths around it (hub peers come from
 other machines; the bridge has its own secret). Both reuse `McpEndpoint` (POST only, JSON-RPC
@@ -36,7 +37,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool
+from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
 from oauth import Secret
 
 from .hub_keys import HubKey, HubKeyError, HubKeyStore
@@ -84,10 +85,12 @@ class BridgeSecret:
             host = "127.0.0.1"
         elif host in ("::", "[::]", "::1"):
             host = "[::1]"
-        return cls(Secret(secrets.token_urlsafe(32)), f"http://{host}:{settings.port}/v1/account")
+        secret = secrets.token_urlsafe(32)
+        remember_secret(secret)  # masked in every message and log line of this process
+        return cls(Secret(secret), f"http://{host}:{settings.port}/v1/account")
 
     def child_env(self) -> dict[str, str]:
-        """What every stdio child gets: the bridge's base URL and the secret."""
+        """What a `bridge=True` stdio child gets: the bridge's base URL and the secret."""
         return {BRIDGE_URL_ENV: self.url, BRIDGE_SECRET_ENV: self.secret.reveal()}
 
     def admits(self, presented: str) -> bool:
@@ -321,16 +324,23 @@ def account_routes() -> list[BaseRoute]:
 
 
 class AccountGate:
-    """Pure ASGI: the bridge's paths (and the hub's, with `--hub`) go to `direct`, everything else to
-    `chained` (the auth chain). The routes behind `direct` authenticate each request themselves."""
+    """Pure ASGI: the hub's paths (with `--hub`) go to `direct`, the bridge's to `bridge` (the
+    loopback Host/Origin guards, then `direct`), everything else to `chained` (the auth chain). The
+    routes behind `direct` authenticate each request themselves."""
 
-    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool) -> None:
+    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool, bridge: ASGIApp | None = None) -> None:
         self.chained = chained
         self.direct = direct
-        self.prefixes = ("/v1/account/", "/v1/hub/") if hub else ("/v1/account/",)
+        self.bridge = bridge or direct
+        self.hub = hub
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefixes):
-            await self.direct(scope, receive, send)
-            return
+        if scope["type"] == "http":
+            path = str(scope.get("path", ""))
+            if path.startswith("/v1/account/"):
+                await self.bridge(scope, receive, send)
+                return
+            if self.hub and path.startswith("/v1/hub/"):
+                await self.direct(scope, receive, send)
+                return
         await self.chained(scope, receive, send)

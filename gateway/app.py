@@ -53,8 +53,8 @@ async def default_broker(
 ) -> AsyncGenerator[BrokerLike]:
     """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
-    `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret);
-    `fast_calls` is `serve --no-fast-calls` negated."""
+    `agent-sdk mcp oauth` stored. `child_env` goes to the stdio children that opt in with `bridge=True`
+    (the account bridge's URL and secret); `fast_calls` is `serve --no-fast-calls` negated."""
     store = serving_store(state_root)
     try:
         async with Broker(
@@ -195,6 +195,9 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
+    # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
+    # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
+    app.router.redirect_slashes = False
     direct = _Direct(app, _TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))
     limited = BodyLimit(direct, settings.max_body_bytes)
     chained = AuthChain(
@@ -204,5 +207,7 @@ def create_app(
         loopback_bound=settings.loopback_bound,
         public_paths=("/v1/health",),
     )
-    # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves.
-    return AccountGate(chained, limited, hub=settings.hub)
+    # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
+    # the bridge first passes the loopback Host/Origin guards every other route has (DNS rebinding).
+    bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
+    return AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)

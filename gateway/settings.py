@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = ["AuthMode", "ServeSettings"]
 
@@ -48,6 +48,19 @@ class ServeSettings(BaseModel):
             if len(token.get_secret_value()) < 16:
                 raise ValueError("a bearer token must be at least 16 characters (use a random value)")
         return value
+
+    @model_validator(mode="after")
+    def _hub_needs_bearer(self) -> ServeSettings:
+        # A hub holds credentials for others. Behind a reverse proxy every caller arrives from
+        # loopback, so loopback trust (or anonymous) would hand the session API, /v1/info, the
+        # bridge's connections and every non-linkable connection to anyone (docs/accounts.md).
+        if self.hub and not self.bearer_tokens:
+            raise ValueError(
+                "a hub (--hub) needs --bearer-token (or AGENT_SDK_BEARER_TOKEN) for everything outside the hub "
+                "API: behind a proxy every caller looks like loopback"
+                + ("; --allow-anonymous is refused on a hub" if self.allow_anonymous else "")
+            )
+        return self
 
     @property
     def auth_mode(self) -> AuthMode:

@@ -18,6 +18,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from connections import RedactingFilter
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
@@ -89,7 +90,10 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             fast_calls=args.fast_calls,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
         raise CliError(f"invalid serve settings: {problems}") from None
 
 
@@ -146,6 +150,8 @@ def serve(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
+    # uvicorn set up its loggers above: every handler now masks keys, tokens and ${VAR} values.
+    RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
 
