@@ -164,3 +164,25 @@ async def test_redis_lock_excludes_another_replica(redis_url: str) -> None:
     key = StoreKey("docs", "https://mcp.example.com/mcp")
     async with RedisTokenStore(redis_url) as first, RedisTokenStore(redis_url) as second:
         await assert_lock_excludes(first, second, key)
+
+
+async def test_the_keyring_lock_folder_is_private_and_a_shared_one_is_refused(tmp_path: Path) -> None:
+    from oauth import KeyringTokenStore, StoreError
+
+    private = tmp_path / "locks"
+    async with KeyringTokenStore(lock_dir=private).lock(StoreKey("docs", "https://x/mcp")):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in private.iterdir())
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(StoreError, match="not a private folder"):
+        async with KeyringTokenStore(lock_dir=shared).lock(StoreKey("docs", "https://x/mcp")):
+            pass
+
+
+def test_the_redis_lock_outlives_the_longest_refresh() -> None:
+    from oauth._auth import REFRESH_BUDGET
+
+    store = RedisTokenStore("redis://127.0.0.1:9/0")
+    assert store._lock_ttl >= 2 * REFRESH_BUDGET  # pyright: ignore[reportPrivateUsage]
