@@ -17,6 +17,7 @@ from urllib.parse import urlencode
 
 import httpx2
 import pydantic
+from authlib.common.encoding import to_unicode
 from authlib.oauth2.auth import ClientAuth
 from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from authlib.oauth2.rfc7009 import prepare_revoke_token_request
@@ -53,9 +54,8 @@ async def _post(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistrat
         assertion = private_key_jwt_sign(
             secret, client.client_id, client.audience or endpoint, alg=client.assertion_alg or "RS256"
         )
-        assertion_text = assertion.decode() if isinstance(assertion, bytes) else str(assertion)
-        body = f"{body}&{urlencode({'client_id': client.client_id, 'client_assertion_type': ASSERTION_TYPE})}"
-        body = f"{body}&{urlencode({'client_assertion': assertion_text})}"
+        fields = {"client_id": client.client_id, "client_assertion_type": ASSERTION_TYPE}
+        body = f"{body}&{urlencode({**fields, 'client_assertion': to_unicode(assertion)})}"
     else:
         auth = ClientAuth(client.client_id, secret, client.token_endpoint_auth_method)
         _, headers, body = auth.prepare("POST", endpoint, headers, body)
