@@ -268,49 +268,41 @@ def connection_auth(
     a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
     for token and metadata requests (default: one of its own, closed by `aclose()`).
     """
-    handler: LoginHandler | None = None
     auth: ConnectionAuth
-    if config.grant == "client_credentials":
-        machine_discovery: list[Discovery] = []
+    discovery_box: list[Discovery] = []
+    machine = config.grant == "client_credentials"
+    chosen = None if machine else interaction
 
-        async def machine_handler(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
-            client = auth._client  # pyright: ignore[reportPrivateUsage]
-            if not machine_discovery:
-                machine_discovery.append(Discovery(client))
+    async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+        client = auth._client  # pyright: ignore[reportPrivateUsage]
+        if not discovery_box:
+            discovery_box.append(Discovery(client))
+        finder = discovery_box[0]
+        if chosen is None:  # client credentials: the deployment logs in as itself
             return await machine_login(
                 connection,
                 resource_url,
                 config,
                 store,
                 http=client,
-                discovery=machine_discovery[0],
+                discovery=finder,
                 challenge=challenge,
                 scopes=scopes,
             )
+        return await login(
+            connection,
+            resource_url,
+            config,
+            store,
+            interaction=chosen,
+            http=client,
+            challenge=challenge,
+            scopes=scopes,
+            login_timeout=login_timeout,
+            discovery=finder,
+        )
 
-        handler = machine_handler
-    elif interaction is not None:
-        chosen = interaction
-        discovery_box: list[Discovery] = []
-
-        async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
-            client = auth._client  # pyright: ignore[reportPrivateUsage]
-            if not discovery_box:
-                discovery_box.append(Discovery(client))
-            return await login(
-                connection,
-                resource_url,
-                config,
-                store,
-                interaction=chosen,
-                http=client,
-                challenge=challenge,
-                scopes=scopes,
-                login_timeout=login_timeout,
-                discovery=discovery_box[0],
-            )
-
-        handler = handler_impl
+    handler: LoginHandler | None = handler_impl if machine or chosen is not None else None
     auth = ConnectionAuth(
         connection,
         resource_url,

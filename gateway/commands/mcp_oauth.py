@@ -202,6 +202,11 @@ async def _logout(local: LocalStore, key: StoreKey, everywhere: bool) -> int:
 
 
 async def _login(args: argparse.Namespace, url: str, config: OAuthConfig, local: LocalStore, key: StoreKey) -> int:
+    if config.grant == "client_credentials":
+        raise CliError(
+            f"connection {args.name!r} logs in as the deployment itself (grant='client_credentials'), so there is "
+            f"nothing to log in to here; `agent-sdk mcp tools {args.name}` checks its credentials"
+        )
     # Reach the store the grant will live in before anyone opens a browser: a bad
     # AGENT_SDK_SECRETS_URL, Redis down or no keyring is a sentence now, not after the login.
     target: TokenStore | None = deployment_store() if args.store else None
