@@ -11,6 +11,7 @@ a challenge pointing at its protected-resource metadata, which names the authori
   and a token endpoint that answers HTML with status 200;
 - `evil-error`: good metadata, an authorize endpoint that redirects back with `error` and an
   `error_description` full of terminal escape sequences and a right-to-left override;
+- `evil-token`: a token endpoint whose `error` and (long) `error_description` carry escape sequences;
 - `evil-issuer`: metadata whose `issuer` carries escape sequences (and so is not the issuer asked);
 - `plain-as`: resource metadata naming a plain-http authorization server that is not loopback;
 - `plain-prm`: a challenge pointing at plain-http resource metadata on another (non-loopback) origin;
@@ -96,6 +97,8 @@ async def authorize(request: Request) -> Response:
 
 async def token(request: Request) -> Response:
     HITS[request.url.path] += 1
+    if request.path_params["mode"] == "evil-token":
+        return JSONResponse({"error": f"invalid_request{EVIL}", "error_description": f"{EVIL}x" * 50}, 400)
     return HTMLResponse("<html><body>502 upstream hiccup</body></html>")
 
 

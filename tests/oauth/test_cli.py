@@ -283,12 +283,13 @@ def test_a_callback_over_16_kb_is_refused_not_reported_as_a_forgery(
     assert "different state" not in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("mode", ["evil-error", "evil-issuer"])
+@pytest.mark.parametrize("mode", ["evil-error", "evil-token", "evil-issuer"])
 def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path: Path, bad_as: str, mode: str) -> None:
     project = make_project(tmp_path / "project", f"{bad_as}/{mode}/mcp")
     done = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--non-interactive")
     assert done.returncode == 1
-    assert "owned" in done.stderr  # the server's text is shown, as data
+    assert "owned" in done.stderr  # the server's text is shown, as data, and cut short
+    assert len(done.stderr.splitlines()[-1]) < 700
     for unsafe in ("\x1b", "\x07", "\u202e"):
         assert unsafe not in done.stderr and unsafe not in done.stdout
     assert "Traceback" not in done.stderr
