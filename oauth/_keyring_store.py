@@ -93,8 +93,9 @@ class KeyringTokenStore:
         value = json.dumps(grant.to_json())
 
         def write(backend: keyring.backend.KeyringBackend) -> None:
-            backend.set_password(self._service, entry_name(grant.key), value)
+            # One writer at a time: the index is a read-modify-write, and file backends rewrite one file.
             with self._file_lock("index"):
+                backend.set_password(self._service, entry_name(grant.key), value)
                 index = self._read_index(backend)
                 if [grant.key.connection, grant.key.resource] not in index:
                     index.append([grant.key.connection, grant.key.resource])
@@ -104,10 +105,10 @@ class KeyringTokenStore:
 
     async def delete(self, key: StoreKey) -> bool:
         def remove(backend: keyring.backend.KeyringBackend) -> bool:
-            existed = backend.get_password(self._service, entry_name(key)) is not None
-            if existed:
-                backend.delete_password(self._service, entry_name(key))
             with self._file_lock("index"):
+                existed = backend.get_password(self._service, entry_name(key)) is not None
+                if existed:
+                    backend.delete_password(self._service, entry_name(key))
                 index = [item for item in self._read_index(backend) if item != [key.connection, key.resource]]
                 backend.set_password(self._service, INDEX, json.dumps(index))
             return existed

@@ -186,3 +186,43 @@ def test_the_redis_lock_outlives_the_longest_refresh() -> None:
 
     store = RedisTokenStore("redis://127.0.0.1:9/0")
     assert store._lock_ttl >= 2 * REFRESH_BUDGET  # pyright: ignore[reportPrivateUsage]
+
+
+def test_keyring_writers_in_two_processes_lose_no_index_entry(tmp_path: Path) -> None:
+    # Two processes save 15 grants each at once into one keyrings.alt file keyring; the index (a
+    # read-modify-write of one entry) must list all 30 afterwards.
+    script = (
+        "import anyio, sys\n"
+        "sys.path.insert(0, 'tests/oauth')\n"
+        "from test_stores import make_grant\n"
+        "from oauth import KeyringTokenStore\n"
+        "async def main():\n"
+        "    store = KeyringTokenStore(lock_dir=sys.argv[2])\n"
+        "    for i in range(15):\n"
+        "        await store.save(make_grant(f'{sys.argv[1]}-{i}'))\n"
+        "anyio.run(main)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "XDG_DATA_HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    locks = str(tmp_path / "locks")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", script, name, locks], env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        for name in ("a", "b")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err.decode()[-2000:]
+    listing = subprocess.run(
+        [sys.executable, "-c", "import anyio, oauth; print(len(anyio.run(oauth.KeyringTokenStore().keys)))"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert listing.stdout.strip() == "30"
