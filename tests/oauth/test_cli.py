@@ -293,3 +293,16 @@ def test_escape_sequences_from_a_server_never_reach_the_terminal(tmp_path: Path,
     for unsafe in ("\x1b", "\x07", "\u202e"):
         assert unsafe not in done.stderr and unsafe not in done.stdout
     assert "Traceback" not in done.stderr
+
+
+def test_the_next_login_listens_on_the_registered_redirect_uri(
+    tmp_path: Path, auth_server: AuthServer, resource: ResourceServer
+) -> None:
+    # A server that pins the registered redirect URI needs the same port every time, also right after
+    # a login whose callback connection is still in TIME_WAIT on that port.
+    project = make_project(tmp_path / "project", resource.url)
+    assert agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--non-interactive").returncode == 0
+    data = json.loads((project / ".agent-sdk" / "mcp-auth.json").read_text())
+    registered = data["grants"]["docs"][resource.url]["client"]["redirect_uri"]
+    waiting = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--no-browser", "--timeout", "1")
+    assert f"Waiting for the redirect to {registered} " in waiting.stderr
