@@ -26,6 +26,7 @@ from ._login import login
 from ._machine import machine_login
 from ._store import TokenStore
 from ._tokens import refresh_tokens
+from ._transport import require_secure
 
 __all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
 
@@ -107,6 +108,7 @@ class ConnectionAuth(httpx2.Auth):
         raise RuntimeError("ConnectionAuth works with httpx2.AsyncClient only")
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        require_secure(str(request.url), "MCP server URL")  # a bearer token never travels in clear text
         tokens = await self.current_tokens()
         if tokens is None and self._login_handler is None:
             raise self._login_required()  # nothing to send and no way to get it: say so, spend nothing

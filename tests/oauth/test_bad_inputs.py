@@ -263,3 +263,24 @@ async def test_an_issuer_differing_by_a_trailing_slash_is_refused(tmp_path: Path
     async with httpx2.AsyncClient() as http:
         with pytest.raises(DiscoveryError, match="names the issuer"):
             await Discovery(http).server_metadata(f"{bad_as}/garbage-token/")
+
+
+async def test_a_bearer_token_is_never_sent_to_a_plain_http_server_outside_loopback(tmp_path: Path) -> None:
+    from oauth import ClientRegistration, Grant, Secret, TokenSet
+
+    url = "http://mcp.example.test/mcp"  # not this machine: a request would be a connection error
+    store = FileTokenStore(tmp_path)
+    tokens = TokenSet(Secret("at-" + "a" * 30), None, "Bearer", None, None, None)
+    await store.save(
+        Grant(
+            StoreKey("s", url),
+            "https://as.example.test",
+            "https://as.example.test/token",
+            ClientRegistration("c"),
+            tokens,
+            url,
+        )
+    )
+    async with connection_auth("s", url, OAuthConfig(), store) as auth, httpx2.AsyncClient(auth=auth) as http:
+        with pytest.raises(InsecureTransport, match=re.escape("refusing the MCP server URL http://mcp.example.test/mcp")):
+            await http.post(url, json={})
