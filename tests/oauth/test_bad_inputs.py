@@ -282,5 +282,7 @@ async def test_a_bearer_token_is_never_sent_to_a_plain_http_server_outside_loopb
         )
     )
     async with connection_auth("s", url, OAuthConfig(), store) as auth, httpx2.AsyncClient(auth=auth) as http:
-        with pytest.raises(InsecureTransport, match=re.escape("refusing the MCP server URL http://mcp.example.test/mcp")):
+        with pytest.raises(
+            InsecureTransport, match=re.escape("refusing the MCP server URL http://mcp.example.test/mcp")
+        ):
             await http.post(url, json={})

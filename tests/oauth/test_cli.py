@@ -95,6 +95,7 @@ def test_login_store_status_logout(tmp_path: Path, auth_server: AuthServer, reso
     gone = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--status", env=keyring_env)
     assert gone.returncode == 1 and "not logged in" in gone.stdout
     assert "mcp-oauth:docs" not in (tmp_path / "python_keyring" / "keyring_pass.cfg").read_text()
+    assert json.loads((state_root / "mcp-auth.json").read_text())["grants"] == {}  # the pointer went too
 
     for run in (done, status, out):
         assert "Traceback" not in run.stderr

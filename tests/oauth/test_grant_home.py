@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx2
@@ -142,13 +143,28 @@ def test_login_with_store_then_cli_and_redis_serve_refresh_in_any_order(
                     answer = http.post("/v1/tools/echo", json={"input": {"text": f"t{turn}"}})
                     assert answer.status_code == 200, answer.text
                     assert f"t{turn}" in str(answer.json()["result"])
+            sequential = auth_server.stats()
+            assert sequential["grants"].get("refresh_token", 0) - before["grants"].get("refresh_token", 0) == 4
+            # Both at once, after another expiry: one spends the refresh token under the Redis lock,
+            # the other finds the rotated tokens and uses them (a second spend of the same refresh
+            # token would be an invalid_grant and kill the grant).
+            time.sleep(4.5)
+            text = json.dumps({"text": "both"})
+            with ThreadPoolExecutor(1) as pool:
+                cli = pool.submit(
+                    agent_sdk, "mcp", "call", "docs", "echo", "--dir", str(project), "--args", text, env=env
+                )
+                answer = http.post("/v1/tools/echo", json={"input": {"text": "both"}})
+                call = cli.result(timeout=120)
+            assert answer.status_code == 200, answer.text
+            assert call.returncode == 0, call.stderr
     finally:
         proc.terminate()
         proc.wait(timeout=15)
     after = auth_server.stats()
     assert after["codes"] - before["codes"] == 1  # one login
     assert after["errors"].get("invalid_grant", 0) == before["errors"].get("invalid_grant", 0)
-    assert after["grants"].get("refresh_token", 0) - before["grants"].get("refresh_token", 0) == 4
+    assert after["grants"].get("refresh_token", 0) > sequential["grants"].get("refresh_token", 0)
     keys = redis.Redis.from_url(redis_url).keys("agent-sdk:mcp-oauth:docs:*")
     assert len(keys) == 1  # one grant, in its one home
     assert stored_tokens(project / ".agent-sdk") == []
