@@ -12,6 +12,7 @@ as a warning (once per URL and process).
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 
@@ -32,19 +33,24 @@ def insecure_transport_allowed() -> bool:
     return bool(os.environ.get(INSECURE_ENV) or os.environ.get("AUTHLIB_INSECURE_TRANSPORT"))
 
 
+@functools.lru_cache(maxsize=512)
+def _secure(url: str) -> bool:
+    # Cached: the bearer check runs on every request of an oauth connection, to a handful of URLs.
+    return bool(is_secure_transport(url))
+
+
 def require_secure(url: str, what: str) -> str:
     """`url` when it is https or loopback; raises `InsecureTransport` naming it (and `what` it is) otherwise."""
+    hatch = insecure_transport_allowed()
+    if not hatch and _secure(url):  # only asked with the hatch off, so authlib's own hatch cannot be cached
+        return url
     shown = printable(url.split("?", 1)[0], 300)
-    if insecure_transport_allowed():
-        # authlib's check honours AUTHLIB_INSECURE_TRANSPORT itself, so with the hatch on every http
-        # URL outside loopback is let through here, and said so once per URL.
-        if not url.lower().startswith("https://") and shown not in _warned:
-            _warned.add(shown)
-            _log.warning("the OAuth TLS rule is off (%s): %s %s is used without TLS", INSECURE_ENV, what, shown)
-        return url
-    if is_secure_transport(url):
-        return url
-    raise InsecureTransport(
-        f"refusing the {what} {shown}: OAuth needs https except on loopback (127.0.0.1, ::1, localhost); "
-        f"use the server's https URL ({INSECURE_ENV}=1 allows plain http for test rigs only)"
-    )
+    if not hatch:
+        raise InsecureTransport(
+            f"refusing the {what} {shown}: OAuth needs https except on loopback (127.0.0.1, ::1, localhost); "
+            f"use the server's https URL ({INSECURE_ENV}=1 allows plain http for test rigs only)"
+        )
+    if not url.lower().startswith("https://") and shown not in _warned:
+        _warned.add(shown)
+        _log.warning("the OAuth TLS rule is off (%s): %s %s is used without TLS", INSECURE_ENV, what, shown)
+    return url
