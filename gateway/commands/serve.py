@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
+from ..http_protocol import HttpLimits, limited_protocol
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ._common import add_project_args, state_root_of
@@ -61,6 +62,35 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         help="log one line per request (off by default); or $AGENT_SDK_ACCESS_LOG=1",
     )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=None,
+        metavar="ADDR",
+        help="a reverse proxy (address or CIDR, repeatable) whose X-Forwarded-For/Forwarded name the client; "
+        "needs --bearer-token; or $AGENT_SDK_TRUSTED_PROXY (comma-separated)",
+    )
+    limits = p.add_argument_group("connection limits (docs/http-api.md)")
+    limits.add_argument(
+        "--timeout-keep-alive", type=float, default=None, metavar="S",
+        help="close a connection idle this long, a fresh one included (default 5); or $AGENT_SDK_TIMEOUT_KEEP_ALIVE",
+    )  # fmt: skip
+    limits.add_argument(
+        "--timeout-header", type=float, default=None, metavar="S",
+        help="a request head must arrive within S of its first byte (default 10); or $AGENT_SDK_TIMEOUT_HEADER",
+    )  # fmt: skip
+    limits.add_argument(
+        "--timeout-body", type=float, default=None, metavar="S",
+        help="a request body must arrive within S of its head (default 30); or $AGENT_SDK_TIMEOUT_BODY",
+    )  # fmt: skip
+    limits.add_argument(
+        "--max-header-bytes", type=int, default=None, metavar="N",
+        help="a larger request head is 431 (default 65536); or $AGENT_SDK_MAX_HEADER_BYTES",
+    )  # fmt: skip
+    limits.add_argument(
+        "--max-connections", type=int, default=None, metavar="N",
+        help="connections past N get 503 and are closed (default 1000); or $AGENT_SDK_MAX_CONNECTIONS",
+    )  # fmt: skip
     p.set_defaults(func=serve)
 
 
@@ -77,6 +107,12 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
+            trusted_proxies=tuple(args.trusted_proxy) if args.trusted_proxy else None,
+            idle_timeout_s=args.timeout_keep_alive,
+            header_timeout_s=args.timeout_header,
+            body_timeout_s=args.timeout_body,
+            max_header_bytes=args.max_header_bytes,
+            max_connections=args.max_connections,
         )
     except ValidationError as exc:
         problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
@@ -108,6 +144,11 @@ def serve(args: argparse.Namespace) -> int:
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
+    if settings.trusted_proxies and settings.auth_mode != "bearer":
+        raise CliError(
+            "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
+            "use, and a gateway behind a proxy must authenticate its callers"
+        )
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
         serving_store(settings.state_root)
@@ -126,8 +167,19 @@ def serve(args: argparse.Namespace) -> int:
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
+    limits = HttpLimits(
+        idle_timeout=settings.idle_timeout_s,
+        header_timeout=settings.header_timeout_s,
+        body_timeout=settings.body_timeout_s,
+        max_header_bytes=settings.max_header_bytes,
+        max_connections=settings.max_connections,
+        peer_uids=settings.auth_mode == "loopback-strict",
+    )
     config = uvicorn.Config(
         app,
+        http=limited_protocol(limits),  # uvicorn's httptools protocol plus head/body/idle timeouts and caps
+        timeout_keep_alive=settings.idle_timeout_s,  # type: ignore[arg-type]  # call_later takes seconds as a float
+        h11_max_incomplete_event_size=settings.max_header_bytes,
         host=settings.host,
         port=settings.port,
         log_level="info",

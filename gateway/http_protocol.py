@@ -1,0 +1,125 @@
+"""uvicorn's httptools protocol with the limits uvicorn leaves out, set per connection.
+
+uvicorn bounds the time *between* requests (`timeout_keep_alive`, armed only after a response)
+and offers `limit_concurrency` (a 503 per request once that many connections are open, while
+every connection stays open). It has no bound on a fresh connection that never sends a byte, on
+how long a request head or body may take to arrive (slowloris, slow body), or on the size of a
+request head under httptools (llhttp buffers a header value whole). `HttpLimits` fills those gaps
+at the connection, before any ASGI code runs:
+
+- **idle**: a new connection must start a request within `idle_timeout` (as between requests);
+- **head**: once a request's first byte arrives, its whole head must within `header_timeout`;
+- **body**: once the head is in, the whole body must arrive within `body_timeout`;
+- **head size**: more than `max_header_bytes` of request head is **431** and the connection closes;
+- **connections**: past `max_connections` open at once, a new one gets **503** and is closed.
+
+It also notes the uid owning a loopback peer's socket (`peer_credentials`) once per connection,
+in `scope["extensions"]["agent_sdk.peer_uid"]`, for loopback-strict.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from ._asgi import is_loopback_address
+from .peer_credentials import peer_uid
+
+__all__ = ["PEER_UID", "HttpLimits", "limited_protocol"]
+
+PEER_UID = "agent_sdk.peer_uid"
+"""The scope extension carrying the loopback peer's uid (None when it could not be found)."""
+
+_REFUSED_431 = (
+    b"HTTP/1.1 431 Request Header Fields Too Large\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 37\r\nconnection: close\r\n\r\nthe request head is over the size cap"
+)
+_REFUSED_503 = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
+    b"content-length: 35\r\nconnection: close\r\n\r\ntoo many connections; retry shortly"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    """Per-connection limits (seconds and bytes); `serve` flags, documented in docs/http-api.md."""
+
+    idle_timeout: float = 5.0
+    header_timeout: float = 10.0
+    body_timeout: float = 30.0
+    max_header_bytes: int = 64 * 1024
+    max_connections: int = 1000
+    peer_uids: bool = True
+
+
+class _LimitedProtocol(HttpToolsProtocol):
+    limits: ClassVar[HttpLimits] = HttpLimits()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._deadline: asyncio.TimerHandle | None = None
+        self._in_head = True
+        self._head_bytes = 0
+        self._peer_uid: int | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            transport.write(_REFUSED_503)
+            transport.close()
+            return
+        if self.limits.peer_uids and self.client is not None and is_loopback_address(self.client[0]):
+            self._peer_uid = peer_uid(self.client, self.server)  # type: ignore[arg-type]
+        # uvicorn arms its keep-alive timer only after a response: arm it for the first request too.
+        self.timeout_keep_alive_task = self.loop.call_later(self.limits.idle_timeout, self.timeout_keep_alive_handler)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        if self._in_head:
+            self._head_bytes += len(data)
+        super().data_received(data)
+        if self._in_head and self._head_bytes > self.limits.max_header_bytes and not self.transport.is_closing():
+            self.transport.write(_REFUSED_431)
+            self.transport.close()
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self.scope["extensions"] = {PEER_UID: self._peer_uid}  # type: ignore[typeddict-unknown-key]
+        self._arm(self.limits.header_timeout)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._arm(self.limits.body_timeout)
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        self._disarm()
+        self._in_head, self._head_bytes = True, 0
+        super().on_message_complete()
+
+    def _arm(self, seconds: float) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(seconds, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        # A head or body that did not arrive in time: drop the connection (the app, if it is
+        # reading the body, sees `http.disconnect`).
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
+def limited_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
+    """uvicorn's `http=` protocol class with `limits`."""
+    return type("LimitedHttpToolsProtocol", (_LimitedProtocol,), {"limits": limits})
