@@ -203,8 +203,7 @@ async def open_client(
         all_headers = merge_headers(expand_map(defn.name, "header", defn.headers, env_source), headers)
 
         async def on_response(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                status[:] = [response.status_code]
+            status[:] = [response.status_code]  # every answer's: an error names the status it came with
             if session_id := response.headers.get("mcp-session-id"):
                 session_ids[:] = [session_id]  # what the SDK transport keeps from the initialize answer
 
@@ -424,7 +423,7 @@ def translate(
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
             return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
-        if leaf.code == mt.INTERNAL_ERROR and http_status:
+        if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
         return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
     if isinstance(leaf, ValidationError):
