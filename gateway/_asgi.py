@@ -35,6 +35,7 @@ __all__ = [
     "is_loopback_name",
     "is_mcp_path",
     "loads_bounded",
+    "loads_stored",
     "receive_body",
     "send_error",
     "send_json_error",
@@ -172,6 +173,16 @@ def loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise JsonRefused(f"the JSON nests deeper than {max_depth} levels")
     if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
         raise JsonRefused("a string in the JSON holds an unpaired surrogate (\\ud800-\\udfff); send valid Unicode")
+    return value
+
+
+def loads_stored(raw: bytes | str) -> Any:
+    """`json.loads` for a record a store wrote before the boundary refused unpaired surrogates: any
+    left in its strings become `?`, so reading it back can never fail an answer. Raises `ValueError`."""
+    value = json.loads(raw)
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
+        return json.loads(json.dumps(value, ensure_ascii=False).encode("utf-8", "replace"))
     return value
 
 
