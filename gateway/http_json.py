@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from ._asgi import JsonRefused, loads_bounded
@@ -20,7 +20,10 @@ def error_response(exc: ApiError) -> JSONResponse:
 async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
     """The body as a JSON object, read by the bounded reader (`_asgi.loads_bounded`: depth cap, no
     unpaired surrogates). Raises `InvalidRequest` for anything else (an empty body is `{}` if optional)."""
-    raw = await request.body()
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # the body did not arrive (its timeout closed the connection): nobody to answer
+        raise InvalidRequest("the client went away before its body arrived") from None
     if not raw.strip() and optional:
         return {}
     try:
