@@ -1,0 +1,102 @@
+"""In-process checks of the ASGI pieces every route shares (the real-server tests are in
+test_hardening.py, test_connection_limits.py and test_behind_proxy.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.types import Message
+
+from gateway._asgi import JsonRefused, host_of, loads_bounded, loads_stored
+from gateway.auth_chain import RequestGuard
+from gateway.proxies import PROXIED_BY, TrustedProxies
+
+
+@pytest.mark.parametrize(
+    ("raw", "refusal"),
+    [
+        (b"[" * 10_000 + b"]" * 10_000, "deeper than 100"),
+        (b'{"a":' * 101 + b"1" + b"}" * 101, "deeper than 100"),
+        (b'"\\ud800"', "unpaired surrogate"),
+        (b'{"\\udfff": 1}', "unpaired surrogate"),
+        (b'["\\ude00\\ud83d"]', "unpaired surrogate"),  # the wrong order is two lone halves
+        (b"\xff", "not valid UTF-8"),
+        (b"{", "not valid JSON"),
+    ],
+)
+def test_the_bounded_reader_refuses_with_a_sentence(raw: bytes, refusal: str) -> None:
+    with pytest.raises(JsonRefused, match=refusal):
+        loads_bounded(raw)
+
+
+def test_the_bounded_reader_takes_what_is_fine() -> None:
+    assert loads_bounded(b"[" * 100 + b"]" * 100) is not None
+    assert loads_bounded(b'["[[[[[[", "\\\\ud800"]') == ["[[[[[[", "\\ud800"]  # brackets and escapes in strings
+    assert loads_bounded(b'"\\ud83d\\ude00"') == "\U0001f600"
+    assert loads_stored(b'{"t": "a\\ud800b"}') == {"t": "a?b"}
+
+
+@pytest.mark.parametrize(
+    ("value", "parsed"),
+    [
+        ("127.0.0.1:3000", ("127.0.0.1", 3000)),
+        ("[::1]:3000", ("::1", 3000)),
+        ("localhost", ("localhost", None)),
+        ("127.0.0.1:3000@evil.example", None),
+        ("localhost:evil", None),
+        ("evil.example:80:80", None),
+        ("::1", None),
+        ("a b", None),
+        ("x:70000", None),
+    ],
+)
+def test_host_parsing_is_strict(value: str, parsed: tuple[str, int | None] | None) -> None:
+    assert host_of(value) == parsed
+
+
+@pytest.mark.parametrize(
+    ("headers", "client"),
+    [
+        ([(b"x-forwarded-for", b"203.0.113.7, 198.51.100.2")], "198.51.100.2"),
+        ([(b"x-forwarded-for", b"198.51.100.2, 10.0.0.5")], "198.51.100.2"),  # 10.0.0.5: another trusted hop
+        ([(b"forwarded", b'for="[2001:db8::1]:4711";proto=https, for=10.0.0.5')], "2001:db8::1"),
+        ([(b"x-forwarded-for", b"unknown")], "10.0.0.9"),  # unreadable: the proxy's address stays
+        ([], "10.0.0.9"),
+    ],
+)
+def test_a_trusted_proxy_names_the_rightmost_untrusted_hop(headers: list[tuple[bytes, bytes]], client: str) -> None:
+    scope: dict[str, Any] = {"type": "http", "client": ("10.0.0.9", 5555), "headers": headers}
+    TrustedProxies(["10.0.0.0/8"]).rewrite(scope)
+    assert scope["client"][0] == client
+    assert scope["extensions"][PROXIED_BY] == "10.0.0.9"
+
+
+def test_an_untrusted_peer_names_no_one() -> None:
+    scope: dict[str, Any] = {
+        "type": "http",
+        "client": ("192.0.2.1", 5555),
+        "headers": [(b"x-forwarded-for", b"1.2.3.4")],
+    }
+    TrustedProxies(["10.0.0.0/8"]).rewrite(scope)
+    assert scope["client"] == ("192.0.2.1", 5555) and "extensions" not in scope
+
+
+@pytest.mark.anyio
+async def test_a_websocket_scope_is_refused_before_any_route() -> None:
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["type"])
+
+    sent: list[Message] = []
+
+    async def receive() -> Message:
+        return {"type": "websocket.connect"}
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    scope = {"type": "websocket", "path": "/v1/mcp", "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 1)}
+    await RequestGuard(app)(scope, receive, send)
+    assert reached == [] and sent == [{"type": "websocket.close", "code": 1008, "reason": "no WebSocket route"}]
