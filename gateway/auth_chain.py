@@ -47,7 +47,7 @@ from .http_protocol import PEER_UID
 from .peer_credentials import own_uid, peer_uid
 from .proxies import PROXIED_BY, TrustedProxies
 
-__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "send_error"]
+__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "scope_peer_uid"]
 
 logger = logging.getLogger("agent_sdk.auth")
 

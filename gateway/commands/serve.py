@@ -29,6 +29,20 @@ from .project import load
 __all__ = ["register", "serve", "settings_from_args"]
 
 
+_LIMIT_FLAGS: tuple[tuple[str, type, str, str, str], ...] = (
+    ("--timeout-keep-alive", float, "S", "close a connection idle this long, a fresh one included (default 5)",
+     "AGENT_SDK_TIMEOUT_KEEP_ALIVE"),
+    ("--timeout-header", float, "S", "a request head must arrive within S of its first byte (default 10)",
+     "AGENT_SDK_TIMEOUT_HEADER"),
+    ("--timeout-body", float, "S", "a request body must arrive within S of its head (default 30)",
+     "AGENT_SDK_TIMEOUT_BODY"),
+    ("--max-header-bytes", int, "N", "a larger request head is 431 (default 65536)", "AGENT_SDK_MAX_HEADER_BYTES"),
+    ("--max-connections", int, "N", "connections past N get 503 and are closed (default 1000)",
+     "AGENT_SDK_MAX_CONNECTIONS"),
+)  # fmt: skip
+"""The connection-limit flags: flag, type, metavar, help, variable (`ServeSettings` reads the variables)."""
+
+
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     p = sub.add_parser("serve", help="serve the project's tools and sessions over HTTP")
     add_project_args(p)
@@ -71,26 +85,8 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         "needs --bearer-token; or $AGENT_SDK_TRUSTED_PROXY (comma-separated)",
     )
     limits = p.add_argument_group("connection limits (docs/http-api.md)")
-    limits.add_argument(
-        "--timeout-keep-alive", type=float, default=None, metavar="S",
-        help="close a connection idle this long, a fresh one included (default 5); or $AGENT_SDK_TIMEOUT_KEEP_ALIVE",
-    )  # fmt: skip
-    limits.add_argument(
-        "--timeout-header", type=float, default=None, metavar="S",
-        help="a request head must arrive within S of its first byte (default 10); or $AGENT_SDK_TIMEOUT_HEADER",
-    )  # fmt: skip
-    limits.add_argument(
-        "--timeout-body", type=float, default=None, metavar="S",
-        help="a request body must arrive within S of its head (default 30); or $AGENT_SDK_TIMEOUT_BODY",
-    )  # fmt: skip
-    limits.add_argument(
-        "--max-header-bytes", type=int, default=None, metavar="N",
-        help="a larger request head is 431 (default 65536); or $AGENT_SDK_MAX_HEADER_BYTES",
-    )  # fmt: skip
-    limits.add_argument(
-        "--max-connections", type=int, default=None, metavar="N",
-        help="connections past N get 503 and are closed (default 1000); or $AGENT_SDK_MAX_CONNECTIONS",
-    )  # fmt: skip
+    for flag, kind, metavar, text, var in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"{text}; or ${var}")
     p.set_defaults(func=serve)
 
 

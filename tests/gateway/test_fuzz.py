@@ -23,10 +23,8 @@ import pytest
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from tests.peers import node_bin
-
-from .conftest import Served, assert_clean, make_project, serve
-from .test_hardening import _cli  # pyright: ignore[reportPrivateUsage]
+from .conftest import Served
+from .test_hardening import hub_gateway
 
 REQUESTS = int(os.environ.get("AGENT_SDK_FUZZ_REQUESTS", "2000"))
 SESSION = "ses_0123456789abcdef01234567"
@@ -49,25 +47,11 @@ def _rss_kb(pid: int) -> int:
 
 @pytest.fixture(scope="module")
 def target(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
-    root = tmp_path_factory.mktemp("fuzz")
-    everything = str(node_bin("mcp-server-everything"))
-    connection = (
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(command={everything!r}, args=['stdio'], advertise_tools=True, linkable=True)\n"
-    )
-    project = make_project(root / "project", {"everything": connection})
-    state_root = root / "state"
-    done = _cli("hub", "keys", "create", "--dir", str(project), "--state-root", str(state_root), "--account", "a",
-                "--all", "--json")  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    served = serve(project, state_root, "--hub", "--timeout-body", "3")  # a body that never ends is cut soon
-    try:
-        with served.client() as http:
+    # A body that never ends is cut after 3 s (the raw-socket cases send some).
+    with hub_gateway(tmp_path_factory.mktemp("fuzz"), "--timeout-body", "3") as gateway:
+        with gateway.served.client() as http:
             sid = http.post("/v1/session", json={"message": "hello"}).json()["sessionId"]
-        yield Target(served, json.loads(done.stdout)["key"], [sid])
-    finally:
-        served.stop()
-    assert_clean(served.log_text())
+        yield Target(gateway.served, gateway.hub_key, [sid])
 
 
 # -- what to send ---------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,9 +59,10 @@ def _write_poisoned_session(state_root: Path) -> None:
     (state_root / "traces" / "ses_0123456789abcdef01234567.ndjson").write_text(event + "\n")
 
 
-@pytest.fixture(scope="module")
-def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
-    root = tmp_path_factory.mktemp("hardening")
+@contextmanager
+def hub_gateway(root: Path, *flags: str, poisoned: bool = False) -> Iterator[Gateway]:
+    """`agent-sdk serve --hub` on a project with the authored tools and server-everything over stdio
+    (advertised, linkable), with one hub key for every connector; its log is checked clean after."""
     everything = str(node_bin("mcp-server-everything"))
     connection = (
         "from connections import define_connection\n\n"
@@ -68,16 +70,23 @@ def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
     )
     project = make_project(root / "project", {"everything": connection})
     state_root = root / "state"
-    _write_poisoned_session(state_root)
+    if poisoned:
+        _write_poisoned_session(state_root)
     done = _cli("hub", "keys", "create", "--dir", str(project), "--state-root", str(state_root), "--account", "a",
                 "--all", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    served = serve(project, state_root, "--hub")
+    served = serve(project, state_root, "--hub", *flags)
     try:
         yield Gateway(served, json.loads(done.stdout)["key"])
     finally:
         served.stop()
     assert_clean(served.log_text())
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Gateway]:
+    with hub_gateway(tmp_path_factory.mktemp("hardening"), poisoned=True) as gateway:
+        yield gateway
 
 
 def _rpc_text(method: str, params: str) -> str:
