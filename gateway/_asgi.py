@@ -215,6 +215,7 @@ def _has_lone_surrogate(value: Any) -> bool:
 _HOST = re.compile(r"^(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9._-]+))(?::(?P<port>[0-9]{1,5}))?$")
 
 
+@functools.lru_cache(maxsize=256)  # one Host per client in practice; bounded whatever is sent
 def host_of(value: str) -> tuple[str, int | None] | None:
     """A `Host` header as `(name, port)`: `127.0.0.1:3000` -> `("127.0.0.1", 3000)`, `[::1]` ->
     `("::1", None)`. None for anything else (RFC 9110 §7.2: uri-host [":" port]): userinfo, a

@@ -21,6 +21,7 @@ defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Wa
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -37,7 +38,6 @@ from oauth import printable
 from ._asgi import (
     forwarding_header,
     header,
-    header_values,
     host_of,
     is_loopback_address,
     is_loopback_name,
@@ -82,16 +82,10 @@ async def _refuse_websocket(receive: Receive, send: Send) -> None:
         await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket route"})
 
 
+@functools.lru_cache(maxsize=64)  # a client sends the same Content-Type every time
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
-
-
-def _has_body(scope: Scope) -> bool:
-    length = header(scope, b"content-length")
-    if length is not None:
-        return length.strip() not in ("", "0")
-    return header(scope, b"transfer-encoding") is not None
 
 
 class RequestGuard:
@@ -129,17 +123,30 @@ class RequestGuard:
         await self.app(scope, receive, send)
 
     def _check(self, scope: Scope) -> Refusal | None:
-        hosts = header_values(scope, b"host")
+        # One pass over the headers: this runs before every request on every route.
+        hosts: list[bytes] = []
+        origin = content_type = length = chunked = None
+        for key, value in scope.get("headers", ()):
+            if key == b"host":
+                hosts.append(value)
+            elif key == b"origin":
+                origin = origin or value
+            elif key == b"content-type":
+                content_type = content_type or value
+            elif key == b"content-length":
+                length = length or value
+            elif key == b"transfer-encoding":
+                chunked = value
         if len(hosts) > 1:
             return 400, "invalid_request", "the request has more than one Host header; send one"
-        parsed = host_of(hosts[0]) if hosts else None
+        parsed = host_of(hosts[0].decode("latin-1")) if hosts else None
         if hosts and parsed is None:
             return 400, "invalid_request", "the Host header is not of the form name[:port]"
-        origin = header(scope, b"origin")
-        if origin is not None and not self._same_origin(scope, origin, parsed):
+        if origin is not None and not self._same_origin(scope, origin.decode("latin-1"), parsed):
             return 403, "forbidden_origin", "a request from another origin is refused"
-        if scope.get("method") not in ("GET", "HEAD", "OPTIONS") and _has_body(scope):
-            if not _is_json(header(scope, b"content-type") or ""):
+        has_body = length.strip() not in (b"", b"0") if length is not None else chunked is not None
+        if has_body and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+            if not _is_json((content_type or b"").decode("latin-1")):
                 return 415, "unsupported_media_type", "send the body as JSON, with Content-Type: application/json"
         return None
 

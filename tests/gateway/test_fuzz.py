@@ -3,7 +3,7 @@ both MCP endpoints, the hub's and the bridge's, with JSON, JSON-RPC and raw bodi
 unpaired surrogates, wrong types, odd headers). Never a 5xx, never a traceback in the log, healthy
 at the end; plus raw-socket cases (chunked bodies, duplicate headers, bad UTF-8, oversized bodies).
 
-    AGENT_SDK_FUZZ_REQUESTS=10000 .venv/bin/python -m pytest -q -s tests/gateway/test_fuzz.py
+    AGENT_SDK_FUZZ_REQUESTS=10000 .venv/bin/python -m pytest -q -s --timeout 1200 tests/gateway/test_fuzz.py -k fuzzed
 
 runs the long form (docs/http-api.md, "Hardening"); the suite runs 2,000 requests.
 """
