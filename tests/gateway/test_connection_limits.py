@@ -132,3 +132,16 @@ def test_connections_past_the_cap_are_turned_away(limited: Served) -> None:
                 return
         time.sleep(0.1)
     pytest.fail("the server kept refusing connections after the held ones closed")
+
+
+def test_info_reports_the_limits_the_flags_set(limited: Served) -> None:
+    with limited.client() as http:
+        runtime = http.get("/v1/info").json()["runtime"]
+    assert runtime["connections"] == {
+        "idleTimeoutS": IDLE,
+        "headerTimeoutS": HEADER,
+        "bodyTimeoutS": BODY,
+        "maxHeaderBytes": MAX_HEAD,
+        "maxConnections": MAX_CONNECTIONS,
+        "trustedProxies": 0,
+    }
