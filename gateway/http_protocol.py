@@ -90,7 +90,8 @@ class _LimitedProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
-        self.scope["extensions"] = {PEER_UID: self._peer_uid}  # type: ignore[typeddict-unknown-key]
+        if self.limits.peer_uids:
+            self.scope["extensions"] = {PEER_UID: self._peer_uid}  # type: ignore[typeddict-unknown-key]
         self._arm(self.limits.header_timeout)
 
     def on_headers_complete(self) -> None:

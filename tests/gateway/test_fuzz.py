@@ -159,6 +159,7 @@ def _request(draw: st.DrawFn, target: Target) -> tuple[str, str, dict[str, str],
 
 def test_fuzzed_requests_never_get_a_5xx(target: Target) -> None:
     served = target.served
+    start = _rss_kb(served.proc.pid)
     rss: list[int] = []
 
     with served.client() as http:
@@ -188,7 +189,7 @@ def test_fuzzed_requests_never_get_a_5xx(target: Target) -> None:
         assert http.get("/v1/health").status_code == 200
     log = served.log_text()
     print(f"\nfuzz: {sum(target.statuses.values())} requests, statuses {dict(sorted(target.statuses.items()))}, "
-          f"RSS after warm-up {rss[0] // 1024} MB, at the end {rss[-1] // 1024} MB; "
+          f"RSS before {start // 1024} MB, after warm-up {rss[0] // 1024} MB, at the end {rss[-1] // 1024} MB; "
           f"tracebacks in the log: {log.count('Traceback')}")  # fmt: skip
     assert "Traceback" not in log and "internal_error" not in log
     assert rss[-1] <= rss[0] * 1.2, rss
