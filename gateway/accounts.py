@@ -312,8 +312,9 @@ class AccountGate:
         self.direct = direct
         self.prefixes = ("/v1/account/", "/v1/hub/") if hub else ("/v1/account/",)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function handing back the app's coroutine (no frame of its own per resume): the
+        # request guard in front of it is the outermost app, with the `async def` servers look for.
         if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefixes):
-            await self.direct(scope, receive, send)
-            return
-        await self.chained(scope, receive, send)
+            return self.direct(scope, receive, send)
+        return self.chained(scope, receive, send)

@@ -104,7 +104,7 @@ class RequestGuard:
 
     def __init__(self, app: ASGIApp, *, trusted: TrustedProxies | None = None) -> None:
         self.app = app
-        self.trusted = trusted or TrustedProxies(())
+        self.rewrite = trusted.rewrite if trusted else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # `async def`: the outermost app, which servers tell from an ASGI 2 app by this.
@@ -118,8 +118,8 @@ class RequestGuard:
         if refusal is not None:
             await _refuse(scope, send, refusal)
             return
-        if self.trusted:
-            self.trusted.rewrite(scope)
+        if self.rewrite is not None:
+            self.rewrite(scope)
         await self.app(scope, receive, send)
 
     def _check(self, scope: Scope) -> Refusal | None:

@@ -10,6 +10,9 @@ at the connection, before any ASGI code runs:
 - **idle**: a new connection must start a request within `idle_timeout` (as between requests);
 - **head**: once a request's first byte arrives, its whole head must within `header_timeout`;
 - **body**: once the head is in, the whole body must arrive within `body_timeout`;
+
+(each checked by one sweep per server every quarter of the shortest timeout, at most every 1 s,
+so a connection is closed within its timeout plus that tick);
 - **head size**: more than `max_header_bytes` of request head is **431** and the connection closes;
 - **connections**: past `max_connections` open at once, a new one gets **503** and is closed.
 
@@ -57,10 +60,12 @@ class HttpLimits:
 
 class _LimitedProtocol(HttpToolsProtocol):
     limits: ClassVar[HttpLimits] = HttpLimits()
+    sweeping: ClassVar[bool] = False
+    """Whether this server's sweep is scheduled (one per `limited_protocol` class, i.e. per server)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._deadline: asyncio.TimerHandle | None = None
+        self._due: float | None = None
         self._in_head = True
         self._head_bytes = 0
         self._peer_uid: int | None = None
@@ -73,12 +78,12 @@ class _LimitedProtocol(HttpToolsProtocol):
             return
         if self.limits.peer_uids and self.client is not None and is_loopback_address(self.client[0]):
             self._peer_uid = peer_uid(self.client, self.server)  # type: ignore[arg-type]
-        # uvicorn arms its keep-alive timer only after a response: arm it for the first request too.
-        self.timeout_keep_alive_task = self.loop.call_later(self.limits.idle_timeout, self.timeout_keep_alive_handler)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
-        super().connection_lost(exc)
+        # uvicorn's keep-alive timer runs only after a response: a fresh connection gets the same bound.
+        self._due = self.loop.time() + self.limits.idle_timeout
+        cls = type(self)
+        if not cls.sweeping:
+            cls.sweeping = True
+            self.loop.call_later(_tick(self.limits), _sweep, self.loop, self.connections, cls)
 
     def data_received(self, data: bytes) -> None:
         if self._in_head:
@@ -92,33 +97,42 @@ class _LimitedProtocol(HttpToolsProtocol):
         super().on_message_begin()
         if self.limits.peer_uids:
             self.scope["extensions"] = {PEER_UID: self._peer_uid}  # type: ignore[typeddict-unknown-key]
-        self._arm(self.limits.header_timeout)
+        # A deadline, not a timer: arming and cancelling an event-loop timer per phase of every
+        # request cost more than the rest of this class; `_sweep` checks the deadlines instead.
+        self._due = self.loop.time() + self.limits.header_timeout
 
     def on_headers_complete(self) -> None:
         self._in_head = False
-        self._arm(self.limits.body_timeout)
+        self._due = self.loop.time() + self.limits.body_timeout
         super().on_headers_complete()
 
     def on_message_complete(self) -> None:
-        self._disarm()
+        self._due = None
         self._in_head, self._head_bytes = True, 0
         super().on_message_complete()
 
-    def _arm(self, seconds: float) -> None:
-        self._disarm()
-        self._deadline = self.loop.call_later(seconds, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        # A head or body that did not arrive in time: drop the connection (the app, if it is
-        # reading the body, sees `http.disconnect`).
-        self._deadline = None
-        if not self.transport.is_closing():
+    def expire_by(self, now: float) -> None:
+        """Close the connection if its fresh-connection, head or body deadline has passed (the app,
+        if it is reading the body, sees `http.disconnect`)."""
+        if self._due is not None and now >= self._due and not self.transport.is_closing():
+            self._due = None
             self.transport.close()
+
+
+def _tick(limits: HttpLimits) -> float:
+    """How often deadlines are checked: a quarter of the shortest timeout, at most 1 s."""
+    return min(limits.idle_timeout, limits.header_timeout, limits.body_timeout, 4.0) / 4
+
+
+def _sweep(loop: asyncio.AbstractEventLoop, connections: set[Any], cls: type[_LimitedProtocol]) -> None:
+    now = loop.time()
+    for connection in list(connections):
+        if isinstance(connection, _LimitedProtocol):
+            connection.expire_by(now)
+    if connections:
+        loop.call_later(_tick(cls.limits), _sweep, loop, connections, cls)
+    else:
+        cls.sweeping = False  # the next connection starts it again
 
 
 def limited_protocol(limits: HttpLimits) -> type[asyncio.Protocol]:
