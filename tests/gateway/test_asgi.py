@@ -3,14 +3,20 @@ test_hardening.py, test_connection_limits.py and test_behind_proxy.py)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from starlette.types import Message
 
+from connections import load_project
 from gateway._asgi import JsonRefused, host_of, loads_bounded, loads_stored
+from gateway.app import create_app
 from gateway.auth_chain import RequestGuard
 from gateway.proxies import PROXIED_BY, TrustedProxies
+from gateway.settings import ServeSettings
 
 
 @pytest.mark.parametrize(
@@ -100,3 +106,57 @@ async def test_a_websocket_scope_is_refused_before_any_route() -> None:
     scope = {"type": "websocket", "path": "/v1/mcp", "headers": [(b"host", b"127.0.0.1")], "client": ("127.0.0.1", 1)}
     await RequestGuard(app)(scope, receive, send)
     assert reached == [] and sent == [{"type": "websocket.close", "code": 1008, "reason": "no WebSocket route"}]
+
+
+@pytest.mark.anyio
+async def test_the_account_bridge_reads_with_the_bounded_reader(tmp_path: Path) -> None:
+    """The bridge's secret reaches only stdio children, so this drives the app in process (its
+    lifespan as uvicorn drives it) with the secret from the app's own state."""
+    hosts = tmp_path / "project" / "agent" / "host-connections"
+    hosts.mkdir(parents=True)
+    (hosts / "team.py").write_text(
+        "from connections import define_connection\n\nconnection = define_connection(account=True)\n"
+    )
+    app = create_app(load_project(tmp_path / "project"), ServeSettings(state_root=tmp_path / "state"))
+    state: dict[str, Any] = {}
+    to_app, app_inbox = anyio.create_memory_object_stream[Message](4)
+    app_outbox, from_app = anyio.create_memory_object_stream[Message](4)
+
+    async def post(body: bytes, secret: str) -> tuple[int, dict[str, Any]]:
+        sent: list[Message] = []
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            sent.append(message)
+
+        headers = {
+            "host": "127.0.0.1:3000", "content-type": "application/json", "content-length": str(len(body)),
+            "accept": "application/json, text/event-stream", "authorization": f"Bearer {secret}",
+        }  # fmt: skip
+        scope = {
+            "type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "scheme": "http",
+            "path": "/v1/account/team/mcp", "raw_path": b"/v1/account/team/mcp", "root_path": "",
+            "query_string": b"", "headers": [(k.encode(), v.encode()) for k, v in headers.items()],
+            "client": ("127.0.0.1", 40000), "server": ("127.0.0.1", 3000), "state": dict(state),
+        }  # fmt: skip
+        await app(scope, receive, send)
+        return sent[0]["status"], json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(app, {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}, app_inbox.receive,
+                      app_outbox.send)  # fmt: skip
+        await to_app.send({"type": "lifespan.startup"})
+        assert (await from_app.receive())["type"] == "lifespan.startup.complete"
+        try:
+            secret = state["accounts"].bridge.secret.reveal()
+            wrong = await post(b"[]", "not-the-secret")
+            deep = await post(b"[" * 10_000 + b"]" * 10_000, secret)
+            lone = await post(b'{"jsonrpc": "2.0", "id": "\\ud800", "method": "tools/list"}', secret)
+        finally:
+            await to_app.send({"type": "lifespan.shutdown"})
+            assert (await from_app.receive())["type"] == "lifespan.shutdown.complete"
+    assert wrong[0] == 401  # the secret is checked first; what follows is past it
+    assert deep[0] == 400 and deep[1]["error"]["code"] == -32700 and "deeper than" in deep[1]["error"]["message"]
+    assert lone[0] == 400 and "unpaired surrogate" in lone[1]["error"]["message"]
