@@ -142,7 +142,7 @@ class RequestGuard:
         parsed = host_of(hosts[0].decode("latin-1")) if hosts else None
         if hosts and parsed is None:
             return 400, "invalid_request", "the Host header is not of the form name[:port]"
-        if origin is not None and not self._same_origin(scope, origin.decode("latin-1"), parsed):
+        if origin is not None and not self._same_origin(origin.decode("latin-1"), parsed):
             return 403, "forbidden_origin", "a request from another origin is refused"
         has_body = length.strip() not in (b"", b"0") if length is not None else chunked is not None
         if has_body and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
@@ -151,7 +151,7 @@ class RequestGuard:
         return None
 
     @staticmethod
-    def _same_origin(scope: Scope, origin: str, host: tuple[str, int | None] | None) -> bool:
+    def _same_origin(origin: str, host: tuple[str, int | None] | None) -> bool:
         if host is None:
             return False
         try:
@@ -162,8 +162,9 @@ class RequestGuard:
         if parts.scheme not in _DEFAULT_PORTS or parts.hostname is None:
             return False
         name, port = host
-        host_port = port or _DEFAULT_PORTS.get(str(scope.get("scheme", "http")), 80)
-        if origin_port != host_port:
+        # A Host without a port names the default port of the scheme the client used, which only
+        # the client (or a TLS-terminating proxy in front) knows: the Origin's scheme says it.
+        if origin_port != (port or _DEFAULT_PORTS[parts.scheme]):
             return False
         name, other = name.lower().rstrip("."), parts.hostname.lower().rstrip(".")
         # The loopback names all reach this server on this port: one origin for this purpose.

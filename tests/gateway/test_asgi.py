@@ -160,3 +160,35 @@ async def test_the_account_bridge_reads_with_the_bounded_reader(tmp_path: Path) 
     assert wrong[0] == 401  # the secret is checked first; what follows is past it
     assert deep[0] == 400 and deep[1]["error"]["code"] == -32700 and "deeper than" in deep[1]["error"]["message"]
     assert lone[0] == 400 and "unpaired surrogate" in lone[1]["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("host", "origin", "admitted"),
+    [
+        ("127.0.0.1:3000", "http://127.0.0.1:3000", True),
+        ("127.0.0.1:3000", "http://localhost:3000", True),
+        ("127.0.0.1:3000", "http://localhost:8080", False),
+        ("127.0.0.1:3000", "null", False),
+        ("hub.example", "https://hub.example", True),  # behind a TLS proxy passing the Host on
+        ("hub.example", "https://hub.example:8443", False),
+        ("hub.example", "https://evil.example", False),
+        ("127.0.0.1:3000", "ftp://127.0.0.1:3000", False),
+    ],
+)
+@pytest.mark.anyio
+async def test_an_origin_must_be_this_servers_own(host: str, origin: str, admitted: bool) -> None:
+    reached: list[str] = []
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        reached.append(scope["path"])
+
+    sent: list[Message] = []
+
+    async def send(message: Message) -> None:
+        sent.append(message)
+
+    headers = [(b"host", host.encode()), (b"origin", origin.encode())]
+    scope = {"type": "http", "method": "GET", "path": "/v1/tools", "headers": headers, "scheme": "http"}
+    await RequestGuard(app)(scope, None, send)  # type: ignore[arg-type]
+    assert (reached == ["/v1/tools"]) is admitted
+    assert admitted or sent[0]["status"] == 403
