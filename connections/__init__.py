@@ -65,6 +65,11 @@ from ._outcomes import outcome_from_mcp as outcome_from_mcp
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._raw_results import RawToolResult as RawToolResult
+from ._redact import RedactingFilter as RedactingFilter
+from ._redact import redact as redact
+from ._redact import remember_secret as remember_secret
+from ._redact import shown_command as shown_command
+from ._redact import shown_url as shown_url
 from ._restart import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
 from ._session_runner import ConnectionStatus as ConnectionStatus
@@ -117,6 +122,7 @@ __all__ = [
     "Project",
     "ProjectError",
     "RawToolResult",
+    "RedactingFilter",
     "RestartPolicy",
     "ResultTooLarge",
     "ServerTool",
@@ -149,7 +155,11 @@ __all__ = [
     "load_project",
     "normalize_hub_url",
     "outcome_from_mcp",
+    "redact",
+    "remember_secret",
     "save_account_login",
     "saved_hub_url",
+    "shown_command",
+    "shown_url",
     "tracing_enabled",
 ]

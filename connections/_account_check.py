@@ -13,6 +13,8 @@ from dataclasses import dataclass
 import httpx2
 from pydantic import ValidationError
 
+from oauth import printable
+
 from ._account import HUB_CONNECTORS_PATH, parse_connector_list
 from ._account_login import AccountSetupError, load_account_credentials
 from ._diagnostics import Diagnostic
@@ -48,7 +50,8 @@ def _linked(environ: Mapping[str, str], timeout: float) -> tuple[str, list[str]]
     if response.status_code != 200:
         return f"account servers not checked: {creds.url} answered HTTP {response.status_code}"
     try:
-        return creds.url, sorted(c.name for c in parse_connector_list(response.content))
+        # The hub's names are its text: made printable before `validate` or `info` print them.
+        return creds.url, sorted(printable(c.name, 64) for c in parse_connector_list(response.content))
     except ValidationError:
         return f"account servers not checked: {creds.url} is not an agent-sdk hub"
 

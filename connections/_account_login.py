@@ -27,7 +27,9 @@ import filelock
 import keyring
 import keyring.errors
 
-from oauth import Secret
+from oauth import Secret, printable
+
+from ._redact import redact, remember_secret
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -58,7 +60,10 @@ _NO_KEYRING = (
 
 
 class AccountSetupError(Exception):
-    """The account hub cannot be configured or read; the message is one sentence with the fix."""
+    """The account hub cannot be configured or read; the message is one sentence with the fix (redacted)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +80,12 @@ def normalize_hub_url(url: str) -> str:
     url = url.strip()
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise AccountSetupError(f"the hub URL must be an http:// or https:// URL, got {url[:100]!r}")
+        if redact(url) != url:  # e.g. the API key where the URL belongs: never echo it
+            raise AccountSetupError(
+                f"the hub URL must be an http:// or https:// URL, and this one looks like an API key; were "
+                f"{ACCOUNT_URL_ENV} and {API_KEY_ENV} (or --url and the key) swapped?"
+            )
+        raise AccountSetupError(f"the hub URL must be an http:// or https:// URL, got {printable(url, 100)!r}")
     if parts.username or parts.password or parts.query or parts.fragment:
         raise AccountSetupError("the hub URL must not carry a user name, password, query or fragment")
     return url.rstrip("/")
@@ -131,6 +141,10 @@ def load_account_credentials(environ: Mapping[str, str] | None = None) -> Accoun
     """
     env = os.environ if environ is None else environ
     url, key = env.get(ACCOUNT_URL_ENV, "").strip(), env.get(API_KEY_ENV, "").strip()
+    if key:
+        remember_secret(key)
+    if url and not url.lower().startswith(("http://", "https://")):
+        remember_secret(url)  # not a URL: perhaps the key, with the two variables swapped; never echo it
     if url and key:
         return AccountCredentials(normalize_hub_url(url), Secret(key), "environment")
     if url or key:
@@ -144,6 +158,7 @@ def load_account_credentials(environ: Mapping[str, str] | None = None) -> Accoun
     stored = _keyring_get(saved)
     if not stored:
         raise AccountSetupError(f"no API key for {saved} in the OS keyring; run agent-sdk login --url {saved} again")
+    remember_secret(stored)
     return AccountCredentials(saved, Secret(stored), "login")
 
 

@@ -44,10 +44,11 @@ class Broker:
     Connections with `oauth` get their `Authorization` from `token_store` (tokens written by
     `agent-sdk mcp oauth`); without a store such a connection fails with a sentence saying so.
     Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
-    clients carrying that session's headers. `child_env` is added to every stdio child's
-    environment (the gateway hands its account bridge's URL and secret down this way).
-    `fast_calls=False` keeps pooled calls on the SDK's HTTP transport (docs/clients.md). At most
-    `start_limit` stdio children start at once (default: the number of cores); `warm()` starts them all now.
+    clients carrying that session's headers. `child_env` is added to the environment of the
+    stdio children that opt in with `bridge=True` (the gateway hands its account bridge's URL
+    and secret down this way). `fast_calls=False` keeps pooled calls on the SDK's HTTP transport
+    (docs/clients.md). At most `start_limit` stdio children start at once (default: the number of
+    cores); `warm()` starts them all now.
     """
 
     def __init__(

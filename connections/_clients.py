@@ -131,6 +131,11 @@ def child_environment(defn: ConnectionDefinition, environ: Mapping[str, str]) ->
     return base | expand_map(defn.name, "env", defn.env, environ)
 
 
+def _bridged(defn: ConnectionDefinition) -> bool:
+    """Whether the gateway's own variables (the account bridge's) reach this stdio child: opt-in, never linkable."""
+    return defn.bridge and not defn.linkable
+
+
 @asynccontextmanager
 async def open_client(
     defn: ConnectionDefinition,
@@ -149,7 +154,8 @@ async def open_client(
     `headers` are merged over the definition's static headers. No timeout is applied here: the
     caller bounds the open with its own cancel scope (`Timeouts.connect`). `http_status` (if
     given) receives the last HTTP error status, also when the open itself fails. `child_env` goes
-    over a stdio child's environment last (the gateway's own variables, e.g. the account bridge's).
+    over a stdio child's environment last, and only for a `bridge=True` definition that is not
+    linkable (the account bridge's URL and secret: opt-in, never for what accounts reach).
     `fast_calls=True` sends `tools/call` and `tools/list` over the fast wire where it applies (`_fast_calls.py`);
     the pool asks for it, one-off clients (one operation each) do not.
 
@@ -177,7 +183,7 @@ async def open_client(
         transport: AbstractAsyncContextManager[Any] = stdio_transport(
             defn.command,
             list(defn.args),
-            env=child_environment(defn, env_source) | dict(child_env or {}),
+            env=child_environment(defn, env_source) | (dict(child_env or {}) if _bridged(defn) else {}),
             cwd=defn.cwd,
             errlog=_errlog(),
             on_spawn=children.append,
@@ -188,8 +194,7 @@ async def open_client(
         all_headers = merge_headers(expand_map(defn.name, "header", defn.headers, env_source), headers)
 
         async def on_response(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                status[:] = [response.status_code]
+            status[:] = [response.status_code]  # every answer's: an error names the status it came with
             if session_id := response.headers.get("mcp-session-id"):
                 session_ids[:] = [session_id]  # what the SDK transport keeps from the initialize answer
 

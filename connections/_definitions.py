@@ -20,6 +20,7 @@ from typing import Any, Literal
 from oauth import OAuthConfig
 
 from ._problems import Problem
+from ._redact import redact, shown_url
 
 __all__ = [
     "AuthCallback",
@@ -70,6 +71,7 @@ _FIELD_TYPES: dict[str, str] = {
     "protocol": "'auto', 'legacy' or 'modern'",
     "description": "a string",
     "linkable": "True or False",
+    "bridge": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
 }
 
@@ -102,6 +104,8 @@ class ConnectionDefinition:
     linkable: bool = False
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """The largest answer (one JSON-RPC message, in bytes) accepted from the upstream; larger ones are refused."""
+    bridge: bool = False
+    """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -133,7 +137,7 @@ class ConnectionDefinition:
 
     def __repr__(self) -> str:
         # Header and env values may carry secrets read from the environment: show names only.
-        target = self.url or self.command or ("account" if self.account else "?")
+        target = shown_url(self.url) if self.url else self.command or ("account" if self.account else "?")
         return (
             f"ConnectionDefinition(name={self.name!r}, kind={self.kind!r}, target={target!r}, "
             f"headers={sorted(self.headers)}, env={sorted(self.env)})"
@@ -170,6 +174,7 @@ def define_connection(
     description: str | None = None,
     linkable: bool = False,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    bridge: bool = False,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -192,7 +197,7 @@ def define_connection(
 
     if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
         problems.append(
-            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {url!r}"[:200])
+            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {redact(url)!r}"[:200])
             if isinstance(url, str)
             else Problem("bad-field-type", f"field 'url' must be {_FIELD_TYPES['url']}, got {type(url).__name__}")
         )
@@ -228,12 +233,18 @@ def define_connection(
         bad("oauth", oauth)
         oauth_config = None
 
-    flags = {"host_only": host_only, "account": account, "advertise_tools": advertise_tools, "linkable": linkable}
+    flags = {
+        "host_only": host_only,
+        "account": account,
+        "advertise_tools": advertise_tools,
+        "linkable": linkable,
+        "bridge": bridge,
+    }
     for fname, value in flags.items():
         if not isinstance(value, bool):
             bad(fname, value)
     host_only, account = host_only is True, account is True
-    advertise_tools, linkable = advertise_tools is True, linkable is True
+    advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
 
     clean_servers: tuple[str, ...] | Literal["*"] = "*"
     if servers is not None:
@@ -315,6 +326,7 @@ def define_connection(
         description=description,
         linkable=linkable,
         max_result_bytes=max_result_bytes,
+        bridge=bridge,
         source=origin,
         line=line,
         problems=tuple(problems),

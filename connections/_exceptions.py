@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from ._redact import redact
+
 __all__ = [
     "AccountConnectorMissing",
     "AccountError",
@@ -109,7 +111,7 @@ class TurnProblem:
 
     def __init__(self, code: str, message: str, *, connection: str | None = None, tool: str | None = None) -> None:
         self.code = code
-        self.message = message
+        self.message = redact(message)
         self.connection = connection
         self.tool = tool
 
@@ -135,6 +137,7 @@ class ClientError(ConnectionsError):
     code = "client_error"
 
     def __init__(self, connection: str, message: str) -> None:
+        message = redact(message)  # docs/connections.md: no key, token or ${VAR} value in any message
         super().__init__(f"connection {connection!r}: {message}")
         self.connection = connection
         self.detail = message

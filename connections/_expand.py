@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 
 from ._exceptions import EnvironmentVariableMissing
+from ._redact import remember_secret
 
 __all__ = ["expand_map", "references"]
 
@@ -30,6 +31,7 @@ def expand_map(connection: str, what: str, values: Mapping[str, str], environ: M
             name = match.group(1)
             if name not in environ:
                 raise EnvironmentVariableMissing(connection, name, f"{what} {key!r}")
+            remember_secret(environ[name])  # a value read for a header or env is masked in every message
             return environ[name]
 
         out[key] = _REF.sub(sub, value)

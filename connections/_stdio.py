@@ -88,7 +88,7 @@ async def stdio_transport(
     cwd: str | None,
     errlog: TextIO | int | None,
     on_spawn: Callable[[StdioChild], None],
-    max_message_bytes: int,
+    max_message_bytes: int | None = None,
 ) -> AsyncGenerator[tuple[Any, Any]]:
     """Start the child in a new session (its own process group) and bridge its pipes to MCP streams.
 
@@ -101,6 +101,8 @@ async def stdio_transport(
     write_send, write_recv = anyio.create_memory_object_stream[SessionMessage](0)
     assert process.stdin is not None and process.stdout is not None
     stdin, stdout = process.stdin, process.stdout
+
+    limit = max_message_bytes or sys.maxsize
 
     async def reader() -> None:
         pending = bytearray()  # the current line so far, when it spans reads
@@ -116,7 +118,7 @@ async def stdio_transport(
                         piece = chunk[start:] if end < 0 else chunk[start:end]
                         if skipping:
                             tail = (tail + piece)[-_EDGE:]
-                        elif len(pending) + len(piece) > max_message_bytes:
+                        elif len(pending) + len(piece) > limit:
                             skipping, head, tail = True, bytes((pending or piece)[:_EDGE]), piece[-_EDGE:]
                             pending = bytearray()
                         elif end < 0:
@@ -126,7 +128,7 @@ async def stdio_transport(
                         start = end + 1
                         if skipping:
                             skipping = False
-                            refusal = _refusal(head, tail, max_message_bytes)
+                            refusal = _refusal(head, tail, limit)
                             if refusal is not None:
                                 await read_send.send(refusal)
                             continue
@@ -147,7 +149,14 @@ async def stdio_transport(
         try:
             async with write_recv:
                 async for message in write_recv:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    try:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    except ValueError as exc:  # PydanticSerializationError: e.g. a lone surrogate in an argument
+                        # One caller's unencodable input fails its own request, never the shared child.
+                        refusal = _unencodable(message, exc)
+                        if refusal is not None:
+                            await read_send.send(refusal)
+                        continue
                     await stdin.send(data.encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The child stopped reading: end the session instead of leaving a request hanging.
@@ -164,6 +173,21 @@ async def stdio_transport(
                 await read_recv.aclose()
                 await stop_child(process)
             tg.cancel_scope.cancel()
+
+
+def _unencodable(message: SessionMessage, exc: ValueError) -> SessionMessage | None:
+    """The error answer to a request that cannot be written as JSON (None for a notification or an
+    answer: there is no one to tell, so it is dropped with a log line)."""
+    root = message.message
+    if not isinstance(root, mt.JSONRPCRequest):
+        logger.warning("dropped an outgoing %s that cannot be encoded as JSON", type(root).__name__)
+        return None
+    error = mt.ErrorData(
+        code=mt.INVALID_PARAMS,
+        message="the request cannot be encoded as JSON (a string holds a lone surrogate or another "
+        f"character UTF-8 cannot carry): {type(exc).__name__}",
+    )
+    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=root.id, error=error))
 
 
 def _parse(line: bytes | bytearray) -> SessionMessage | Exception:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from typing import Literal
-from urllib.parse import urlsplit
 
 import anyio
 import httpx2
@@ -29,6 +28,7 @@ from ._exceptions import (
     UpstreamError,
     UpstreamTimeout,
 )
+from ._redact import shown_command, shown_url
 
 __all__ = ["Operation", "answer_lost", "describe", "leaves", "over_limit", "translate"]
 
@@ -59,9 +59,8 @@ def leaves(exc: BaseException) -> list[BaseException]:
 
 def _where(defn: ConnectionDefinition) -> str:
     if defn.url is not None:
-        parts = urlsplit(defn.url)  # never the query or userinfo: either may carry a key
-        return f"{parts.scheme}://{parts.hostname}{':' + str(parts.port) if parts.port else ''}{parts.path}"
-    return repr(defn.command)
+        return shown_url(defn.url)  # never user info, a query or a secret-looking path segment
+    return repr(shown_command(defn.command or ""))
 
 
 def translate(
@@ -123,7 +122,7 @@ def translate(
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
             return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
-        if leaf.code == mt.INTERNAL_ERROR and http_status:
+        if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
         return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
     if isinstance(leaf, ValidationError):

@@ -70,6 +70,17 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
             "linkable=True cannot be combined with auth=...: a hub calls linked connectors with its own "
             "credentials, and an account has no session to compute per-session headers from; use headers or oauth",
         )
+    if defn.bridge and defn.command is None:
+        yield Problem(
+            "bridge-needs-command",
+            "bridge=True hands the account bridge's URL and secret to a stdio child; it needs command=...",
+        )
+    if defn.bridge and defn.linkable:
+        yield Problem(
+            "linkable-bridge",
+            "bridge=True cannot be combined with linkable=True: accounts reach a linked connection from other "
+            "machines, and the bridge secret must never reach them; drop one",
+        )
     if defn.headers and defn.url is None:
         yield Problem("headers-need-url", "headers=... only apply to url connections; remove them or use url=...")
     if defn.command is None and (defn.args or defn.env or defn.cwd is not None):

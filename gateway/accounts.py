@@ -8,7 +8,8 @@
   unknown connector, or one the key may not use, is 404 (existence is not revealed).
 - **Bridge**: `POST /v1/account/{connection}/mcp` forwards MCP to an account connection for
   processes on this host, with a per-boot secret (`Authorization: Bearer`), handed to stdio
-  children as `AGENT_SDK_BRIDGE_URL` / `AGENT_SDK_BRIDGE_SECRET`. Loopback peers only.
+  children that opt in (`bridge=True`) as `AGENT_SDK_BRIDGE_URL` / `AGENT_SDK_BRIDGE_SECRET`.
+  Loopback peers only, with a loopback `Host` and no foreign `Origin`.
 
 Neither runs the CLI auth chain: `AccountGate` sends their paths around it (hub peers come from
 other machines; the bridge has its own secret). Both reuse `McpEndpoint` (POST only, JSON-RPC
@@ -19,10 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
-import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -36,11 +35,13 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool
+from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
 from oauth import Secret
 
+from ._asgi import forwarding_header, header, is_loopback_address, send_json_error, send_rpc_error
 from .hub_keys import HubKey, HubKeyError, HubKeyStore
 from .mcp_endpoints import McpEndpoint, session_manager
+from .proxies import PROXIED_BY
 from .settings import ServeSettings
 
 __all__ = [
@@ -57,7 +58,6 @@ __all__ = [
 BRIDGE_URL_ENV = "AGENT_SDK_BRIDGE_URL"
 BRIDGE_SECRET_ENV = "AGENT_SDK_BRIDGE_SECRET"
 _VERSION = "0.1.0"
-_FORWARDING = (b"forwarded", b"x-real-ip")
 
 
 def linkable_connections(project: Project) -> dict[str, ConnectionDefinition]:
@@ -84,10 +84,12 @@ class BridgeSecret:
             host = "127.0.0.1"
         elif host in ("::", "[::]", "::1"):
             host = "[::1]"
-        return cls(Secret(secrets.token_urlsafe(32)), f"http://{host}:{settings.port}/v1/account")
+        secret = secrets.token_urlsafe(32)
+        remember_secret(secret)  # masked in every message and log line of this process
+        return cls(Secret(secret), f"http://{host}:{settings.port}/v1/account")
 
     def child_env(self) -> dict[str, str]:
-        """What every stdio child gets: the bridge's base URL and the secret."""
+        """What a `bridge=True` stdio child gets: the bridge's base URL and the secret."""
         return {BRIDGE_URL_ENV: self.url, BRIDGE_SECRET_ENV: self.secret.reveal()}
 
     def admits(self, presented: str) -> bool:
@@ -131,31 +133,19 @@ def _services(scope: Scope) -> AccountServices:
     return scope["state"]["accounts"]
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _bearer(scope: Scope) -> str | None:
-    scheme, _, presented = (_header(scope, b"authorization") or "").partition(" ")
+    scheme, _, presented = (header(scope, b"authorization") or "").partition(" ")
     presented = presented.strip()
     return presented if scheme.lower() == "bearer" and presented else None
 
 
-async def _refuse(
+def _refuse(
     send: Send, status: int, code: str, message: str, *, rpc: bool, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
+) -> Awaitable[None]:
     if rpc:
-        error = {"code": -32001 if status in (401, 403) else -32600, "message": message, "data": {"error": code}}
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
-    else:
-        body = {"ok": False, "error": code, "message": message}
-    payload = json.dumps(body).encode()
-    start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": [*start_headers, *headers]})
-    await send({"type": "http.response.body", "body": payload})
+        data = {"error": code}
+        return send_rpc_error(send, status, -32001 if status in (401, 403) else -32600, message, data, headers)
+    return send_json_error(send, status, code, message, headers)
 
 
 _CHALLENGE = [(b"www-authenticate", b'Bearer realm="agent-sdk-hub"')]
@@ -261,12 +251,8 @@ class _Forwarding:
 
     async def _bridge(self, scope: Scope, send: Send, services: AccountServices) -> str | None:
         client = scope.get("client")
-        try:
-            loopback = client is not None and ipaddress.ip_address(client[0]).is_loopback
-        except ValueError:
-            loopback = False
-        forwarded = any(k in _FORWARDING or k.startswith(b"x-forwarded-") for k, _ in scope.get("headers", []))
-        if not loopback or forwarded:
+        loopback = client is not None and is_loopback_address(client[0])
+        if not loopback or forwarding_header(scope) is not None or PROXIED_BY in (scope.get("extensions") or {}):
             await _refuse(send, 403, "forbidden", "the account bridge admits direct loopback peers only", rpc=True)
             return None
         presented = _bearer(scope)
@@ -322,15 +308,17 @@ def account_routes() -> list[BaseRoute]:
 
 class AccountGate:
     """Pure ASGI: the bridge's paths (and the hub's, with `--hub`) go to `direct`, everything else to
-    `chained` (the auth chain). The routes behind `direct` authenticate each request themselves."""
+    `chained` (the auth chain). The routes behind `direct` authenticate each request themselves;
+    the request guard in front of this gate has already checked Host and Origin (DNS rebinding)."""
 
     def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool) -> None:
         self.chained = chained
         self.direct = direct
         self.prefixes = ("/v1/account/", "/v1/hub/") if hub else ("/v1/account/",)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function handing back the app's coroutine (no frame of its own per resume): the
+        # request guard in front of it is the outermost app, with the `async def` servers look for.
         if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefixes):
-            await self.direct(scope, receive, send)
-            return
-        await self.chained(scope, receive, send)
+            return self.direct(scope, receive, send)
+        return self.chained(scope, receive, send)

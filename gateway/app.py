@@ -1,7 +1,9 @@
 """`create_app`: the one place the gateway's routes, middleware and lifespan are assembled.
 
-Request path, outermost first: `AuthChain` (Host/Origin guards, then loopback | bearer |
-anonymous; `/v1/health` is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
+Request path, outermost first: `RequestGuard` (one well-formed Host, a same-origin Origin, JSON
+bodies, trusted proxies; every route) -> `AccountGate` (the hub and bridge routes authenticate
+for themselves) -> `AuthChain` (loopback Host, then loopback | bearer | anonymous; `/v1/health`
+is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
 every resource: the broker (client pool, stdio children), the session service (turns), and the
 two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 """
@@ -27,10 +29,11 @@ from connections import Broker, Project
 from oauth import serving_store
 
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
-from .auth_chain import AuthChain, BodyLimit
+from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .discovery_routes import discovery_routes
 from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .proxies import TrustedProxies
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -59,8 +62,9 @@ async def default_broker(
 ) -> AsyncGenerator[BrokerLike]:
     """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
-    `agent-sdk mcp oauth` stored. `child_env` goes to every stdio child (the account bridge's URL and secret);
-    `fast_calls` is `serve --no-fast-calls` negated; `start_limit` and `warm` are `serve --start-limit`, `--warm`."""
+    `agent-sdk mcp oauth` stored. `child_env` goes to the stdio children that opt in with `bridge=True`
+    (the account bridge's URL and secret); `fast_calls` is `serve --no-fast-calls` negated; `start_limit`
+    and `warm` are `serve --start-limit` and `--warm`."""
     store = serving_store(state_root)
     try:
         async with Broker(
@@ -215,6 +219,9 @@ def create_app(
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
+    # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
+    # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
+    app.router.redirect_slashes = False
     direct = _Direct(app, _TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))
     limited = BodyLimit(direct, settings.max_body_bytes)
     chained = AuthChain(
@@ -224,5 +231,7 @@ def create_app(
         loopback_bound=settings.loopback_bound,
         public_paths=("/v1/health",),
     )
-    # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves.
-    return AccountGate(chained, limited, hub=settings.hub)
+    # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
+    # the request guard (Host, Origin, content type, trusted proxies) runs before every route.
+    gated = AccountGate(chained, limited, hub=settings.hub)
+    return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))

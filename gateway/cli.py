@@ -11,6 +11,9 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
+
+from connections import redact
 
 from .commands import register_all
 from .errors import CliError
@@ -18,9 +21,21 @@ from .errors import CliError
 __all__ = ["build_parser", "main"]
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, except that a usage error never echoes a value back (a key typed as an argument)."""
+
+    def error(self, message: str) -> NoReturn:
+        head, sep, rest = message.partition("unrecognized arguments: ")
+        if sep:  # flags by name, values hidden: `login --key ask_...` must not print the key
+            shown = [a.split("=", 1)[0] if a.startswith("-") else "…" for a in rest.split(" ")]
+            message = f"{head}unrecognized arguments: {' '.join(shown)} (values are not shown)"
+        self.print_usage(sys.stderr)
+        self.exit(2, f"{self.prog}: error: {redact(message)}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full `agent-sdk` argument parser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="agent-sdk",
         description="MCP gateway and connection broker: load connections, log in, serve tools to peer agents.",
     )
@@ -36,7 +51,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = args.func(args)
     except CliError as exc:
-        print(f"agent-sdk: error: {exc}", file=sys.stderr)
+        print(f"agent-sdk: error: {redact(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("agent-sdk: interrupted", file=sys.stderr)

@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-from connections import ConnectionDefinition, Project
+from connections import ConnectionDefinition, Project, redact, shown_command, shown_url
 
-__all__ = ["connection_info", "project_info", "public_url"]
-
-
-def public_url(url: str) -> str:
-    """`url` without userinfo, query or fragment: those are where credentials hide."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, host, parts.path, "", ""))
+__all__ = ["connection_info", "project_info"]
 
 
-def connection_info(defn: ConnectionDefinition) -> dict[str, Any]:
-    """One connection as `info` shows it: shape and flags, never header/env values or args."""
+def connection_info(defn: ConnectionDefinition, *, show_args: bool = False) -> dict[str, Any]:
+    """One connection as `info` shows it: shape and flags, never header/env values; the URL's shape
+    (docs/connections.md, "Secrets in messages"); stdio args only with `show_args` (`info --show-args`)."""
     out: dict[str, Any] = {
         "name": defn.name,
         "kind": defn.kind,
@@ -33,9 +23,11 @@ def connection_info(defn: ConnectionDefinition) -> dict[str, Any]:
         "headers": sorted(defn.headers),
     }
     if defn.url is not None:
-        out["url"] = public_url(defn.url)
+        out["url"] = shown_url(defn.url)
     if defn.command is not None:
-        out["command"] = Path(defn.command).name
+        out["command"] = shown_command(defn.command)
+        if show_args:
+            out["args"] = [redact(a) for a in defn.args]
     if defn.description:
         out["description"] = defn.description
     if defn.linkable:
@@ -43,12 +35,14 @@ def connection_info(defn: ConnectionDefinition) -> dict[str, Any]:
     return out
 
 
-def project_info(project: Project) -> dict[str, Any]:
-    """The whole document: connections, tools, extensions and diagnostics."""
+def project_info(project: Project, *, show_args: bool = False) -> dict[str, Any]:
+    """The whole document: connections, tools, extensions and diagnostics (stdio args only with `show_args`)."""
     root = project.root
     return {
         "agent": {"name": root.name, "root": str(root)},
-        "connections": [connection_info(project.connections[n]) for n in sorted(project.connections)],
+        "connections": [
+            connection_info(project.connections[n], show_args=show_args) for n in sorted(project.connections)
+        ],
         "tools": [
             {
                 "name": tool.name,

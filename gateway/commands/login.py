@@ -1,6 +1,7 @@
 """`agent-sdk login [--url HUB]`: configure the account hub that `account=True` connections use.
 
-The API key is read from stdin (piped) or a hidden prompt, never from a flag (shell history, `ps`).
+The API key is read from `--key-file`, stdin (piped) or a hidden prompt, never from a flag value
+(shell history, `ps`). Plain `http://` to a hub that is not on loopback needs `--allow-http`.
 It is checked against the hub (`GET /v1/hub/connectors`), then stored in the OS keyring (service
 `agent-sdk`, user `account-api-key:<hub URL>`); the URL goes to `<config dir>/account.json` (0600).
 Servers set `AGENT_SDK_ACCOUNT_URL` + `AGENT_SDK_API_KEY` instead. See docs/accounts.md.
@@ -10,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import getpass
+import ipaddress
 import os
 import sys
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx2
 
@@ -25,11 +29,12 @@ from connections import (
     account_file,
     forget_account_login,
     keyring_user,
+    load_account_credentials,
     normalize_hub_url,
     save_account_login,
     saved_hub_url,
 )
-from oauth import Secret
+from oauth import Secret, printable
 
 from ..errors import CliError
 
@@ -48,17 +53,46 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     action.add_argument("--status", action="store_true", help="show what is configured (never the key)")
     action.add_argument("--logout", action="store_true", help="delete the saved key and URL")
     p.add_argument("--no-check", action="store_true", help="store the key without asking the hub whether it works")
+    p.add_argument("--key-file", metavar="FILE", help="read the API key from FILE (default: stdin or a hidden prompt)")
+    p.add_argument(
+        "--allow-http", action="store_true", help="accept plain http:// to a hub that is not on loopback (the key "
+        "crosses the network in clear)"
+    )  # fmt: skip
+    # Not a way in: a key given here is refused, unread and unechoed (it would sit in shell history and `ps`).
+    p.add_argument("--key", help=argparse.SUPPRESS)
     p.set_defaults(func=login)
 
 
-def _read_key(url: str) -> Secret:
-    if sys.stdin.isatty():
+_NO_KEY_FLAG = (
+    "login takes no --key: a key on the command line lands in shell history and ps; pipe it on stdin, type it at "
+    "the prompt, or pass --key-file FILE (and consider the key exposed: ask the hub's operator for a new one)"
+)
+
+
+def _loopback(url: str) -> bool:
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _read_key(url: str, key_file: str | None) -> Secret:
+    if key_file is not None:
+        try:
+            value = Path(key_file).expanduser().read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            reason = getattr(exc, "strerror", None) or type(exc).__name__
+            raise CliError(f"cannot read --key-file {printable(key_file)}: {reason}") from None
+    elif sys.stdin.isatty():
         value = getpass.getpass(f"API key for {url}: ")
     else:
         value = sys.stdin.readline()
     value = value.strip()
     if not value:
-        raise CliError("no API key given; pipe it on stdin or type it at the prompt")
+        raise CliError("no API key given; pipe it on stdin, type it at the prompt, or pass --key-file FILE")
     return Secret(value)
 
 
@@ -82,11 +116,11 @@ def _check(url: str, key: Secret) -> tuple[str | None, list[str]]:
         )
     try:
         data = response.json()
-        names = [str(c["name"]) for c in data["connectors"]]
+        names = [printable(c["name"], 64) for c in data["connectors"]]  # the hub's text: no terminal escapes
     except (ValueError, KeyError, TypeError):
         raise CliError(f"{url} did not answer with a hub connector list; nothing was stored") from None
     account = data.get("account")
-    return (str(account) if account is not None else None), names
+    return (printable(account, 64) if account is not None else None), names
 
 
 def login(args: argparse.Namespace) -> int:
@@ -96,31 +130,59 @@ def login(args: argparse.Namespace) -> int:
             forgotten = forget_account_login()
             print(f"forgot the API key and URL of {forgotten}" if forgotten else "no saved account login")
             return 0
+        if args.key is not None:
+            raise CliError(_NO_KEY_FLAG)
         saved = saved_hub_url()
         if args.status:
-            if os.environ.get(ACCOUNT_URL_ENV) or os.environ.get(API_KEY_ENV):
-                print(f"{ACCOUNT_URL_ENV} / {API_KEY_ENV} are set: they override any saved login")
-            if saved is None:
-                print("no saved account login; run agent-sdk login --url HUB")
-            else:
-                print(
-                    f"hub {saved} (saved in {account_file()}); API key in the OS keyring, service "
-                    f"{KEYRING_SERVICE!r}, user {keyring_user(saved)!r}"
-                )
-            return 0
+            return _status(saved)
         if args.url is None and saved is None:
             raise CliError("pass --url HUB (the hub's base URL); no hub was saved before")
         url = normalize_hub_url(args.url) if args.url is not None else saved
         assert url is not None
-        key = _read_key(url)
+        if url.startswith("http://") and not _loopback(url):
+            if not args.allow_http:
+                raise CliError(
+                    f"{url} is plain http:// to a hub that is not on this machine: the API key would cross the "
+                    "network in clear; use https://, or pass --allow-http if the network itself is trusted"
+                )
+            print(f"agent-sdk: WARNING: the API key goes to {url} in clear text (--allow-http)", file=sys.stderr)
+        key = _read_key(url, args.key_file)
         account, names = (None, []) if args.no_check else _check(url, key)
         path = save_account_login(url, key)
     except AccountSetupError as exc:
         raise CliError(str(exc)) from None
-    who = f" as account {account!r}" if account else ""
+    who = f" as account {account!r}" if account else ""  # already made printable by _check
     linked = f"; connectors: {', '.join(names) or 'none'}" if not args.no_check else ""
     print(
         f"logged in to {url}{who}{linked}. The key is in the OS keyring (service {KEYRING_SERVICE!r}, user "
         f"{keyring_user(url)!r}); the URL is in {path}"
     )
+    return 0
+
+
+def _status(saved: str | None) -> int:
+    """What an account connection would use now, and whether it works; 1 when it would fail."""
+    url_set, key_set = bool(os.environ.get(ACCOUNT_URL_ENV, "").strip()), bool(os.environ.get(API_KEY_ENV, "").strip())
+    if url_set and key_set:
+        print(f"{ACCOUNT_URL_ENV} and {API_KEY_ENV} are set: they win over any saved login")
+    elif url_set or key_set:
+        present, absent = (ACCOUNT_URL_ENV, API_KEY_ENV) if url_set else (API_KEY_ENV, ACCOUNT_URL_ENV)
+        print(
+            f"{present} is set but {absent} is not: account connections fail until both are set, or {present} "
+            "is unset (the saved login is not used while it is set)"
+        )
+    if saved is None:
+        print("no saved account login; run agent-sdk login --url HUB")
+    else:
+        print(
+            f"saved login: hub {saved} (in {account_file()}); API key in the OS keyring, service "
+            f"{KEYRING_SERVICE!r}, user {keyring_user(saved)!r}"
+        )
+    try:
+        creds = load_account_credentials()
+    except AccountSetupError as exc:
+        print(f"not usable: {exc}")
+        return 1
+    where = "the environment" if creds.source == "environment" else "the saved login (the keyring holds its key)"
+    print(f"in use: hub {creds.url}, from {where}")
     return 0

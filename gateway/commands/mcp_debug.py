@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 import anyio
 import mcp.types as mt
 
-from connections import Broker, ConnectionDefinition, ConnectionsError, Project
-from oauth import FileTokenStore, OAuthError
+from connections import Broker, ConnectionDefinition, ConnectionsError, Project, shown_command, shown_url
+from oauth import LocalStore, OAuthError
 
 from ..errors import CliError
 from ._common import add_project_args, state_root_of
@@ -36,6 +36,7 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
     p = group.add_parser("list", help="list the project's connections (no upstream is contacted)")
     add_project_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--show-args", action="store_true", help="show stdio arguments too (known secrets still masked)")
     p.set_defaults(func=mcp_list)
 
     p = group.add_parser("tools", help="list one connection's tools (after its allow/deny lists)")
@@ -55,7 +56,7 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
 def mcp_list(args: argparse.Namespace) -> int:
     """Print each connection: name, kind, target and flags (never header or env values)."""
     project = load(args.dir)
-    rows = [_describe(defn) for defn in sorted(project.connections.values(), key=lambda d: d.name)]
+    rows = [_describe(d, args.show_args) for d in sorted(project.connections.values(), key=lambda d: d.name)]
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
@@ -106,8 +107,9 @@ def mcp_call(args: argparse.Namespace) -> int:
 _FLAG_KEYS = {"host-only": "hostOnly", "advertised": "advertiseTools", "oauth": "oauth", "auth": "hasAuth"}
 
 
-def _describe(defn: ConnectionDefinition) -> dict[str, Any]:
-    target = defn.url or " ".join([defn.command or "", *defn.args]).strip()
+def _describe(defn: ConnectionDefinition, show_args: bool) -> dict[str, Any]:
+    # The URL's shape and the command's name only: paths, queries and args may carry secrets.
+    target = shown_url(defn.url) if defn.url else shown_command(defn.command or "", defn.args, show_args=show_args)
     if defn.kind == "account":
         target = "servers: " + (defn.servers if isinstance(defn.servers, str) else ", ".join(defn.servers))
     return {
@@ -142,7 +144,8 @@ def _run(project: Project, args: argparse.Namespace, operation: Callable[[Broker
         _quiet_sdk_logs()
 
     async def main() -> _T:
-        async with Broker(project, token_store=FileTokenStore(state_root_of(args))) as broker:
+        # The local path, reading through to the deployment store for grants moved there with --store.
+        async with LocalStore(state_root_of(args)) as store, Broker(project, token_store=store) as broker:
             return await operation(broker)
 
     try:

@@ -25,6 +25,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     p = sub.add_parser("info", help="show the connections, tools and extensions the project defines")
     add_project_args(p)
     p.add_argument("--json", action="store_true", help="print the JSON document GET /v1/info serves")
+    p.add_argument("--show-args", action="store_true", help="show stdio arguments too (known secrets still masked)")
     p.set_defaults(func=info)
 
 
@@ -58,7 +59,7 @@ def validate(args: argparse.Namespace) -> int:
 def info(args: argparse.Namespace) -> int:
     """Print the project's surface as a table, or as JSON with `--json`."""
     project = load(args.dir)
-    doc = project_info(project)
+    doc = project_info(project, show_args=args.show_args)
     # Account connections show the connectors the hub resolves them to, when a hub answers quickly.
     account = check_account_servers(project, os.environ, resolve_all=True)
     for entry in doc["connections"]:
@@ -86,7 +87,7 @@ def info(args: argparse.Namespace) -> int:
             )
             if on
         ]
-        target = c.get("url") or c.get("command") or ""
+        target = c.get("url") or " ".join([c.get("command") or "", *c.get("args", [])]).strip()
         if c["kind"] == "account":
             target = "servers: " + (c["servers"] if c["servers"] == "*" else ", ".join(c["servers"]))
             if c.get("connectors") is not None:

@@ -19,9 +19,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from connections import RedactingFilter
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
+from ..http_protocol import HttpLimits, limited_protocol
 from ..memory import return_large_blocks
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
@@ -29,6 +31,20 @@ from ._common import add_project_args, state_root_of
 from .project import load
 
 __all__ = ["register", "serve", "settings_from_args"]
+
+
+_LIMIT_FLAGS: tuple[tuple[str, type, str, str, str], ...] = (
+    ("--timeout-keep-alive", float, "S", "close a connection idle this long, a fresh one included (default 5)",
+     "AGENT_SDK_TIMEOUT_KEEP_ALIVE"),
+    ("--timeout-header", float, "S", "a request head must arrive within S of its first byte (default 10)",
+     "AGENT_SDK_TIMEOUT_HEADER"),
+    ("--timeout-body", float, "S", "a request body must arrive within S of its head (default 30)",
+     "AGENT_SDK_TIMEOUT_BODY"),
+    ("--max-header-bytes", int, "N", "a larger request head is 431 (default 65536)", "AGENT_SDK_MAX_HEADER_BYTES"),
+    ("--max-connections", int, "N", "connections past N get 503 and are closed (default 1000)",
+     "AGENT_SDK_MAX_CONNECTIONS"),
+)  # fmt: skip
+"""The connection-limit flags: flag, type, metavar, help, variable (`ServeSettings` reads the variables)."""
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
@@ -85,6 +101,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         help="start every connection when the gateway starts, not at the first use; or $AGENT_SDK_WARM=1",
     )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=None,
+        metavar="ADDR",
+        help="a reverse proxy (address or CIDR, repeatable) whose X-Forwarded-For/Forwarded name the client; "
+        "needs --bearer-token; or $AGENT_SDK_TRUSTED_PROXY (comma-separated)",
+    )
+    limits = p.add_argument_group("connection limits (docs/http-api.md)")
+    for flag, kind, metavar, text, var in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"{text}; or ${var}")
     p.set_defaults(func=serve)
 
 
@@ -104,9 +131,18 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             fast_calls=args.fast_calls,
             start_limit=args.start_limit,
             warm=args.warm,
+            trusted_proxies=tuple(args.trusted_proxy) if args.trusted_proxy else None,
+            idle_timeout_s=args.timeout_keep_alive,
+            header_timeout_s=args.timeout_header,
+            body_timeout_s=args.timeout_body,
+            max_header_bytes=args.max_header_bytes,
+            max_connections=args.max_connections,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
         raise CliError(f"invalid serve settings: {problems}") from None
 
 
@@ -135,6 +171,11 @@ def serve(args: argparse.Namespace) -> int:
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
+    if settings.trusted_proxies and settings.auth_mode != "bearer":
+        raise CliError(
+            "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
+            "use, and a gateway behind a proxy must authenticate its callers"
+        )
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
         serving_store(settings.state_root)
@@ -154,8 +195,19 @@ def serve(args: argparse.Namespace) -> int:
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
+    limits = HttpLimits(
+        idle_timeout=settings.idle_timeout_s,
+        header_timeout=settings.header_timeout_s,
+        body_timeout=settings.body_timeout_s,
+        max_header_bytes=settings.max_header_bytes,
+        max_connections=settings.max_connections,
+        peer_uids=settings.auth_mode == "loopback-strict",
+    )
     config = uvicorn.Config(
         app,
+        http=limited_protocol(limits),  # uvicorn's httptools protocol plus head/body/idle timeouts and caps
+        timeout_keep_alive=settings.idle_timeout_s,  # type: ignore[arg-type]  # call_later takes seconds as a float
+        h11_max_incomplete_event_size=settings.max_header_bytes,
         host=settings.host,
         port=settings.port,
         log_level="info",
@@ -164,6 +216,8 @@ def serve(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
+    # uvicorn set up its loggers above: every handler now masks keys, tokens and ${VAR} values.
+    RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
 

@@ -145,6 +145,15 @@ RULES: dict[str, Expected] = {
         "linkable=True cannot be combined with auth=...: a hub calls linked connectors with its own "
         "credentials, and an account has no session to compute per-session headers from; use headers or oauth",
     ),
+    "linkable-bridge": Expected(
+        "agent/mcp-connections/tools.py", 3, "error", "linkable-bridge",
+        "bridge=True cannot be combined with linkable=True: accounts reach a linked connection from other "
+        "machines, and the bridge secret must never reach them; drop one",
+    ),
+    "bridge-needs-command": Expected(
+        "agent/mcp-connections/remote.py", 3, "error", "bridge-needs-command",
+        "bridge=True hands the account bridge's URL and secret to a stdio child; it needs command=...",
+    ),
     "servers-without-account": Expected(
         "agent/mcp-connections/docs.py", 3, "error", "servers-without-account",
         "field 'servers' only applies to account=True connections",

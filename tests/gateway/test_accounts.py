@@ -40,6 +40,8 @@ pytestmark = pytest.mark.anyio
 
 BRIDGE_CLIENT = ROOT / "tests" / "fixtures" / "upstreams" / "bridge_client.py"
 HUB_KEYS_RE = re.compile(r"ask_[A-Za-z0-9_-]{20,}")
+HUB_TOKEN = "hub-operator-token-" + "t" * 24
+"""A hub needs --bearer-token for everything outside the hub API (docs/accounts.md)."""
 
 
 def cli(*args: str, env: dict[str, str] | None = None, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
@@ -79,7 +81,10 @@ class Hub:
         return self.keys[name][1]
 
     def restart(self) -> None:
-        self.served = serve(self.project, self.state_root, "--hub", port=self.port)
+        self.served = serve(self.project, self.state_root, "--hub", port=self.port, env=HUB_ENV)
+
+
+HUB_ENV = {"AGENT_SDK_BEARER_TOKEN": HUB_TOKEN}
 
 
 def create_key(project: Path, state_root: Path, account: str, *which: str) -> tuple[str, str]:
@@ -138,7 +143,7 @@ def hub(
         "dup": create_key(project, state_root, "dup", "--all"),
     }
     port = free_port()
-    served = serve(project, state_root, "--hub", port=port)
+    served = serve(project, state_root, "--hub", port=port, env=HUB_ENV)
     tokens = stored_tokens(state_root)
     assert tokens, "the non-interactive login stored no tokens"
     hub = Hub(project, state_root, port, served, keys, tokens)
@@ -163,7 +168,7 @@ def edge(tmp_path_factory: pytest.TempPathFactory, hub: Hub) -> Iterator[Edge]:
           "servers=['everything'], advertise_tools=True)")  # fmt: skip
     write(project, "host-connections", "team", "connection = define_connection(account=True)")
     write(project, "mcp-connections", "bridge_user", f"connection = define_connection(command={sys.executable!r}, "
-          f"args=[{str(BRIDGE_CLIENT)!r}], advertise_tools=True)")  # fmt: skip
+          f"args=[{str(BRIDGE_CLIENT)!r}], bridge=True, advertise_tools=True)")  # fmt: skip
     env = {
         "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
         "XDG_DATA_HOME": str(root / "data"),
@@ -310,7 +315,9 @@ async def test_a_key_of_another_account_sees_nothing_of_this_one(hub: Hub) -> No
         bad = await http.get("/v1/hub/connectors", headers={"Authorization": "Bearer ask_not-a-key"})
         none = await http.get("/v1/hub/connectors")
         get_mcp = await http.get("/v1/hub/connectors/everything/mcp")
-        info = await http.get("/v1/info")
+        info = await http.get("/v1/info", headers={"Authorization": f"Bearer {HUB_TOKEN}"})
+        anonymous_info = await http.get("/v1/info")
+    assert anonymous_info.status_code == 401, anonymous_info.text  # a hub never trusts loopback
     linkable = ["everything", "everything_too", "secure"]
     assert info.json()["hub"] == {"linkable": linkable, "connectors": "/v1/hub/connectors"}
     assert "ask_" not in info.text and "sha256" not in info.text

@@ -12,11 +12,13 @@ import stat
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from connections import AccountNotConfigured, define_connection
 from connections._account import AccountConnections
 from gateway.accounts import BridgeSecret
 from gateway.settings import ServeSettings
+from tests.connections.test_account_hub_api import _Server  # pyright: ignore[reportPrivateUsage]
 
 from .test_accounts import cli, write
 
@@ -145,7 +147,94 @@ def test_the_bridge_secret_is_new_on_every_boot_and_never_shown() -> None:
     assert BridgeSecret.create(ServeSettings(host="::1", port=1)).url == "http://[::1]:1/v1/account"
 
 
-def test_the_hub_is_switched_on_by_flag_or_environment() -> None:
+def test_the_hub_is_switched_on_by_flag_or_environment_and_needs_a_bearer_token() -> None:
+    token = {"AGENT_SDK_BEARER_TOKEN": "t" * 32}
     assert ServeSettings.from_env({}).hub is False
-    assert ServeSettings.from_env({"AGENT_SDK_HUB": "1"}).hub is True
-    assert ServeSettings.from_env({}, hub=True).hub is True
+    assert ServeSettings.from_env({"AGENT_SDK_HUB": "1", **token}).hub is True
+    assert ServeSettings.from_env(token, hub=True).hub is True
+    for env in ({"AGENT_SDK_HUB": "1"}, {"AGENT_SDK_HUB": "1", "AGENT_SDK_ALLOW_ANONYMOUS": "1"}):
+        with pytest.raises(ValidationError, match=r"a hub \(--hub\) needs --bearer-token"):
+            ServeSettings.from_env(env)
+
+
+# -- what login, info and validate print of a hub's text; plain http; --status; where the key comes from --------
+
+HOSTILE_NAME = "linear\x1b[2J\u202eevil\r\nforged"
+HOSTILE_ACCOUNT = "team\x1b]0;owned\x07"
+
+
+def test_connector_names_from_a_hub_are_printable_in_login_info_and_validate(tmp_path: Path) -> None:
+    listing = {"ok": True, "account": HOSTILE_ACCOUNT, "connectors": [{"name": HOSTILE_NAME, "mcp": "/x"}]}
+    hub = _Server({"/v1/hub/connectors": (200, listing)})
+    try:
+        project = tmp_path / "project"
+        write(project, "mcp-connections", "work", "connection = define_connection(account=True, servers=['nope'])")
+        write(project, "mcp-connections", "every", "connection = define_connection(account=True)")
+        key = "ask_" + "p" * 43
+        env = {"AGENT_SDK_ACCOUNT_URL": hub.url, "AGENT_SDK_API_KEY": key}
+        outputs = [
+            cli("login", "--url", hub.url, env=keyring_env(tmp_path), stdin=key + "\n"),
+            cli("info", "--dir", str(project), env=env),
+            cli("validate", "--dir", str(project), env=env),
+        ]
+    finally:
+        hub.close()
+    for done in outputs:
+        text = done.stdout + done.stderr
+        assert done.returncode == 0, text
+        assert "\ufffd" in text, text  # the name was printed, made safe
+        for raw in ("\x1b", "\u202e", "\r", "\x07", "\nforged"):
+            assert raw not in text, (raw, text)
+
+
+def test_login_refuses_plain_http_to_a_hub_elsewhere_unless_asked(tmp_path: Path) -> None:
+    key = "ask_" + "h" * 43
+    refused = cli("login", "--url", "http://hub.example.com", "--no-check", env=keyring_env(tmp_path), stdin=key)
+    assert refused.returncode == 1, refused.stderr
+    assert "http://hub.example.com is plain http:// to a hub that is not on this machine" in refused.stderr
+    assert "use https://, or pass --allow-http" in refused.stderr
+    assert not (tmp_path / "config" / "agent-sdk" / "account.json").exists()
+    allowed = cli("login", "--url", "http://hub.example.com", "--no-check", "--allow-http",
+                  env=keyring_env(tmp_path), stdin=key)  # fmt: skip
+    assert allowed.returncode == 0 and "WARNING: the API key goes to http://hub.example.com in clear" in allowed.stderr
+    loopback = cli("login", "--url", "http://localhost:9", "--no-check", env=keyring_env(tmp_path), stdin=key)
+    assert loopback.returncode == 0 and "WARNING" not in loopback.stderr, loopback.stderr
+
+
+def test_login_status_says_which_setting_wins_and_whether_the_keyring_holds_the_key(tmp_path: Path) -> None:
+    env = keyring_env(tmp_path)
+    key = "ask_" + "q" * 43
+    assert cli("login", "--url", "http://127.0.0.1:9", "--no-check", env=env, stdin=key).returncode == 0
+    saved = cli("login", "--status", env=env)
+    assert saved.returncode == 0 and "in use: hub http://127.0.0.1:9, from the saved login" in saved.stdout
+    half = cli("login", "--status", env={**env, "AGENT_SDK_API_KEY": key})
+    assert half.returncode == 1, half.stdout
+    assert "AGENT_SDK_API_KEY is set but AGENT_SDK_ACCOUNT_URL is not: account connections fail" in half.stdout
+    assert "the saved login is not used while it is set" in half.stdout and "not usable" in half.stdout
+    both = cli("login", "--status", env={**env, "AGENT_SDK_API_KEY": key, "AGENT_SDK_ACCOUNT_URL": "http://h:1"})
+    assert both.returncode == 0 and "in use: hub http://h:1, from the environment" in both.stdout
+    for stored in (tmp_path / "data").rglob("*.cfg"):
+        stored.unlink()  # the keyring lost the key; the URL file is still there
+    lost = cli("login", "--status", env=env)
+    assert lost.returncode == 1 and "saved login: hub http://127.0.0.1:9" in lost.stdout
+    assert "not usable: no API key for http://127.0.0.1:9 in the OS keyring" in lost.stdout
+    for done in (saved, half, both, lost):
+        assert key not in done.stdout + done.stderr
+
+
+def test_login_takes_the_key_from_a_file_and_refuses_it_on_the_command_line(tmp_path: Path) -> None:
+    env = keyring_env(tmp_path)
+    key = "ask_" + "f" * 43
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    done = cli("login", "--url", "http://127.0.0.1:9", "--no-check", "--key-file", str(key_file), env=env)
+    assert done.returncode == 0, done.stderr
+    assert cli("login", "--status", env=env).returncode == 0
+    missing = cli("login", "--url", "http://127.0.0.1:9", "--key-file", str(tmp_path / "nope"), env=env)
+    assert missing.returncode == 1 and "cannot read --key-file" in missing.stderr
+    for argv in (["--key", key], [f"--key={key}"], ["--token", key], [key]):
+        refused = cli("login", "--url", "http://127.0.0.1:9", *argv, env=env)
+        assert refused.returncode != 0 and key not in refused.stdout + refused.stderr, argv
+        assert key[4:12] not in refused.stderr
+    said = cli("login", "--key", key, env=env).stderr
+    assert "login takes no --key" in said and "--key-file FILE" in said

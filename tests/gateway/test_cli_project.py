@@ -115,7 +115,7 @@ def test_info_never_shows_a_header_value_a_query_secret_or_an_env_value(tmp_path
         assert secret not in result.stdout
     doc = json.loads(result.stdout)
     crm = next(c for c in doc["connections"] if c["name"] == "crm")
-    assert crm["url"] == "https://crm.example.com/mcp"
+    assert crm["url"] == "https://crm.example.com/mcp?*"  # the query is there, its values are not
     assert crm["headers"] == ["Authorization", "X-Team"]
 
 
