@@ -18,7 +18,6 @@ small call) / payload MB.
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
@@ -33,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import Peer, _decode, free_port, wait_port  # noqa: E402
+from bench_mcp_tools import Peer, _decode, free_port, start_listening, start_serve  # noqa: E402
 
 COUNTING = str(ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py")
 MB = 1024 * 1024
@@ -98,30 +97,16 @@ def run_path(path: str, size: int, calls: int) -> dict[str, float]:
             upstream = None
             if path != "stdio":
                 up_port = free_port()
-                procs.append(
-                    subprocess.Popen(
-                        [sys.executable, COUNTING, "http", str(up_port)],
-                        env={**os.environ, "JSON_RESPONSE": "1"},
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.DEVNULL,
-                    )
-                )
-                wait_port(up_port, procs[-1], "counting server")
+                command = [sys.executable, COUNTING, "http", str(up_port)]
+                procs.append(start_listening(command, up_port, "counting server", {"JSON_RESPONSE": "1"}))
                 upstream = f"http://127.0.0.1:{up_port}/mcp"
             project = Path(tmp) / "project"
             (project / "agent" / "mcp-connections").mkdir(parents=True)
             (project / "agent" / "mcp-connections" / "big.py").write_text(
                 f"import sys\nfrom connections import define_connection\n\nconnection = {definition(path, upstream)}\n"
             )
-            port = free_port()
-            env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
-            cmd = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "serve"]
-            cmd += ["--dir", str(project), "--port", str(port), "--state-root", str(Path(tmp) / "state")]
-            gateway = subprocess.Popen(
-                cmd, env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-            )
+            gateway, port = start_serve(project, Path(tmp) / "state")
             procs.append(gateway)
-            wait_port(port, gateway, "agent-sdk serve")
             return anyio.run(measure, f"http://127.0.0.1:{port}/v1/mcp/tools", gateway.pid, size, calls)
         finally:
             for proc in reversed(procs):

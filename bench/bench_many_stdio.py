@@ -14,9 +14,7 @@ listed through a `ClientPool`, five times, serially; the figure to compare is N 
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import Peer, _decode, free_port, wait_port  # noqa: E402
+from bench_mcp_tools import Peer, _decode, start_serve  # noqa: E402
 
 from connections import ClientPool, define_connection  # noqa: E402
 from connections._pool import default_start_limit  # noqa: E402
@@ -79,27 +77,9 @@ def run_one(n: int, start_limit: int | None, tries: int) -> tuple[float, int, in
         count_file = Path(tmp) / "starts.txt"
         project = Path(tmp) / "project"
         write_project(project, n, count_file)
-        port = free_port()
-        env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
-        cmd = [
-            sys.executable,
-            "-c",
-            "from gateway.cli import entrypoint; entrypoint()",
-            "serve",
-            "--dir",
-            str(project),
-            "--port",
-            str(port),
-            "--state-root",
-            str(Path(tmp) / "state"),
-        ]
-        if start_limit is not None:
-            cmd += ["--start-limit", str(start_limit)]
-        proc = subprocess.Popen(
-            cmd, env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-        )
+        flags = ["--start-limit", str(start_limit)] if start_limit is not None else []
+        proc, port = start_serve(project, Path(tmp) / "state", *flags)
         try:
-            wait_port(port, proc, "agent-sdk serve")
             seconds, attempt, tools = anyio.run(first_listing, f"http://127.0.0.1:{port}/v1/mcp/tools", tries)
         finally:
             proc.terminate()

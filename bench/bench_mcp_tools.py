@@ -58,6 +58,27 @@ def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
     raise SystemExit(f"{what} did not listen on {port}")
 
 
+def start_listening(cmd: list[str], port: int, what: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`cmd` (output discarded) with `env` added to ours, once it listens on `port`."""
+    proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port, proc, what)
+    return proc
+
+
+def start_serve(project: Path, state_root: Path, *flags: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`agent-sdk serve` on `project` (a subprocess, no `AGENT_SDK_*` variables, output discarded) and its port,
+    once it listens."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
+    cmd = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "serve", "--dir", str(project)]
+    cmd += ["--port", str(port), "--state-root", str(state_root), *flags]
+    proc = subprocess.Popen(
+        cmd, env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    wait_port(port, proc, "agent-sdk serve")
+    return proc, port
+
+
 def pct(samples: list[float], q: float) -> float:
     ordered = sorted(samples)
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
@@ -228,14 +249,10 @@ def main() -> None:
         try:
             up_port = free_port()
             procs.append(
-                subprocess.Popen(
-                    [str(EVERYTHING), "streamableHttp"],
-                    env={**os.environ, "PORT": str(up_port)},
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
+                start_listening(
+                    [str(EVERYTHING), "streamableHttp"], up_port, "mcp-server-everything", {"PORT": str(up_port)}
                 )
             )
-            wait_port(up_port, procs[-1], "mcp-server-everything")
             upstream = f"http://127.0.0.1:{up_port}/mcp"
 
             project = Path(tmp) / "project"
@@ -244,28 +261,8 @@ def main() -> None:
                 "from connections import define_connection\n\n"
                 f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
             )
-            gw_port = free_port()
-            env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
-            procs.append(
-                subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-c",
-                        "import logging; from gateway.cli import entrypoint; entrypoint()",
-                        "serve",
-                        "--dir",
-                        str(project),
-                        "--port",
-                        str(gw_port),
-                        "--state-root",
-                        str(Path(tmp) / "state"),
-                    ],
-                    env={**env, "PYTHONPATH": str(ROOT)},
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-            wait_port(gw_port, procs[-1], "agent-sdk serve")
+            gateway, gw_port = start_serve(project, Path(tmp) / "state")
+            procs.append(gateway)
             urls = {"direct": upstream, "agent-sdk /v1/mcp/tools": f"http://127.0.0.1:{gw_port}/v1/mcp/tools"}
 
             if not args.no_fastmcp:
