@@ -65,6 +65,7 @@ from ._outcomes import outcome_from_mcp as outcome_from_mcp
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._raw_results import RawToolResult as RawToolResult
+from ._raw_results import holds_long_text as holds_long_text
 from ._redact import RedactingFilter as RedactingFilter
 from ._redact import redact as redact
 from ._redact import remember_secret as remember_secret
@@ -148,6 +149,7 @@ __all__ = [
     "define_tool",
     "expand_map",
     "forget_account_login",
+    "holds_long_text",
     "is_valid_tool_name",
     "keyring_user",
     "list_tools_once",

@@ -29,6 +29,7 @@ from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.message import SessionMessage
 from mcp.types.version import LATEST_MODERN_VERSION
 
 from ._definitions import ConnectionDefinition
@@ -37,6 +38,7 @@ from ._expand import expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
+from ._raw_results import holds_long_text
 from ._stdio import StdioChild, stdio_transport
 
 __all__ = [
@@ -272,12 +274,23 @@ def _errlog() -> Any:
     return sys.stderr
 
 
+_RELEASE = SessionMessage(mt.JSONRPCNotification(jsonrpc="2.0", method="notifications/agent-sdk/release"))
+"""A notification no server sends: the session drops it (unknown method, a debug line)."""
+
+
 class _WatchedRead:
-    """A read stream that sets `gone` when the transport ends (EOF), so the pool stops reusing it."""
+    """A read stream that sets `gone` when the transport ends (EOF), so the pool stops reusing it.
+
+    The SDK's read loop (`async for item in read_stream`) holds the last message until the next
+    one arrives: after a large answer, one payload would stay in memory while the connection is
+    idle. So a large answer is followed by `_RELEASE`, which the session drops at once, and the
+    answer is freed as soon as its caller is done with it.
+    """
 
     def __init__(self, inner: Any, gone: anyio.Event) -> None:
         self._inner = inner
         self._gone = gone
+        self._release = False
 
     @property
     def last_context(self) -> Any:
@@ -299,8 +312,13 @@ class _WatchedRead:
 
     async def __anext__(self) -> Any:
         # The dispatcher's read loop: one frame over the inner stream, not two.
+        if self._release:
+            self._release = False
+            return _RELEASE
         try:
-            return await self._inner.receive()
+            item = await self._inner.receive()
+            self._release = holds_long_text(getattr(getattr(item, "message", None), "result", None))
+            return item
         except anyio.EndOfStream:
             self._gone.set()
             raise StopAsyncIteration from None

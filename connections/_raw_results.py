@@ -19,7 +19,10 @@ import mcp.types as mt
 from mcp_types import methods as _methods
 from pydantic import BaseModel
 
-__all__ = ["RawToolResult"]
+__all__ = ["LONG_TEXT", "RawToolResult", "holds_long_text"]
+
+LONG_TEXT = 64 * 1024
+"""Characters from which a string in a result's content counts as long (`holds_long_text`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,3 +65,17 @@ def _result_keys(version: str) -> tuple[str, ...]:
     model = _methods.SERVER_RESULTS[("tools/call", version)]
     assert isinstance(model, type) and issubclass(model, BaseModel)
     return tuple(field.alias or name for name, field in model.model_fields.items())
+
+
+def holds_long_text(result: object) -> bool:
+    """Whether `result` (a `tools/call` result as JSON) has a content item holding a string of at least
+    `LONG_TEXT` characters: the large results whose copies are worth avoiding. Cheap: nothing is serialized."""
+    content = result.get("content") if isinstance(result, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    if not isinstance(content, list):
+        return False
+    for part in content:  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(part, dict):
+            for value in part.values():  # pyright: ignore[reportUnknownVariableType]
+                if isinstance(value, str) and len(value) >= LONG_TEXT:
+                    return True
+    return False

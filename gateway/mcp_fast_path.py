@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import pydantic_core
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.connection import Connection
 from mcp.server.lowlevel import Server
@@ -58,6 +57,8 @@ from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
 from connections import tracing_enabled
+
+from .json_pieces import answer_pieces
 
 __all__ = ["serve_tools_call"]
 
@@ -216,6 +217,7 @@ async def serve_tools_call(
         answer = {"jsonrpc": "2.0", "id": ident, "error": error}
     else:
         answer = {"jsonrpc": "2.0", "id": ident, "result": result}
+        del result  # the answer owns it now: `_send_json` releases it as it is serialized
     await _send_json(send, answer)
     return True
 
@@ -250,11 +252,17 @@ def _error_data(exc: Exception) -> ErrorData:
 
 
 async def _send_json(send: Send, answer: dict[str, Any]) -> None:
-    """What the SDK transport writes for a JSON-mode answer: 200, `application/json`, the message."""
-    body = pydantic_core.to_json(answer)
-    headers = [(b"content-type", CONTENT_TYPE_JSON.encode()), (b"content-length", str(len(body)).encode())]
+    """What the SDK transport writes for a JSON-mode answer: 200, `application/json`, the message
+    (a large result in pieces, each written under the server's flow control: `json_pieces.py`)."""
+    pieces = answer_pieces(answer)
+    length = sum(len(piece) for piece in pieces)
+    headers = [(b"content-type", CONTENT_TYPE_JSON.encode()), (b"content-length", str(length).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    last = len(pieces) - 1
+    for i in range(len(pieces)):
+        piece, pieces[i] = pieces[i], b""  # written pieces are not held until the last one is
+        await send({"type": "http.response.body", "body": piece, "more_body": i < last})
+        del piece
 
 
 def _kernel_adds_nothing(server: Server[Any]) -> bool:

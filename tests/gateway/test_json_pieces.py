@@ -1,0 +1,33 @@
+"""A large answer is serialized in pieces: the bytes of one `to_json`, the result it carries untouched."""
+
+from __future__ import annotations
+
+import copy
+
+import pydantic_core
+
+from connections._raw_results import LONG_TEXT
+from gateway.json_pieces import answer_pieces
+
+
+def test_a_large_answer_in_pieces_has_the_bytes_of_one_to_json_and_its_result_is_untouched() -> None:
+    text = 'x\u00e9"\n' * LONG_TEXT
+    result = {
+        "content": [{"type": "text", "text": text}, {"type": "text", "text": "small"}],
+        "structuredContent": {"result": text, "nested": [1, None, True]},
+        "isError": False,
+    }
+    kept = copy.deepcopy(result)
+    answer = {"jsonrpc": "2.0", "id": "call-7", "result": result}
+    whole = pydantic_core.to_json(answer)
+    pieces = answer_pieces(answer)
+    assert len(pieces) > 1
+    assert b"".join(pieces) == whole
+    assert answer == {}  # the answer we built is emptied
+    assert result == kept  # what its maker may still hold is not
+
+
+def test_a_small_answer_is_one_piece() -> None:
+    answer = {"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": "hi"}], "isError": False}}
+    whole = pydantic_core.to_json(answer)
+    assert answer_pieces(answer) == [whole]
