@@ -211,6 +211,8 @@ def create_app(
         public_paths=("/v1/health",),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
-    # the request guard (Host, Origin, content type, trusted proxies) runs before every route.
-    gated = AccountGate(chained, limited, hub=settings.hub)
+    # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and
+    # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
+    bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
+    gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
     return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
