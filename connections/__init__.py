@@ -64,7 +64,6 @@ from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._pool import ConnectionStatus as ConnectionStatus
 from ._pool import RestartPolicy as RestartPolicy
-from ._raw_results import RawToolResult as RawToolResult
 from ._session import SessionInfo as SessionInfo
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -75,7 +74,6 @@ from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
 from ._tracing import tracing_enabled as tracing_enabled
 from ._turns import TurnBuilder as TurnBuilder
-from ._turns import outcome_from_mcp as outcome_from_mcp
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -115,7 +113,6 @@ __all__ = [
     "OAuthConfig",
     "Project",
     "ProjectError",
-    "RawToolResult",
     "RestartPolicy",
     "ServerTool",
     "SessionInfo",
@@ -146,7 +143,6 @@ __all__ = [
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",
-    "outcome_from_mcp",
     "save_account_login",
     "saved_hub_url",
     "tracing_enabled",

@@ -277,7 +277,7 @@ class AccountConnections:
         self._state[defn.name].routes = routes
         return tools
 
-    async def call_tool(self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]) -> mt.CallToolResult:
+    async def call_tool(self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
         """Call `tool` on the connector that listed it (listing first when it is not known yet).
 
         Raises `UnknownTool`, the `AccountError`s, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.

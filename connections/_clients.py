@@ -54,6 +54,7 @@ from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
+from ._tool_results import call_tool_json
 
 __all__ = [
     "INHERITED_ENV",
@@ -495,8 +496,9 @@ async def call_tool_once(
     headers: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
     auth: httpx2.Auth | None = None,
-) -> mt.CallToolResult:
+) -> dict[str, Any]:
     """Call `tool` through a one-off client carrying `headers` over the static ones; never pooled.
+    The result as JSON (`call_tool_json`).
 
     Raises `UnknownTool` (allow/deny lists), `UpstreamError`, `UpstreamTimeout`,
     `ConnectionUnavailable`, `EnvironmentVariableMissing`.
@@ -504,10 +506,8 @@ async def call_tool_once(
     if not defn.allows_tool(tool):
         raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
 
-    async def run(client: Client) -> mt.CallToolResult:
-        return await client.call_tool(tool, dict(arguments or {}))
+    async def run(client: Client) -> dict[str, Any]:
+        return await call_tool_json(client, tool, dict(arguments or {}))
 
-    result: mt.CallToolResult = await _one_off(
-        defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool
-    )
+    result: dict[str, Any] = await _one_off(defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool)
     return result

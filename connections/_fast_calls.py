@@ -4,14 +4,16 @@ A pooled call through `mcp.Client` crosses the client's dispatcher (memory strea
 stream, a task per request) and the Streamable HTTP transport (a task group per message, `httpx2`,
 an `EventSource` over text decoders): about 2 ms of CPU per call, more than the upstream itself
 spends on it. This module swaps only the wire under the two requests the pool sends all the time.
-Once a handshake-era session is open, its `ClientSession` keeps its own dispatcher for everything
-else (initialize, notifications, the GET listener, DELETE on close), but `tools/call` and
-`tools/list` go through `FastCalls`,
+Once a session is open (either protocol generation), its `ClientSession` keeps its own dispatcher
+for everything else (initialize or server/discover, notifications, the GET listener, DELETE on
+close), but `tools/call` and `tools/list` go through `FastCalls`,
 which posts the JSON-RPC request on a keep-alive `Http1Origin` connection and reads the JSON or
 SSE answer itself. Everything above the wire is still the SDK's: the request is built, stamped,
 and its result validated (the negotiated version's schema, the tool's output schema) by
-`ClientSession` (`call_tool`, `list_tools`); server requests met on the answer stream (ping, sampling, elicitation,
-roots) are answered by the session's own `_on_request`, and notifications go to its `_on_notify`
+`ClientSession` (its stamp writes the `_meta` envelope and, at 2026-07-28, `Mcp-Method`,
+`Mcp-Name` and the `Mcp-Param-*` headers from the tool's listed input schema; `call_tool_json`,
+`list_tools`); server requests met on the answer stream (ping, sampling, elicitation, roots) are
+answered by the session's own `_on_request`, and notifications go to its `_on_notify`
 (so `tools/list_changed` still clears the pool's listing cache).
 
 Where the wire path differs from `streamable_http_client`, it does what that transport does: the
@@ -23,7 +25,9 @@ the request). `tests/connections/test_fast_calls.py` runs each case both ways ag
 upstreams and requires the same result or error.
 
 Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in the environment, no
-userinfo in the URL, an asyncio event loop, and a session that negotiated a handshake-era version.
+userinfo in the URL, an asyncio event loop. At 2026-07-28 there is no session id, a 404 without a
+JSON-RPC body is METHOD_NOT_FOUND, and a caller's cancel closes the POST instead of posting
+`notifications/cancelled` (the 2026 wire has no client-to-server notifications), as in the SDK.
 An OAuth connection's `httpx2.Auth` runs on this wire as httpx2 runs it (`FastCalls._send`).
 """
 
@@ -51,12 +55,12 @@ from mcp.client.streamable_http import (
 )
 from mcp.shared._otel import inject_trace_context, otel_span  # what the SDK's dispatcher traces with
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER, encode_header_value
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
     CONNECTION_CLOSED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
+    METHOD_NOT_FOUND,
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
@@ -131,16 +135,17 @@ def install_fast_calls(
     inner = getattr(session, "_dispatcher", None)
     if inner is None or not hasattr(session, "_on_request") or not hasattr(session, "_on_notify"):
         return None  # pragma: no cover - a future SDK reshaped its session
-    if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return None  # 2026-07-28 calls carry Mcp-Param-* headers and their own exchange: the SDK's
     base = {k.lower(): v for k, v in headers.items()}
     base.setdefault("user-agent", _USER_AGENT)
     base["accept"] = "application/json, text/event-stream"
     base["content-type"] = "application/json"
-    if session_id:
+    modern = client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+    if session_id and not modern:
         base["mcp-session-id"] = session_id
+    # The session's stamp sets it on every request too (and, at 2026-07-28, `Mcp-Method`, `Mcp-Name`
+    # and `Mcp-Param-*`, which arrive as the call's own headers); here it also covers resumption GETs.
     base["mcp-protocol-version"] = client.protocol_version
-    fast = FastCalls(inner, session, origin, base, http_status, auth)
+    fast = FastCalls(inner, session, origin, base, http_status, auth, modern=modern)
     session._dispatcher = fast  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]  # by delegation
     return fast
 
@@ -198,8 +203,12 @@ class FastCalls:
         headers: dict[str, str],
         http_status: list[int],
         auth: httpx2.Auth | None = None,
+        *,
+        modern: bool = False,
     ) -> None:
         self._inner = inner
+        self._modern = modern
+        """The session speaks 2026-07-28: no session id, and a call is cancelled by closing its POST."""
         self._session = session
         self._origin = origin
         self._headers = headers
@@ -219,17 +228,6 @@ class FastCalls:
         if method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
             return self._inner.send_raw_request(method, params, opts, **kwargs)
         return self._call(method, params, opts or {})
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
-        """`tools/call` as `ClientSession.call_tool` sends it (the same params, the same stamped
-        headers), the result as the raw dict `ClientSession.send_request` validates. (A plain
-        function handing back the coroutine: no frame of its own on the hot path.)"""
-        params = {"name": name, "arguments": arguments}
-        stamp = {
-            MCP_PROTOCOL_VERSION_HEADER: self._headers["mcp-protocol-version"],
-            MCP_NAME_HEADER: encode_header_value(name),
-        }
-        return self.send_raw_request("tools/call", params, {"headers": stamp})
 
     async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> dict[str, Any]:
         # String ids in their own namespace: never equal to an id the SDK's dispatcher mints on this session.
@@ -256,7 +254,8 @@ class FastCalls:
             try:
                 outcome = await self._exchange(headers, body)
             except anyio.get_cancelled_exc_class():
-                await self._courtesy_cancel(request_id)
+                if not self._modern:  # at 2026-07-28 the closed POST is the signal (its connection is dropped)
+                    await self._courtesy_cancel(request_id)
                 raise
             except _Redirected:
                 outcome = None  # not processed: the SDK transport sends it, after this span
@@ -355,6 +354,9 @@ class FastCalls:
                     if isinstance(parsed, JSONRPCError):
                         return parsed.error
                 if status == 404:
+                    if "mcp-session-id" not in self._headers:
+                        # No session: a 404 is the HTTP spelling of METHOD_NOT_FOUND, as the SDK transport reads it.
+                        return ErrorData(code=METHOD_NOT_FOUND, message="Not Found")
                     return ErrorData(code=INVALID_REQUEST, message="Session terminated")
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
             if content_type.startswith("application/json"):

@@ -13,6 +13,7 @@ from typing import Any
 import mcp.types as mt
 
 from ._pool import ClientPool, ConnectionStatus
+from ._tool_results import as_call_tool_result
 
 __all__ = ["HostMcp"]
 
@@ -41,9 +42,10 @@ class HostMcp:
     async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
+        The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return await self._pool.call_tool(name, tool, args)
+        return as_call_tool_result(await self._pool.call_tool(name, tool, args))
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

@@ -15,7 +15,6 @@ Any problem in 2-4 fails the whole turn with a `TurnBuildError` listing every pr
 from __future__ import annotations
 
 import inspect
-import json
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -30,44 +29,22 @@ from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
 from ._loader import RESERVED_TOOL_NAMES, Project
 from ._names import NAME_RULE, is_valid_tool_name
-from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
+from ._toolset import ToolOutcome, Toolset, TurnTool
 
-__all__ = ["TurnBuilder", "outcome_from_mcp"]
+__all__ = ["TurnBuilder"]
 
 # RFC 9110 §5.1 field-name token; values must not carry CR/LF (header injection).
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
-CallTool = Callable[
-    [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[mt.CallToolResult]
-]
-CallToolRaw = Callable[[ConnectionDefinition, str, Mapping[str, Any]], Awaitable[RawToolResult]]
+CallTool = Callable[[ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[dict[str, Any]]]
+"""Reaches the upstream: the `tools/call` result as JSON (`call_tool_json`)."""
 
 
-def outcome_from_mcp(result: mt.CallToolResult) -> ToolOutcome:
-    """A passthrough outcome: the upstream's content and structured content as they came."""
-    dumped = result.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return ToolOutcome(
-        is_error=bool(result.is_error),
-        result=dumped,
-        content=dumped.get("content", []),
-        structured=dumped.get("structuredContent"),
-        upstream=result,
-    )
-
-
-def _authored_outcome(value: Any) -> ToolOutcome:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    structured = value if isinstance(value, dict) else None
-    return ToolOutcome(
-        is_error=False,
-        result=value,
-        content=[{"type": "text", "text": text}],
-        structured=structured,  # pyright: ignore[reportArgumentType]
-    )
+def _passthrough(result: dict[str, Any]) -> ToolOutcome:
+    return ToolOutcome(is_error=bool(result.get("isError")), result=result, passthrough=True)
 
 
 @dataclass(slots=True)
@@ -77,15 +54,12 @@ class TurnBuilder:
     `list_tools(defn, headers)` / `call_tool(defn, tool, args, headers)` reach the upstream:
     `headers` is None for the shared pool (static headers only) and the evaluated session headers
     for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
-    `call_tool_raw(defn, tool, args)`, when given, is the pooled call with its result kept as JSON
-    (`RawToolResult`), offered on pooled advertised tools as `TurnTool.call_raw`.
     """
 
     project: Project
     list_tools: ListTools
     call_tool: CallTool
     host: Any = None
-    call_tool_raw: CallToolRaw | None = None
 
     async def build(self, session: SessionInfo | None) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
@@ -250,7 +224,7 @@ class TurnBuilder:
     def _authored(self, tool: ServerTool, session: SessionInfo | None) -> TurnTool:
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             ctx = ToolContext(host=self.host, session=session, call_id=f"tool_{tool.name}_{uuid.uuid4().hex[:12]}")
-            return _authored_outcome(await tool.run(dict(arguments), ctx))
+            return ToolOutcome(is_error=False, result=await tool.run(dict(arguments), ctx))
 
         return TurnTool(
             name=tool.name,
@@ -268,16 +242,7 @@ class TurnBuilder:
         call = self.call_tool
 
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-            return outcome_from_mcp(await call(defn, tool.name, arguments, headers))
-
-        raw: InvokeRaw | None = None
-        if headers is None and self.call_tool_raw is not None:
-            call_raw = self.call_tool_raw
-
-            def invoke_raw(arguments: Mapping[str, Any]) -> Awaitable[RawToolResult]:
-                return call_raw(defn, tool.name, arguments)  # the coroutine itself: one frame fewer
-
-            raw = invoke_raw
+            return _passthrough(await call(defn, tool.name, arguments, headers))
 
         annotations = (
             tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
@@ -294,7 +259,6 @@ class TurnBuilder:
             source="advertised",
             connection=defn.name,
             invoke=invoke,
-            invoke_raw=raw,
         )
 
     def _meta_tools(
@@ -319,8 +283,7 @@ class TurnBuilder:
             entries = [
                 t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
             ]
-            value = {"connection": defn.name, "tools": entries}
-            return _authored_outcome(value)
+            return ToolOutcome(is_error=False, result={"connection": defn.name, "tools": entries})
 
         async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             from ._exceptions import ToolInputError
@@ -334,7 +297,7 @@ class TurnBuilder:
                 raise ToolInputError("mcp_call_tool", f"tool {tool!r} is not allowed on connection {defn.name!r}")
             if not isinstance(args, dict):
                 raise ToolInputError("mcp_call_tool", "'arguments' must be a JSON object")
-            return outcome_from_mcp(await call_tool(defn, tool, args, session_headers.get(defn.name)))
+            return _passthrough(await call_tool(defn, tool, args, session_headers.get(defn.name)))
 
         conn_schema = {"type": "string", "enum": names, "description": "The MCP connection to use"}
         return {
