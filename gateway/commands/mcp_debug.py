@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 import anyio
-import mcp.types as mt
 
 from connections import Broker, ConnectionDefinition, ConnectionsError, Project
 from oauth import FileTokenStore, OAuthError
@@ -94,13 +93,13 @@ def mcp_call(args: argparse.Namespace) -> int:
         raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
     project = load(args.dir)
     _warn_auth(project, args.name)
-    result: mt.CallToolResult = _run(
+    result: dict[str, Any] = _run(
         project,
         args,
         lambda broker: broker.pool.call_tool(args.name, args.tool, arguments),  # pyright: ignore[reportUnknownArgumentType]
     )
-    print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
-    return 1 if result.is_error else 0
+    print(json.dumps(result, indent=2))
+    return 1 if result.get("isError") else 0
 
 
 _FLAG_KEYS = {"host-only": "hostOnly", "advertised": "advertiseTools", "oauth": "oauth", "auth": "hasAuth"}
