@@ -23,6 +23,7 @@ from mcp_types import methods as _methods
 __all__ = ["as_call_tool_result", "call_tool_json"]
 
 _COMPLETE = "complete"
+_UNLISTED: Any = object()
 
 
 async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,9 +44,20 @@ async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]
         raise RuntimeError(
             f"tools/call {tool!r} answered {str(result.get('resultType'))[:40]!r}, not a complete result"
         )
-    if not result.get("isError") and session._tool_output_schemas.get(tool, True) is not None:  # pyright: ignore[reportPrivateUsage]
-        # Listed with an output schema, or never listed: the SDK checks (and lists first) as `call_tool` does.
-        await session.validate_tool_result(tool, mt.CallToolResult.model_validate(result, by_name=False))
+    if not result.get("isError"):
+        schemas = session._tool_output_schemas  # pyright: ignore[reportPrivateUsage]
+        schema = schemas.get(tool, _UNLISTED)
+        if schema is None:
+            return result  # listed without an output schema: nothing to check
+        structured = result.get("structuredContent")
+        if (
+            schema is _UNLISTED
+            or structured is None
+            or not session._output_schema_validator(tool, schema).is_valid(structured)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        ):
+            # Never listed, or the content fails its schema: the SDK's own check lists first and
+            # raises its own sentence (valid content costs only the cached validator's `is_valid`).
+            await session.validate_tool_result(tool, as_call_tool_result(result))
     return result
 
 

@@ -148,9 +148,9 @@ def create_app(
             )
             yield {"runtime": runtime, "accounts": accounts}
 
-    routes: list[BaseRoute] = [
-        *discovery_routes(),
+    routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest
         *_mcp_routes(),
+        *discovery_routes(),
         *tool_routes(),
         *session_routes(),
         *account_routes(),

@@ -222,10 +222,17 @@ def _shaped(server: Server[Any], method: str, version: str, result: dict[str, An
             wire["resultType"] = _COMPLETE
         meta = wire.get("_meta")
         if meta is None:
-            wire["_meta"] = {SERVER_INFO_META_KEY: server.server_info_stamp}
+            wire["_meta"] = {SERVER_INFO_META_KEY: _stamp(server)}
         elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:  # pyright: ignore[reportUnknownMemberType]
-            wire["_meta"] = {**meta, SERVER_INFO_META_KEY: server.server_info_stamp}
+            wire["_meta"] = {**meta, SERVER_INFO_META_KEY: _stamp(server)}
     return wire
+
+
+@functools.lru_cache(maxsize=8)
+def _stamp(server: Server[Any]) -> dict[str, Any]:
+    """`server.server_info_stamp`, once: the SDK deep-copies it per access so a caller may mutate it;
+    the lane only serialises it."""
+    return server.server_info_stamp
 
 
 def _error_data(exc: Exception, *, modern: bool) -> ErrorData:

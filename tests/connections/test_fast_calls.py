@@ -122,6 +122,7 @@ def both_eras(request: pytest.FixtureRequest) -> Iterator[str]:
 BOTH_ERAS_CASES: list[tuple[str, dict[str, Any]]] = [
     ("echo", {"text": "héllo ✓"}),
     ("weather", {"city": "Oslo"}),  # structured content, checked against its output schema
+    ("badweather", {}),  # structured content that breaks the tool's output schema: an error
     ("fails", {}),  # an isError result
     ("meta", {}),  # the result's own _meta
     ("progress", {"steps": 3}),  # progress notifications before the answer (SSE mode)
@@ -146,13 +147,15 @@ async def test_both_generations_answer_the_same_on_both_wires(both_eras: str, pr
             status = pool.status("eras")
             assert status.fast_calls is (leg == "fast")
             assert (status.protocol_version == "2026-07-28") is (protocol == "modern")
-    assert listed["fast"] == listed["sdk"] and len(listed["fast"]) == 7
+    assert listed["fast"] == listed["sdk"] and len(listed["fast"]) == 8
     for (tool, _), fast, sdk in zip(BOTH_ERAS_CASES, seen["fast"], seen["sdk"], strict=True):
         assert fast == sdk, tool
     by_tool = dict(zip((t for t, _ in BOTH_ERAS_CASES), seen["fast"], strict=True))
     assert by_tool["echo"]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
     assert by_tool["weather"]["structuredContent"] == {"city": "Oslo", "celsius": 21.5}
     assert by_tool["fails"]["isError"] is True
+    assert by_tool["badweather"][:2] == ("UpstreamError", "upstream_error")
+    assert by_tool["badweather"][2] == "connection 'eras': tools/call 'badweather' failed: RuntimeError"
     assert by_tool["meta"]["_meta"]["example.com/trace"] == "t-1"
     assert by_tool["progress"]["content"][0]["text"] == "done after 3"
     mirrored = "eu-west" if protocol == "modern" else "None"  # the header exists at 2026-07-28 only
