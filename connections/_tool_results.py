@@ -50,11 +50,10 @@ async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]
         if schema is None:
             return result  # listed without an output schema: nothing to check
         structured = result.get("structuredContent")
-        if (
-            schema is _UNLISTED
-            or structured is None
-            or not session._output_schema_validator(tool, schema).is_valid(structured)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-        ):
+        validator = session._tool_output_validators.get(tool)  # pyright: ignore[reportPrivateUsage]
+        if validator is None and schema is not _UNLISTED:  # compiled once per listed schema, by the SDK
+            validator = session._output_schema_validator(tool, schema)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        if validator is None or structured is None or not validator.is_valid(structured):
             # Never listed, or the content fails its schema: the SDK's own check lists first and
             # raises its own sentence (valid content costs only the cached validator's `is_valid`).
             await session.validate_tool_result(tool, as_call_tool_result(result))

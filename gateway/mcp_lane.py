@@ -262,8 +262,9 @@ async def _send_jsonrpc(
         payload: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": dumped}
     else:
         payload = {"jsonrpc": "2.0", "id": ident, "result": result}
-    # As each entry serialises: the 2026-07-28 one with `json.dumps` (ASCII, compact), the transport with pydantic.
-    data = json.dumps(payload, separators=(",", ":")).encode() if modern else pydantic_core.to_json(payload)
+    data = pydantic_core.to_json(payload)
+    if modern and not data.isascii():  # the SDK's 2026-07-28 entry writes `json.dumps` (ASCII, compact)
+        data = json.dumps(payload, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode())]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": data})

@@ -272,20 +272,20 @@ def both_eras() -> Iterator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-def _eras_connection(url: str) -> str:
-    # `echo` is everything's too: a collision would fail the catalog closed.
-    return (
+def _eras_project(tmp_path: Path, everything: Upstream, both_eras: str) -> Path:
+    """The basic project with server-everything and the both-eras server advertised."""
+    eras = (  # `echo` is everything's too: a collision would fail the catalog closed
         "from connections import define_connection\n\n"
-        f"connection = define_connection(url={url!r}, advertise_tools=True, deny_tools=['echo'])\n"
+        f"connection = define_connection(url={both_eras!r}, advertise_tools=True, deny_tools=['echo'])\n"
     )
+    return make_project(tmp_path / "project", {"everything": url_connection(everything.url), "eras": eras})
 
 
 @pytest.mark.anyio
 async def test_the_lane_answers_2026_07_28_calls_exactly_as_the_sdk(
     tmp_path: Path, everything: Upstream, both_eras: str
 ) -> None:
-    connections = {"everything": url_connection(everything.url), "eras": _eras_connection(both_eras)}
-    project = make_project(tmp_path / "project", connections)
+    project = _eras_project(tmp_path, everything, both_eras)
     async with running(project, tmp_path / "state") as runtime:
         listed = await _same_answer(runtime, _modern_list(), {**MODERN, "mcp-method": "tools/list"})
         authored = await _same_answer(runtime, _modern_call("lookup", {"key": "ab"}), _routed("lookup"))
@@ -325,8 +325,7 @@ async def test_the_lane_answers_2026_07_28_calls_exactly_as_the_sdk(
 async def test_the_lane_rejects_2026_07_28_requests_as_the_spec_says(
     tmp_path: Path, everything: Upstream, both_eras: str
 ) -> None:
-    connections = {"everything": url_connection(everything.url), "eras": _eras_connection(both_eras)}
-    project = make_project(tmp_path / "project", connections)
+    project = _eras_project(tmp_path, everything, both_eras)
     region = _modern_call("routed", {"region": "eu-west"})
     async with running(project, tmp_path / "state") as runtime:
         routed = await _same_answer(runtime, region, _routed("routed", **{"mcp-param-region": "eu-west"}))
