@@ -75,6 +75,9 @@ class TurnTool:
     title: str | None = None
     connection: str | None = None
     """For advertised tools: the connection it forwards to (the upstream name equals `name`)."""
+    header_params: bool = False
+    """Its input schema marks parameters `x-mcp-header` (MCP 2026-07-28): a server checks the
+    `Mcp-Param-*` headers of a call against them."""
 
     def call(self, arguments: Mapping[str, Any] | None = None) -> Awaitable[ToolOutcome]:
         """Run the tool (a coroutine to await). Raises `ToolInputError` for bad input and the connection

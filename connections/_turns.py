@@ -24,6 +24,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import mcp.types as mt
+from mcp.shared.inbound import x_mcp_header_map
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
@@ -236,6 +237,7 @@ class TurnBuilder:
             title=tool.title,
             source="extension" if "__" in tool.name else "authored",
             invoke=invoke,
+            header_params=bool(x_mcp_header_map(tool.input_schema)),
         )
 
     def _advertised(self, defn: ConnectionDefinition, tool: mt.Tool, headers: Mapping[str, str] | None) -> TurnTool:
@@ -259,6 +261,7 @@ class TurnBuilder:
             source="advertised",
             connection=defn.name,
             invoke=invoke,
+            header_params=bool(x_mcp_header_map(tool.input_schema)),
         )
 
     def _meta_tools(

@@ -44,7 +44,6 @@ from mcp.shared.inbound import (
     classify_inbound_request,
     find_duplicated_routing_header,
     validate_mcp_param_headers,
-    x_mcp_header_map,
 )
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import DEFAULT_NEGOTIATED_VERSION, HEADER_MISMATCH, INTERNAL_ERROR, SERVER_INFO_META_KEY, ErrorData
@@ -53,7 +52,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 from starlette.types import Scope, Send
 
-from connections import TurnTool, tracing_enabled
+from connections import tracing_enabled
 
 from .mcp_tools import tools_call_result, tools_list_result
 from .runtime import Runtime
@@ -163,24 +162,13 @@ def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -
     return verdict if isinstance(verdict, InboundLadderRejection) else None
 
 
-_MARKED: dict[int, tuple[TurnTool, bool]] = {}
-"""Per tool object: whether its input schema marks any parameter `x-mcp-header` (schemas are fixed per listing)."""
-
-
 async def _param_rejection(
     runtime: Runtime, name: str, arguments: Mapping[str, Any], headers: list[tuple[str, str]]
 ) -> InboundLadderRejection | None:
     """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (an unknown tool
     is dispatch's to reject), but from the catalog's cached listing rather than a fresh `tools/list`."""
     tool, _, _ = await runtime.catalog.tool(name, None)
-    if tool is None:
-        return None
-    marked = _MARKED.get(id(tool))
-    if marked is None or marked[0] is not tool:
-        if len(_MARKED) > 4096:
-            _MARKED.clear()
-        marked = _MARKED[id(tool)] = (tool, bool(x_mcp_header_map(tool.input_schema)))
-    if not marked[1]:
+    if tool is None or not tool.header_params:
         return None  # no annotated parameter: no header can be out of line
     return validate_mcp_param_headers(tool.input_schema, arguments, _Pairs(headers))
 
