@@ -23,7 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from connections import Broker, Project
 from oauth import serving_store
@@ -32,7 +32,8 @@ from .accounts import AccountGate, AccountServices, BridgeSecret, account_manage
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .discovery_routes import discovery_routes
 from .hub_keys import HubKeyStore
-from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .mcp_endpoints import McpEndpoint, agent_server, session_manager
+from .mcp_tools import tools_server
 from .proxies import TrustedProxies
 from .runners import TurnRunner
 from .runners._select import make_runner
@@ -68,45 +69,12 @@ async def default_broker(
         await store.aclose()
 
 
-_TOOLS_PATH = "/v1/mcp/tools"
-
-
 def _mcp_routes() -> list[BaseRoute]:
     # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
-    return [Route("/v1/mcp", McpEndpoint("agent")), Route(_TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))]
-
-
-class _Direct:
-    """Requests for exactly `path` go straight to `endpoint`, past Starlette's middleware and router
-    (which cost the hottest route, `/v1/mcp/tools`, 3 % of its CPU); everything else goes to `app`.
-
-    An exception before the response started is answered as `ServerErrorMiddleware` answers it
-    (`_internal_error`: a JSON 500, no detail) and re-raised for the server's log, as there.
-    """
-
-    def __init__(self, app: ASGIApp, path: str, endpoint: ASGIApp) -> None:
-        self.app = app
-        self.path = path
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != self.path:
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
-        try:
-            await self.endpoint(scope, receive, tracked)
-        except Exception as exc:
-            if not started:
-                response = await _internal_error(Request(scope), exc)
-                await response(scope, receive, send)
-            raise
+    return [
+        Route("/v1/mcp", McpEndpoint("agent")),
+        Route("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+    ]
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
@@ -186,9 +154,9 @@ def create_app(
             )
             yield {"runtime": runtime, "accounts": accounts}
 
-    routes: list[BaseRoute] = [
-        *discovery_routes(),
+    routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest
         *_mcp_routes(),
+        *discovery_routes(),
         *tool_routes(),
         *session_routes(),
         *account_routes(),
@@ -201,8 +169,7 @@ def create_app(
     # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
     # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
     app.router.redirect_slashes = False
-    direct = _Direct(app, _TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))
-    limited = BodyLimit(direct, settings.max_body_bytes)
+    limited = BodyLimit(app, settings.max_body_bytes)
     chained = AuthChain(
         limited,
         mode=settings.auth_mode,
