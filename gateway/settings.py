@@ -38,6 +38,11 @@ class ServeSettings(BaseModel):
     """One log line per request (uvicorn's access log). Off by default: it costs about 5 % of a call's CPU."""
     hub: bool = False
     """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
+    state_url: SecretStr | None = None
+    """`redis://HOST:PORT/DB` (or `rediss://`, `unix://`): sessions, events, hub keys and OAuth tokens shared by
+    every replica (docs/deploy.md). Unset: files under `state_root`. A `SecretStr`: the URL may hold a password."""
+    turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
+    """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
     @field_validator("bearer_tokens")
     @classmethod
@@ -45,6 +50,13 @@ class ServeSettings(BaseModel):
         for token in value:
             if len(token.get_secret_value()) < 16:
                 raise ValueError("a bearer token must be at least 16 characters (use a random value)")
+        return value
+
+    @field_validator("state_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://HOST:PORT/DB, rediss:// or unix:// URL")
         return value
 
     @property
@@ -74,6 +86,8 @@ class ServeSettings(BaseModel):
             "state_root": "AGENT_SDK_STATE_ROOT",
             "runner": "AGENT_SDK_RUNNER",
             "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+            "state_url": "AGENT_SDK_STATE_URL",
+            "turn_lease_s": "AGENT_SDK_TURN_LEASE_S",
         }
         for field, var in simple.items():
             if env.get(var):
