@@ -119,12 +119,10 @@ def interrupted_outcome(reason: str) -> dict[str, Any]:
 
 
 def closing_events(session_id: str, turn_id: str, outcome: dict[str, Any]) -> list[dict[str, Any]]:
-    """`turn.failed` (unless completed) and `session.waiting`: how every turn ends on the stream."""
-    events: list[dict[str, Any]] = []
-    if outcome["status"] != "completed":
-        events.append(new_event(session_id, "turn.failed", outcome, turn_id))
-    events.append(new_event(session_id, "session.waiting", {}, turn_id))
-    return events
+    """`turn.completed` or `turn.failed`, then `session.waiting`: how every turn ends on the stream. They are
+    written in one store operation with the lease's release, so a turn is closed once, by its owner or a reaper."""
+    kind = "turn.completed" if outcome["status"] == "completed" else "turn.failed"
+    return [new_event(session_id, kind, outcome, turn_id), new_event(session_id, "session.waiting", {}, turn_id)]
 
 
 def with_index(event: dict[str, Any], index: int) -> dict[str, Any]:

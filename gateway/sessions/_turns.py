@@ -142,6 +142,4 @@ async def _body(
         elif isinstance(event, FinalText):  # pyright: ignore[reportUnnecessaryIsInstance]
             reply = event.text
     await writer.emit("message.completed", {"text": reply})
-    outcome = {"status": "completed", "reply": reply, "usage": usage}
-    await writer.emit("turn.completed", outcome)
-    return outcome
+    return {"status": "completed", "reply": reply, "usage": usage}  # `turn.completed` is written with the close

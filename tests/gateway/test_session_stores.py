@@ -109,7 +109,13 @@ async def test_one_turn_at_a_time_and_writes_are_fenced_by_the_lease(store: Sess
     )
     events = await store.read(sid, 0)
     assert [e["index"] for e in events] == list(range(len(events)))
-    assert [e["type"] for e in events] == ["session.started", "message.received", "turn.started", "session.waiting"]
+    assert [e["type"] for e in events] == [
+        "session.started",
+        "message.received",
+        "turn.started",
+        "turn.completed",
+        "session.waiting",
+    ]
     assert await store.read(sid, 2) == events[2:]
     assert await store.read(sid, 1, limit=2) == events[1:3]
     loaded = await store.load(sid)
