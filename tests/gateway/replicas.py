@@ -84,11 +84,18 @@ def nginx_conf(replica_ports: Sequence[int], port: int) -> str:
 
 
 @contextmanager
-def nginx_front(folder: Path, replica_ports: Sequence[int]) -> Iterator[str]:
-    """nginx (Debian's) running `deploy/nginx.conf` in front of the replicas; yields its base URL."""
+def nginx_front(folder: Path, replica_ports: Sequence[int], *, access_log: bool = False) -> Iterator[str]:
+    """nginx (Debian's) running `deploy/nginx.conf` in front of the replicas; yields its base URL. With
+    `access_log`, `folder/access.log` has one line a request: end time, duration, status, replicas tried, path."""
     folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     (folder / "agent-sdk.conf").write_text(nginx_conf(replica_ports, port))
+    log = (
+        f"log_format replica '$msec $request_time $status \"$upstream_addr\" $uri';\n"
+        f"    access_log {folder}/access.log replica;"
+        if access_log
+        else "access_log off;"
+    )
     main = folder / "nginx.conf"
     main.write_text(
         f"""
@@ -97,7 +104,7 @@ pid {folder}/nginx.pid;
 error_log {folder}/error.log warn;
 events {{ worker_connections 1024; }}
 http {{
-    access_log off;
+    {log}
     client_body_temp_path {folder}/body;
     proxy_temp_path {folder}/proxy;
     fastcgi_temp_path {folder}/fastcgi;
