@@ -39,7 +39,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool
 from oauth import Secret
 
-from .hub_keys import HubKey, HubKeyError, HubKeyStore
+from .hub_keys import HubKey, HubKeyError, HubKeys
 from .mcp_endpoints import McpEndpoint, session_manager
 from .settings import ServeSettings
 
@@ -104,7 +104,7 @@ class AccountServices:
     host: Any
     """`host.mcp`-like: `list_tools(name, use_cache=)`, `call_tool(name, tool, args)` on the shared pool."""
     bridge: BridgeSecret | None
-    keys: HubKeyStore | None
+    keys: HubKeys | None
     """Set when this gateway serves as a hub."""
     pool: Any = None
     linkable: dict[str, ConnectionDefinition] = field(init=False)

@@ -28,7 +28,6 @@ from connections import Broker, Project
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit
 from .discovery_routes import discovery_routes
-from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
 from .runners import TurnRunner
 from .runners._select import make_runner
@@ -36,7 +35,7 @@ from .runtime import Runtime
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import session_store, token_store
+from .state import serving_hub_keys, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -175,7 +174,7 @@ def create_app(
                 project=project,
                 host=runtime.host.mcp if runtime.host is not None else None,
                 bridge=bridge,
-                keys=HubKeyStore(settings.state_root) if settings.hub else None,
+                keys=await serving_hub_keys(settings, stack),
                 pool=getattr(brk, "pool", None),
             )
             yield {"runtime": runtime, "accounts": accounts}
