@@ -110,9 +110,11 @@ def new_event(session_id: str, kind: str, data: dict[str, Any], turn_id: str | N
 
 
 def interrupted_outcome(reason: str) -> dict[str, Any]:
-    """How a turn whose process went away ends: `server_restarted` (one process) or `owner_lost` (replicas)."""
+    """How a turn whose process went away ends: `server_restarted` (one process), `server_stopping` (its
+    process shut down while it ran) or `owner_lost` (its replica's lease lapsed)."""
     message = {
         "server_restarted": "the server stopped during this turn",
+        "server_stopping": "the server running this turn shut down",
         "owner_lost": "the replica running this turn went away (its lease lapsed)",
     }[reason]
     return {"status": "interrupted", "error": reason, "message": message}

@@ -202,3 +202,30 @@ def _assert_one_turn_at_a_time(events: list[dict[str, Any]]) -> None:
             running = None
         elif event["type"] in ("turn.started", "turn.completed", "turn.failed", "message.appended"):
             assert turn == running, event
+
+
+async def test_a_replica_that_shuts_down_ends_its_turn_interrupted_and_another_takes_the_session(
+    tmp_path: Path, redis: RedisServer, project: Path
+) -> None:
+    leaving = replica(project, tmp_path / "leaving", redis.url, lease=LEASE)
+    staying = replica(project, tmp_path / "staying", redis.url, lease=LEASE)
+    try:
+        async with _client(leaving) as on_leaving, _client(staying) as on_staying:
+            made = (await on_leaving.post("/v1/session", json={"message": "sleep 600"})).json()
+            sid, turn = made["sessionId"], made["turnId"]
+            await _until(on_staying, sid, lambda e: e["type"] == "turn.started")
+            await anyio.to_thread.run_sync(lambda: leaving.stop(signal.SIGTERM))
+            events = await _until(on_staying, sid, _ended(turn))
+            follow = await on_staying.post(
+                f"/v1/session/{sid}", json={"message": "next", "continuationToken": made["continuationToken"]}
+            )
+            later = await _until(on_staying, sid, _ended(follow.json()["turnId"]))
+    finally:
+        staying.stop()
+        leaving.stop()
+    failed = [e["data"] for e in events if e["type"] == "turn.failed"]
+    assert failed == [
+        {"status": "interrupted", "error": "server_stopping", "message": "the server running this turn shut down"}
+    ]
+    assert later[-2]["type"] == "turn.completed" and later[-2]["data"]["reply"] == "next"
+    assert_clean(leaving.log_text(), [BEARER])
