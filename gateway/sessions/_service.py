@@ -196,8 +196,12 @@ class SessionService:
         )
         await self.store.create(record)
         started = {"channelId": record.channel_id, "mode": record.mode, "title": title}
-        await self.store.append(record.id, [new_event(record.id, "session.started", started)])
-        return await self._start(record.id, message)
+        # A new session has no turn to settle and no history: its first events and its lease in one write.
+        turn = self._new_turn()
+        first = [new_event(record.id, "session.started", started), self._received(record.id, turn, message)]
+        if not await self.store.begin_turn(record.id, turn.id, turn.holder, self.lease_s, first):
+            raise SessionBusy(f"session {record.id} already runs a turn")  # pragma: no cover - it was just made
+        return self._launch(record, turn, message, [], len(first))
 
     async def follow_up(self, live: LiveSession, message: str, token: str | None) -> LiveSession:
         """Start a turn on `message`, preempting a running one (here or on another replica). With `token`, it
@@ -315,15 +319,26 @@ class SessionService:
         while True:
             record = await self._settle(session_id)
             history = _history(await self.store.read(session_id, 0))
-            turn_id = f"turn_{uuid.uuid4().hex[:16]}"
-            turn = Turn(id=turn_id, holder=f"{self._replica}:{turn_id}")
-            received = new_event(session_id, "message.received", {"text": message}, turn_id)
-            if await self.store.begin_turn(session_id, turn_id, turn.holder, self.lease_s, [received]):
-                break
+            turn = self._new_turn()
+            if await self.store.begin_turn(
+                session_id, turn.id, turn.holder, self.lease_s, [self._received(session_id, turn, message)]
+            ):
+                return self._launch(record, turn, message, history, 1)
             # Another replica started a turn between our settle and our begin: settle it too.
-        self._local[session_id] = turn
-        record.turn = turn_id
-        record.event_count += 1
+
+    def _new_turn(self) -> Turn:
+        turn_id = f"turn_{uuid.uuid4().hex[:16]}"
+        return Turn(id=turn_id, holder=f"{self._replica}:{turn_id}")
+
+    def _received(self, session_id: str, turn: Turn, message: str) -> dict[str, Any]:
+        return new_event(session_id, "message.received", {"text": message}, turn.id)
+
+    def _launch(
+        self, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]], written: int
+    ) -> LiveSession:
+        self._local[record.id] = turn
+        record.turn = turn.id
+        record.event_count += written
         self._tg.start_soon(self._run, record, turn, message, history)
         return LiveSession(record)
 
