@@ -203,11 +203,12 @@ class RedisSessionStore:
 
     async def read(self, session_id: str, start: int, *, block_s: float = 0.0, limit: int = 0) -> list[dict[str, Any]]:
         stream = self._ev(session_id)
-        entries = await self._do(self._client.xrange(stream, f"0-{start + 1}", "+", count=limit or None))
-        if not entries and block_s > 0:
+        if block_s > 0:  # XREAD answers at once when there are entries past `start`, else waits: one round trip
             ms = max(1, int(min(block_s, _BLOCK_CAP_S) * 1000))
             found = await self._do(self._blocking.xread({stream: f"0-{start}"}, count=limit or None, block=ms))
             entries = found[0][1] if found else []
+        else:
+            entries = await self._do(self._client.xrange(stream, f"0-{start + 1}", "+", count=limit or None))
         return [json.loads(fields["e"]) for _, fields in entries]
 
     # -- turns -----------------------------------------------------------------------------------

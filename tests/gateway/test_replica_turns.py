@@ -229,3 +229,37 @@ async def test_a_replica_that_shuts_down_ends_its_turn_interrupted_and_another_t
     ]
     assert later[-2]["type"] == "turn.completed" and later[-2]["data"]["reply"] == "next"
     assert_clean(leaving.log_text(), [BEARER])
+
+
+async def test_with_redis_down_tool_calls_still_answer_state_routes_are_503_and_all_recovers(
+    tmp_path: Path, project: Path
+) -> None:
+    with redis_server(tmp_path / "own-redis") as own:
+        served = replica(project, tmp_path / "alone", own.url, lease=LEASE)
+        try:
+            async with _client(served) as http:
+                made = (await http.post("/v1/session", json={"message": "before"})).json()
+                own.kill()
+                direct = await http.post("/v1/tools/lookup", json={"input": {"key": "k"}})
+                rpc = {"jsonrpc": "2.0", "id": 1, "method": "tools/call"}
+                rpc["params"] = {"name": "lookup", "arguments": {"key": "k"}}
+                native = await http.post("/v1/mcp/tools", json=rpc, headers={"Accept": "application/json"})
+                down = [
+                    await http.get("/v1/sessions"),
+                    await http.post("/v1/session", json={"message": "during"}),
+                    await http.get(f"/v1/session/{made['sessionId']}/events"),
+                    await http.post("/v1/tools/lookup", json={"input": {"key": "k"}, "sessionId": made["sessionId"]}),
+                ]
+                await anyio.to_thread.run_sync(own.start)
+                after = await http.post("/v1/session", json={"message": "after"})
+                kept = await http.get(f"/v1/session/{made['sessionId']}")
+        finally:
+            served.stop()
+    assert direct.status_code == 200 and direct.json()["result"]["value"] == "K"
+    assert native.status_code == 200 and native.json()["result"]["structuredContent"]["value"] == "K"
+    for response in down:
+        assert response.status_code == 503, response.text
+        body = response.json()
+        assert body["error"] == "state_unavailable" and "Redis" in body["message"] and "retry" in body["message"]
+    assert after.status_code == 200 and kept.status_code == 200  # no restart; what was acknowledged is there
+    assert_clean(served.log_text(), [BEARER])
