@@ -78,15 +78,18 @@ async def run_turn(
         async with anyio.create_task_group() as tg:
             if service.store.shared:
                 tg.start_soon(_keep_lease, service, writer)
-            with turn.scope:
-                await writer.emit("turn.started", {"runner": service.runner.name})
-                outcome = await _body(service, record, writer, message, history)
-            tg.cancel_scope.cancel()
-    except RunnerError as exc:
-        outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
-    except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
-        logger.error("turn %s of session %s crashed: %s", turn.id, record.id, type(exc).__name__)
-        outcome = {"status": "failed", "error": "internal_error", "message": f"the turn crashed ({type(exc).__name__})"}
+            try:  # inside the task group, so that a runner's error is not wrapped in an exception group
+                with turn.scope:
+                    await writer.emit("turn.started", {"runner": service.runner.name})
+                    outcome = await _body(service, record, writer, message, history)
+            except RunnerError as exc:
+                outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
+            except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
+                logger.error("turn %s of session %s crashed: %s", turn.id, record.id, type(exc).__name__)
+                crashed = f"the turn crashed ({type(exc).__name__})"
+                outcome = {"status": "failed", "error": "internal_error", "message": crashed}
+            finally:
+                tg.cancel_scope.cancel()
     finally:
         if service.closing and outcome.get("error") == "turn_interrupted":
             outcome = interrupted_outcome("server_stopping")

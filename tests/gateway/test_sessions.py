@@ -129,6 +129,17 @@ async def test_stop_interrupts_the_turn_and_the_session_takes_another_message(se
 
 
 @pytest.mark.anyio
+async def test_a_runner_error_ends_the_turn_failed_with_its_sentence(server: Served) -> None:
+    async with httpx2.AsyncClient(base_url=server.url, timeout=30) as http:
+        sid = (await http.post("/v1/session", json={"message": "fail the model is away"})).json()["sessionId"]
+        events = await _until(http, sid, "session.waiting")
+        snapshot = (await http.get(f"/v1/session/{sid}")).json()
+    failed = [e["data"] for e in events if e["type"] == "turn.failed"]
+    assert failed == [{"status": "failed", "error": "runner_failed", "message": "the model is away"}]
+    assert snapshot["status"] == "failed" and snapshot["error"] == "runner_failed"
+
+
+@pytest.mark.anyio
 async def test_stream_from_start_index_skips_what_was_read(server: Served) -> None:
     async with httpx2.AsyncClient(base_url=server.url, timeout=30) as http:
         sid = (await http.post("/v1/session", json={"message": "hi"})).json()["sessionId"]
