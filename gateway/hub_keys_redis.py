@@ -19,8 +19,8 @@ import anyio
 
 from oauth import Secret
 
+from ._redis import redis_client, safe_url
 from .hub_keys import HubKey, HubKeyError, from_record, match, new_key, revoked, to_record
-from .sessions._redis import redis_client, safe_url
 
 __all__ = ["RedisHubKeyStore"]
 

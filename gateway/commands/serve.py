@@ -168,7 +168,7 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def _redacted(url: str) -> str:
-    from ..sessions._redis import safe_url
+    from .._redis import safe_url
 
     return safe_url(url)
 

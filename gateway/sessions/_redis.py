@@ -18,15 +18,15 @@ import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Sequence
 from typing import Any, TypeVar
-from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
+from .._redis import redis_client, safe_url
 from ..errors import StateUnavailable
 from . import _redis_scripts as lua
 from ._records import SessionRecord, created_ms
 
-__all__ = ["RedisSessionStore", "redis_client", "safe_url"]
+__all__ = ["RedisSessionStore"]
 
 logger = logging.getLogger("agent_sdk.sessions")
 
@@ -34,33 +34,6 @@ _T = TypeVar("_T")
 _RETIRED_S = 30 * 24 * 3600
 """How long a rotated-away token is remembered, so that it answers 409 stale rather than 404."""
 _BLOCK_CAP_S = 10.0
-
-
-def safe_url(url: str) -> str:
-    """The URL without credentials, for messages and logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
-def redis_client(url: str, *, socket_timeout: float = 3.0) -> Any:
-    """An asyncio Redis client that fails fast (one retry, for a pooled connection Redis closed) rather than
-    holding a request while Redis is away. Raises `StateUnavailable` when the `redis` package is missing."""
-    try:
-        import redis.asyncio as redis_asyncio
-        from redis.backoff import NoBackoff
-        from redis.retry import Retry
-    except ImportError:  # pragma: no cover - the [redis] extra is missing
-        raise StateUnavailable("--state-url needs the redis package: pip install 'agent-sdk[redis]'") from None
-    return redis_asyncio.Redis.from_url(
-        url,
-        decode_responses=True,
-        socket_timeout=socket_timeout,
-        socket_connect_timeout=2.0,
-        retry=Retry(NoBackoff(), 1),
-        health_check_interval=15,
-    )
 
 
 def _digest(token: str) -> str:

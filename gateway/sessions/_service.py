@@ -273,10 +273,18 @@ class SessionService:
     def _new_token(self) -> str:
         return f"http:{secrets.token_urlsafe(24)}"
 
-    def _lock(self, session_id: str) -> anyio.Lock:
+    @asynccontextmanager
+    async def _lock(self, session_id: str) -> AsyncGenerator[None]:
         # One follow-up or stop at a time per session in this process; across replicas the token's
-        # compare-and-set and the store's turn lease keep them apart.
-        return self._locks.setdefault(session_id, anyio.Lock())
+        # compare-and-set and the store's turn lease keep them apart. The lock is dropped when no one
+        # holds or waits for it, so memory does not grow with the sessions ever followed up.
+        lock = self._locks.setdefault(session_id, anyio.Lock())
+        try:
+            async with lock:
+                yield
+        finally:
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._locks.pop(session_id, None)
 
     async def _load(self, session_id: str) -> SessionRecord:
         record = await self.store.load(session_id)

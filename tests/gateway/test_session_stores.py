@@ -8,6 +8,7 @@ reach Redis answers `StateUnavailable`, and works again when Redis is back, with
 
 from __future__ import annotations
 
+import argparse
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -15,9 +16,12 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gateway.errors import StateUnavailable
+from gateway.commands.serve import settings_from_args
+from gateway.errors import CliError, StateUnavailable
 from gateway.sessions import FileSessionStore, RedisSessionStore, SessionRecord, SessionStore
 from gateway.sessions._records import closing_events, interrupted_outcome, new_event
+from gateway.settings import ServeSettings
+from tests.conftest import free_port
 
 from .replicas import RedisServer, redis_server
 
@@ -192,3 +196,27 @@ class _redis_store:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.store.aclose()
+
+
+async def test_a_redis_password_never_reaches_an_error_a_repr_or_the_settings(tmp_path: Path) -> None:
+
+    url = f"redis://:pass-sekret-123@127.0.0.1:{free_port()}/0"  # nothing listens there
+    async with _redis_store_at(url) as store:
+        with pytest.raises(StateUnavailable) as caught:
+            await store.load("ses_000000000000000000000000")
+    settings = ServeSettings.from_env({"AGENT_SDK_STATE_URL": url})
+    for text in (str(caught.value), repr(store), repr(settings), str(settings.model_dump())):
+        assert "pass-sekret-123" not in text
+    assert "127.0.0.1" in str(caught.value) and "retry" in str(caught.value)
+    fields = ("host", "port", "bearer_token", "allow_anonymous", "runner", "hub", "access_log", "turn_lease")
+    args = argparse.Namespace(
+        dir=str(tmp_path), state_root=None, state_url="http://:pass-sekret-123@x/", **dict.fromkeys(fields)
+    )
+    with pytest.raises(CliError) as bad:  # what `serve` prints for a URL that is not Redis
+        settings_from_args(args)
+    assert "state_url" in str(bad.value) and "redis://" in str(bad.value) and "pass-sekret-123" not in str(bad.value)
+
+
+class _redis_store_at(_redis_store):
+    def __init__(self, url: str) -> None:
+        self.store = RedisSessionStore(url, patience_s=1.0)
