@@ -160,6 +160,31 @@ async def test_sessions_lists_only_the_callers_own(server: Served) -> None:
     assert len(mine) == 1 and mine[0]["title"] == "mine" and mine[0]["continuationToken"].startswith("http:")
 
 
+@pytest.mark.anyio
+async def test_sessions_page_newest_first_by_cursor_and_refuse_a_bad_one(tmp_path: Path) -> None:
+    served = serve(BASIC, tmp_path / "state")
+    try:
+        async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
+            made = [(await http.post("/v1/session", json={"message": f"m{i}"})).json()["sessionId"] for i in range(5)]
+            pages: list[list[str]] = []
+            cursor = None
+            while True:
+                params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+                page = (await http.get("/v1/sessions", params=params)).json()
+                pages.append([s["sessionId"] for s in page["sessions"]])
+                if (cursor := page["nextCursor"]) is None:
+                    break
+            bad = [
+                await http.get("/v1/sessions", params=params)
+                for params in ({"limit": 0}, {"limit": 201}, {"limit": "x"}, {"cursor": "not-ours"})
+            ]
+    finally:
+        served.stop()
+    assert pages == [made[4:2:-1], made[2:0:-1], made[:1]]
+    for response in bad:
+        assert response.status_code == 400 and response.json()["error"] == "invalid_request", response.text
+
+
 def test_bad_create_bodies_are_400(server: Served) -> None:
     with server.client() as http:
         for body in ({}, {"message": ""}, {"message": 5}, {"message": "x", "purpose": "other"}):
