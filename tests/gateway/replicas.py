@@ -10,6 +10,7 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tests.conftest import free_port
 from tests.peers import debian_bin, node_bin
@@ -132,3 +133,18 @@ def replica(project: Path, state_root: Path, redis_url: str, *, lease: float = 3
     """One `agent-sdk serve --state-url` replica with the bearer chain, healthy on return."""
     env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis_url, "PYTHONUNBUFFERED": "1"}
     return serve(project, state_root, "--turn-lease", str(lease), env=env, port=port)
+
+
+def assert_one_turn_at_a_time(events: list[dict[str, Any]]) -> None:
+    """Every turn's events lie between its `message.received` and its `session.waiting`, and no two overlap."""
+    running: str | None = None
+    for event in events:
+        turn = event.get("turnId")
+        if event["type"] == "message.received":
+            assert running is None, f"turn {turn} started while {running} was running"
+            running = turn
+        elif event["type"] == "session.waiting":
+            assert turn == running
+            running = None
+        elif event["type"] in ("turn.started", "turn.completed", "turn.failed", "message.appended"):
+            assert turn == running, event

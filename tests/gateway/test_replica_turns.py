@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from .conftest import Served, assert_clean
-from .replicas import BEARER, RedisServer, redis_server, replica, replica_project
+from .replicas import BEARER, RedisServer, assert_one_turn_at_a_time, redis_server, replica, replica_project
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers]
 
@@ -129,7 +129,7 @@ async def test_a_follow_up_at_the_other_replica_preempts_the_running_turn(pair: 
     assert follow.status_code == 200
     closes = [(e["turnId"], e["data"]["status"]) for e in events if e["type"] in ("turn.failed", "turn.completed")]
     assert closes == [(made["turnId"], "cancelled"), (second, "completed")]
-    _assert_one_turn_at_a_time(events)
+    assert_one_turn_at_a_time(events)
 
 
 async def test_two_follow_ups_with_one_token_at_two_replicas_start_one_turn(pair: tuple[Served, Served]) -> None:
@@ -151,7 +151,7 @@ async def test_two_follow_ups_with_one_token_at_two_replicas_start_one_turn(pair
         events = await _until(on_b, sid, _ended(winner["turnId"]))
     assert codes == [200, 409, 409, 409, 409, 409]
     assert all(r.json()["error"] == "stale_continuation_token" for r in answers if r.status_code == 409)
-    _assert_one_turn_at_a_time(events)
+    assert_one_turn_at_a_time(events)
 
 
 @pytest.mark.parametrize(
@@ -187,24 +187,9 @@ async def test_a_turn_whose_replica_goes_away_ends_interrupted_once_and_the_sess
     assert events[-1]["type"] == "session.waiting"
     assert follow.status_code == 200 and later[-2]["type"] == "turn.completed" and later[-2]["data"]["reply"] == "after"
     assert [e["index"] for e in final] == list(range(len(final)))
-    _assert_one_turn_at_a_time(final)
+    assert_one_turn_at_a_time(final)
     assert_clean(survivor.log_text(), [BEARER])
     assert_clean(owner.log_text(), [BEARER])
-
-
-def _assert_one_turn_at_a_time(events: list[dict[str, Any]]) -> None:
-    """Every turn's events lie between its `message.received` and its `session.waiting`, and no two overlap."""
-    running: str | None = None
-    for event in events:
-        turn = event.get("turnId")
-        if event["type"] == "message.received":
-            assert running is None, f"turn {turn} started while {running} was running"
-            running = turn
-        elif event["type"] == "session.waiting":
-            assert turn == running
-            running = None
-        elif event["type"] in ("turn.started", "turn.completed", "turn.failed", "message.appended"):
-            assert turn == running, event
 
 
 async def test_with_redis_down_tool_calls_still_answer_state_routes_are_503_and_all_recovers(

@@ -32,7 +32,15 @@ import httpx2
 import pytest
 
 from .conftest import Served, assert_clean
-from .replicas import BEARER, RedisServer, nginx_front, redis_server, replica, replica_project
+from .replicas import (
+    BEARER,
+    RedisServer,
+    assert_one_turn_at_a_time,
+    nginx_front,
+    redis_server,
+    replica,
+    replica_project,
+)
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers, pytest.mark.timeout(240)]
 
@@ -336,6 +344,7 @@ def _report_and_assert(tally: Tally, final: dict[str, Any], replicas: list[Serve
         seen = tally.seen.get(sid, [])
         if events[: len(seen)] != seen:
             mismatched.append(sid)
+        assert_one_turn_at_a_time(events)  # two replicas never ran two turns of one session at once
     endings: Counter[str] = Counter()
     for turn, sid in tally.turns.items():
         closes = [
