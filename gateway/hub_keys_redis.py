@@ -38,6 +38,7 @@ class RedisHubKeyStore:
         self._max_stale_s = max_stale_s
         self._cached: list[HubKey] = []
         self._fresh_at = float("-inf")
+        self._failing = False
 
     def __repr__(self) -> str:
         return f"RedisHubKeyStore({self.name!r})"
@@ -99,8 +100,11 @@ class RedisHubKeyStore:
         try:
             self._cached = self._parse(await client.hgetall(self._hash))
             self._fresh_at = anyio.current_time()
+            self._failing = False
         except (redis.exceptions.RedisError, HubKeyError) as exc:
-            logger.warning("could not read the hub keys at %s (%s)", self.name, type(exc).__name__)
+            if not self._failing:  # once per outage, not once a second
+                logger.warning("could not read the hub keys at %s (%s)", self.name, type(exc).__name__)
+                self._failing = True
 
     # -- Redis ----------------------------------------------------------------------------------------
 

@@ -236,17 +236,23 @@ class RedisSessionStore:
         """Cancel requests, resubscribing after Redis comes back (a lost request is re-sent by its sender)."""
         import redis.exceptions
 
+        lost = False
         while True:
             pubsub = self._client.pubsub(ignore_subscribe_messages=True)
             try:
                 await pubsub.subscribe(f"{self._p}cancel")
+                if lost:
+                    logger.info("the cancel channel at %s is back", self.name)
+                    lost = False
                 while True:
                     message = await pubsub.get_message(timeout=1.0)
                     if message is not None and isinstance(message.get("data"), str):
                         sid, _, turn = message["data"].partition(" ")
                         yield sid, turn
             except redis.exceptions.RedisError as exc:
-                logger.warning("lost the cancel channel at %s (%s); resubscribing", self.name, type(exc).__name__)
+                if not lost:  # once per outage, not once per retry
+                    logger.warning("lost the cancel channel at %s (%s); resubscribing", self.name, type(exc).__name__)
+                    lost = True
                 await anyio.sleep(0.5)
             finally:
                 with anyio.CancelScope(shield=True):
