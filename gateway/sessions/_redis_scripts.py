@@ -38,7 +38,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return -2 end
 if redis.call('HGET', KEYS[1], 'op') == ARGV[2] then return 0 end
 if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return -1 end
 append(KEYS[1], KEYS[2], 3)
-redis.call('HSET', KEYS[1], 'op', ARGV[2])
+-- Only a turn's writes are retried; a request's (unfenced) write must not overwrite the id a retry looks for.
+if ARGV[1] ~= '' then redis.call('HSET', KEYS[1], 'op', ARGV[2]) end
 return 0
 """
 )

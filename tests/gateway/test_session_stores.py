@@ -220,3 +220,23 @@ async def test_a_redis_password_never_reaches_an_error_a_repr_or_the_settings(tm
 class _redis_store_at(_redis_store):
     def __init__(self, url: str) -> None:
         self.store = RedisSessionStore(url, patience_s=1.0)
+
+
+async def test_a_turn_write_retried_after_its_reply_was_lost_lands_once(redis: RedisServer) -> None:
+    """The retry `RedisSessionStore` makes when Redis went away mid-write carries the same operation id: a
+    write that had landed is not made twice, even with a request's unfenced write in between."""
+    from gateway.sessions._redis import _pairs  # pyright: ignore[reportPrivateUsage]
+
+    async with _redis_store(redis) as store:
+        record = _record("alice", 1)
+        sid = record.id
+        await store.create(record)
+        assert await store.begin_turn(sid, "turn_a", "r1:turn_a", 30, [])
+        write = {"keys": [f"{store._p}s:{sid}", f"{store._p}s:{sid}:ev"]}  # pyright: ignore[reportPrivateUsage]
+        args = ["r1:turn_a", "op-1", *_pairs([new_event(sid, "message.appended", {"text": "x"}, "turn_a")])]
+        append = store._scripts["APPEND"]  # pyright: ignore[reportPrivateUsage]
+        await append(**write, args=args)
+        await store.append(sid, [new_event(sid, "action.result", {}, "tool_1")])  # a direct call's record
+        await append(**write, args=args)  # the retry of a write whose answer was lost
+        types = [e["type"] for e in await store.read(sid, 0)]
+    assert types == ["message.appended", "action.result"]
