@@ -82,3 +82,14 @@ def test_a_key_made_once_works_on_every_replica_and_a_revoke_reaches_them_all(
     print(f"Redis away -> keys refused after {stale:.1f} s; admitted again {back:.1f} s after it returned")
     for r in replicas:
         assert_clean(r.log_text(), [key, other, BEARER])
+
+
+def test_hub_keys_with_redis_away_fail_with_a_sentence_and_no_password(tmp_path: Path) -> None:
+    away = RedisServer(tmp_path / "never-started")  # a free port nothing listens on
+    away.url = f"redis://:pw-sekret-42@127.0.0.1:{away.port}/0"
+    done = _cli(away, "hub", "keys", "list", "--dir", str(tmp_path))
+    assert done.returncode == 1
+    assert (
+        f"cannot use the hub keys at redis://127.0.0.1:{away.port}/0" in done.stderr and "is Redis up?" in done.stderr
+    )
+    assert "pw-sekret-42" not in done.stderr + done.stdout and "Traceback" not in done.stderr
