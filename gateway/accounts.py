@@ -39,7 +39,7 @@ from connections import ConnectionDefinition, ConnectionsError, Project, Unknown
 from oauth import Secret
 
 from ._asgi import forwarding_header, header, is_loopback_address, send_json_error, send_rpc_error
-from .hub_keys import HubKey, HubKeyError, HubKeyStore
+from .hub_keys import HubKey, HubKeyError, HubKeys
 from .mcp_endpoints import McpEndpoint, session_manager
 from .proxies import PROXIED_BY
 from .settings import ServeSettings
@@ -106,7 +106,7 @@ class AccountServices:
     host: Any
     """`host.mcp`-like: `list_tools(name, use_cache=)`, `call_tool(name, tool, args)` on the shared pool."""
     bridge: BridgeSecret | None
-    keys: HubKeyStore | None
+    keys: HubKeys | None
     """Set when this gateway serves as a hub."""
     pool: Any = None
     linkable: dict[str, ConnectionDefinition] = field(init=False)

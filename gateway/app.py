@@ -26,12 +26,10 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp
 
 from connections import Broker, Project
-from oauth import serving_store
 
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .discovery_routes import discovery_routes
-from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_tools import tools_server
 from .proxies import TrustedProxies
@@ -39,8 +37,9 @@ from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
 from .session_routes import session_routes
-from .sessions import FileSessionStore, SessionService
+from .sessions import SessionService
 from .settings import ServeSettings
+from .state import serving_hub_keys, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -53,16 +52,16 @@ BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 @asynccontextmanager
 async def default_broker(
-    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None, fast_calls: bool = True
+    project: Project, settings: ServeSettings, *, child_env: dict[str, str] | None = None
 ) -> AsyncGenerator[BrokerLike]:
-    """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
+    """`connections.Broker` with the serving token store (`state.token_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
     `agent-sdk mcp oauth` stored. `child_env` goes to the stdio children that opt in with `bridge=True`
-    (the account bridge's URL and secret); `fast_calls` is `serve --no-fast-calls` negated."""
-    store = serving_store(state_root)
+    (the account bridge's URL and secret); pooled calls take the fast wire unless `serve --no-fast-calls`."""
+    store = token_store(settings)
     try:
         async with Broker(
-            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=fast_calls
+            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=settings.fast_calls
         ) as broker:
             yield broker
     finally:
@@ -112,7 +111,7 @@ def create_app(
     bridge = BridgeSecret.create(settings)  # per boot; never logged, never in /v1/info
 
     def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
-        return default_broker(p, settings.state_root, child_env=bridge.child_env(), fast_calls=settings.fast_calls)
+        return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
 
@@ -122,7 +121,7 @@ def create_app(
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
             sessions = await stack.enter_async_context(
-                SessionService.running(FileSessionStore(settings.state_root), builder, chosen)
+                SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
@@ -149,7 +148,7 @@ def create_app(
                 project=project,
                 host=runtime.host.mcp if runtime.host is not None else None,
                 bridge=bridge,
-                keys=HubKeyStore(settings.state_root) if settings.hub else None,
+                keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
             yield {"runtime": runtime, "accounts": accounts}

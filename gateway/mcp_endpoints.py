@@ -135,18 +135,18 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
         if session_id is not None and token is not None:
             raise InvalidRequest("pass sessionId or continuationToken, not both")
         if session_id is not None:
-            live = await runtime.sessions.follow_up(runtime.sessions.get(session_id, principal), message, None)
+            live = await runtime.sessions.follow_up(await runtime.sessions.get(session_id, principal), message, None)
         elif token is not None:
-            live = runtime.sessions.for_follow_up(token, principal)
-            await runtime.sessions.follow_up(live, message, token)
+            live = await runtime.sessions.for_follow_up(token, principal)
+            live = await runtime.sessions.follow_up(live, message, token)
         else:
             live = await runtime.sessions.create(principal, message)
-        await runtime.sessions.wait(live, wait)
+        live = await runtime.sessions.wait(live, wait)
         return {"ok": True, **live.snapshot()}
 
     async def check(runtime: Runtime, principal: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        live = runtime.sessions.get(_string(args, "sessionId", required=True), principal)
-        await runtime.sessions.wait(live, _wait_seconds(runtime, args.get("waitMs", 0)))
+        live = await runtime.sessions.get(_string(args, "sessionId", required=True), principal)
+        live = await runtime.sessions.wait(live, _wait_seconds(runtime, args.get("waitMs", 0)))
         return {"ok": True, **live.snapshot()}
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
