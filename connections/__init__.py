@@ -61,11 +61,8 @@ from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
 from ._one_off import call_tool_once as call_tool_once
 from ._one_off import list_tools_once as list_tools_once
-from ._outcomes import outcome_from_mcp as outcome_from_mcp
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
-from ._raw_results import RawToolResult as RawToolResult
-from ._raw_results import holds_long_text as holds_long_text
 from ._redact import RedactingFilter as RedactingFilter
 from ._redact import redact as redact
 from ._redact import remember_secret as remember_secret
@@ -74,6 +71,7 @@ from ._redact import shown_url as shown_url
 from ._restart import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
 from ._session_runner import ConnectionStatus as ConnectionStatus
+from ._tool_results import holds_long_text as holds_long_text
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
 from ._tools import ToolContext as ToolContext
@@ -122,7 +120,6 @@ __all__ = [
     "OAuthConfig",
     "Project",
     "ProjectError",
-    "RawToolResult",
     "RedactingFilter",
     "RestartPolicy",
     "ResultTooLarge",
@@ -156,7 +153,6 @@ __all__ = [
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",
-    "outcome_from_mcp",
     "redact",
     "remember_secret",
     "save_account_login",

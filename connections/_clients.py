@@ -38,8 +38,8 @@ from ._expand import expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
-from ._raw_results import holds_long_text
 from ._stdio import StdioChild, stdio_transport
+from ._tool_results import holds_long_text
 
 __all__ = [
     "INHERITED_ENV",

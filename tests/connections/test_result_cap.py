@@ -7,8 +7,8 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import mcp.types as mt
 import pytest
 
 from connections import ClientPool, ConnectionDefinition, ResultTooLarge, define_connection
@@ -21,8 +21,8 @@ COUNTING = str(Path(__file__).resolve().parents[1] / "fixtures" / "upstreams" / 
 CAP = 100_000
 
 
-def text(result: mt.CallToolResult) -> str:
-    return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
+def text(result: dict[str, Any]) -> str:
+    return "".join(c["text"] for c in result["content"] if c.get("type") == "text")
 
 
 @pytest.fixture(scope="module", params=["events", "json"])

@@ -6,7 +6,7 @@ import copy
 
 import pydantic_core
 
-from connections._raw_results import LONG_TEXT
+from connections._tool_results import LONG_TEXT
 from gateway.json_pieces import answer_pieces
 
 
