@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import Peer, _decode, free_port, start_listening, start_serve  # noqa: E402
+from bench_mcp_tools import HANDSHAKE, RawPeer, _decode, free_port, start_listening, start_serve  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 
 COUNTING = str(ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py")
 MB = 1024 * 1024
@@ -54,7 +54,7 @@ def definition(path: str, upstream: str | None) -> str:
 
 async def measure(url: str, pid: int, size: int, calls: int) -> dict[str, float]:
     async with httpx2.AsyncClient(timeout=120) as http:
-        peer = Peer(url, http)
+        peer = RawPeer(url, http, HANDSHAKE)
         await peer.open()
 
         async def call(n: int) -> tuple[float, int]:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import Peer, _decode, start_serve  # noqa: E402
+from bench_mcp_tools import HANDSHAKE, RawPeer, _decode, start_serve  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 
 from connections import ClientPool, define_connection  # noqa: E402
 from connections._pool import default_start_limit  # noqa: E402
@@ -60,7 +60,7 @@ async def own_start_cost(runs: int = 5) -> float:
 async def first_listing(url: str, tries: int) -> tuple[float, int, int]:
     """Seconds to the first successful listing, the try it came on, and the tools it listed."""
     async with httpx2.AsyncClient(timeout=httpx2.Timeout(600.0)) as http:
-        peer = Peer(url, http)
+        peer = RawPeer(url, http, HANDSHAKE)
         start = time.perf_counter()
         await peer.open()
         for attempt in range(1, tries + 1):
