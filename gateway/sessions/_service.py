@@ -47,6 +47,9 @@ _TOKEN = re.compile(r"([a-z][a-z0-9_-]{0,31}):([A-Za-z0-9_\-.~/#@+=]{1,256})")
 _PREEMPT_GRACE_S = 30.0
 _REAP_EVERY_S = 1.0
 _NUDGE_EVERY_S = 1.0
+HISTORY_EVENTS = 2000
+"""A follow-up's runner gets the conversation from at most this many of the session's last events, so
+its cost does not grow with the conversation's length (docs/http-api.md)."""
 
 
 def parse_continuation_token(token: object) -> tuple[str, str]:
@@ -314,7 +317,8 @@ class SessionService:
     async def _start(self, session_id: str, message: str) -> LiveSession:
         while True:
             record = await self._settle(session_id)
-            history = _history(await self.store.read(session_id, 0))
+            # The tail of the log only: reading it whole made every follow-up cost the conversation so far.
+            history = _history(await self.store.read(session_id, max(0, record.event_count - HISTORY_EVENTS)))
             turn = self._new_turn()
             if await self.store.begin_turn(
                 session_id, turn.id, turn.holder, self.lease_s, [self._received(session_id, turn, message)]
