@@ -4,22 +4,27 @@ Pagination by a per-principal index (cursor round trip, newest first, another pr
 never in a page), the continuation token's compare-and-set, and turn leases: one turn at a time,
 writes fenced by the lease holder, a lapsed lease closed once. Redis only: a store that cannot
 reach Redis answers `StateUnavailable`, and works again when Redis is back, with the same client.
+On both, a follow-up's runner gets the conversation from the last `HISTORY_EVENTS` events only.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from connections import Project, SessionInfo, Toolset, TurnBuilder
 from gateway.cli import build_parser
 from gateway.commands.serve import settings_from_args
 from gateway.errors import CliError, StateUnavailable
-from gateway.sessions import FileSessionStore, RedisSessionStore, SessionRecord, SessionStore
+from gateway.runners import FinalText
+from gateway.sessions import FileSessionStore, RedisSessionStore, SessionRecord, SessionService, SessionStore
 from gateway.sessions._records import closing_events, interrupted_outcome, new_event
+from gateway.sessions._service import HISTORY_EVENTS
 from gateway.settings import ServeSettings
 from tests.conftest import free_port
 
@@ -35,12 +40,16 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 
 
 @pytest.fixture(params=["file", "redis"])
-async def store(request: pytest.FixtureRequest, tmp_path: Path, redis: RedisServer) -> AsyncIterator[SessionStore]:
-    made: SessionStore = (
-        FileSessionStore(tmp_path)
-        if request.param == "file"
-        else RedisSessionStore(redis.url, prefix=f"t{secrets.token_hex(4)}:", patience_s=1.0)
-    )
+def unopened(request: pytest.FixtureRequest, tmp_path: Path, redis: RedisServer) -> SessionStore:
+    """A fresh store of each kind, not yet opened (`SessionService.running` opens its own)."""
+    if request.param == "file":
+        return FileSessionStore(tmp_path)
+    return RedisSessionStore(redis.url, prefix=f"t{secrets.token_hex(4)}:", patience_s=1.0)
+
+
+@pytest.fixture
+async def store(unopened: SessionStore) -> AsyncIterator[SessionStore]:
+    made = unopened
     await made.open()
     try:
         yield made
@@ -237,3 +246,49 @@ async def test_a_turn_write_retried_after_its_reply_was_lost_lands_once(redis: R
         await append(**write, args=args)  # the retry of a write whose answer was lost
         types = [e["type"] for e in await store.read(sid, 0)]
     assert types == ["message.appended", "action.result"]
+
+
+class HistoryRunner:
+    """Records the history each turn gets, and answers at once."""
+
+    name = "history"
+
+    def __init__(self) -> None:
+        self.seen: list[list[tuple[str, str]]] = []
+        self.done = anyio.Event()
+
+    async def run(
+        self, session: SessionInfo, message: str, toolset: Toolset, *, history: Sequence[tuple[str, str]] = ()
+    ) -> AsyncIterator[Any]:
+        self.seen.append(list(history))
+        yield FinalText(text=f"re: {message}")
+        self.done.set()
+
+
+async def test_a_follow_up_gets_the_conversation_from_the_last_events_only(
+    unopened: SessionStore, tmp_path: Path
+) -> None:
+    store = unopened
+    runner = HistoryRunner()
+    builder = TurnBuilder(Project(root=tmp_path), list_tools=None, call_tool=None)  # type: ignore[arg-type]
+    async with SessionService.running(store, builder, runner) as service:  # type: ignore[arg-type]
+        live = await service.create("alice", "first")
+        with anyio.fail_after(10):
+            await runner.done.wait()
+        # A long conversation: far more message events than the bound reaches back.
+        turns = HISTORY_EVENTS  # each turn below is 2 events, so the log is about 2 x the bound
+        events = []
+        for n in range(turns):
+            events += [
+                new_event(live.id, "message.received", {"text": f"q{n}"}),
+                new_event(live.id, "message.completed", {"text": f"a{n}"}),
+            ]
+        assert await store.append(live.id, events)
+        runner.done = anyio.Event()
+        await service.follow_up(live, "last", None)
+        with anyio.fail_after(10):
+            await runner.done.wait()
+    history = runner.seen[-1]
+    assert 0 < len(history) <= HISTORY_EVENTS
+    assert history[-2:] == [("user", f"q{turns - 1}"), ("assistant", f"a{turns - 1}")]  # the newest, in order
+    assert ("user", "first") not in history  # the oldest are beyond the bound
