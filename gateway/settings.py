@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 __all__ = ["AuthMode", "ServeSettings"]
 
@@ -46,6 +46,16 @@ class ServeSettings(BaseModel):
             if len(token.get_secret_value()) < 16:
                 raise ValueError("a bearer token must be at least 16 characters (use a random value)")
         return value
+
+    @model_validator(mode="after")
+    def _one_policy(self) -> ServeSettings:
+        if self.bearer_tokens and self.allow_anonymous:
+            # Bearer would win and anonymous callers would be refused: say so rather than drop a flag.
+            raise ValueError(
+                "--allow-anonymous (AGENT_SDK_ALLOW_ANONYMOUS) and --bearer-token (AGENT_SDK_BEARER_TOKEN) "
+                "exclude each other: with a token every caller must present it; drop one of them"
+            )
+        return self
 
     @property
     def auth_mode(self) -> AuthMode:

@@ -32,6 +32,7 @@ from connections import (
 from oauth import Secret
 
 from ..errors import CliError
+from ._keyring_backend import describe_keyring
 
 __all__ = ["login", "register"]
 
@@ -102,11 +103,12 @@ def login(args: argparse.Namespace) -> int:
                 print(f"{ACCOUNT_URL_ENV} / {API_KEY_ENV} are set: they override any saved login")
             if saved is None:
                 print("no saved account login; run agent-sdk login --url HUB")
-            else:
-                print(
-                    f"hub {saved} (saved in {account_file()}); API key in the OS keyring, service "
-                    f"{KEYRING_SERVICE!r}, user {keyring_user(saved)!r}"
-                )
+                # Exit 1 when nothing is configured, as `mcp oauth NAME --status` does when logged out.
+                return 0 if os.environ.get(ACCOUNT_URL_ENV) and os.environ.get(API_KEY_ENV) else 1
+            print(
+                f"hub {saved} (saved in {account_file()}); API key in {describe_keyring()}, service "
+                f"{KEYRING_SERVICE!r}, user {keyring_user(saved)!r}"
+            )
             return 0
         if args.url is None and saved is None:
             raise CliError("pass --url HUB (the hub's base URL); no hub was saved before")
@@ -120,7 +122,7 @@ def login(args: argparse.Namespace) -> int:
     who = f" as account {account!r}" if account else ""
     linked = f"; connectors: {', '.join(names) or 'none'}" if not args.no_check else ""
     print(
-        f"logged in to {url}{who}{linked}. The key is in the OS keyring (service {KEYRING_SERVICE!r}, user "
+        f"logged in to {url}{who}{linked}. The key is in {describe_keyring()} (service {KEYRING_SERVICE!r}, user "
         f"{keyring_user(url)!r}); the URL is in {path}"
     )
     return 0

@@ -10,6 +10,7 @@ token is better passed through the environment (a flag shows in `ps`).
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import socket
@@ -79,8 +80,27 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             access_log=args.access_log,
         )
     except ValidationError as exc:
-        problems = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors())
-        raise CliError(f"invalid serve settings: {problems}") from None
+        raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None
+
+
+_FLAGS = {
+    "host": "--host",
+    "port": "--port",
+    "state_root": "--state-root",
+    "bearer_tokens": "--bearer-token",
+    "runner": "--runner",
+    "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+}
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """One sentence per bad setting, named by its flag; no pydantic wording ("Value error, ...")."""
+    out: list[str] = []
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = str(error["loc"][0]) if error["loc"] else None
+        out.append(f"{_FLAGS.get(field, field)}: {message}" if field else message)
+    return "; ".join(out)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -95,12 +115,6 @@ def serve(args: argparse.Namespace) -> int:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
     settings = settings_from_args(args)
-    sock: socket.socket | None = None
-    if settings.port == 0:
-        # Bind now so the real port is known before the app starts: it is printed, and it is in the
-        # account bridge URL handed to stdio children.
-        sock = _bind(settings.host)
-        settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -113,9 +127,15 @@ def serve(args: argparse.Namespace) -> int:
         serving_store(settings.state_root)
     except OAuthError as exc:
         raise CliError(str(exc)) from None
+    # Bind before the "serving" line: a busy port is one sentence, not a banner and then uvicorn's
+    # Errno 98; and port 0's real port is known before the app starts (printed, and in the account
+    # bridge URL handed to stdio children).
+    sock = _bind(settings.host, settings.port)
+    settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     try:
         app = create_app(project, settings)
     except ValueError as exc:
+        sock.close()
         raise CliError(str(exc)) from None
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
@@ -136,19 +156,24 @@ def serve(args: argparse.Namespace) -> int:
         access_log=settings.access_log,
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
-    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 
-def _bind(host: str) -> socket.socket:
-    """A listening TCP socket on `host` and a free port; raises `CliError` when the host cannot be bound."""
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (0: a free port); raises `CliError` when it cannot be bound."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host.strip("[]"), 0))
+        sock.bind((host.strip("[]"), port))
     except OSError as exc:
         sock.close()
-        raise CliError(f"cannot listen on {host}: {exc.strerror}; pass a --host this machine has") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} on {host} is already in use by another process; stop it, or pass --port N "
+                "(--port 0 picks a free one)"
+            ) from None
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; pass a --host this machine has") from None
     sock.listen(2048)
     return sock
