@@ -33,6 +33,7 @@ from ._definitions import Timeouts as Timeouts
 from ._definitions import define_connection as define_connection
 from ._diagnostics import Diagnostic as Diagnostic
 from ._diagnostics import Severity as Severity
+from ._env_check import unset_variables as unset_variables
 from ._exceptions import AccountConnectorMissing as AccountConnectorMissing
 from ._exceptions import AccountError as AccountError
 from ._exceptions import AccountNotConfigured as AccountNotConfigured
@@ -150,4 +151,5 @@ __all__ = [
     "save_account_login",
     "saved_hub_url",
     "tracing_enabled",
+    "unset_variables",
 ]

@@ -303,18 +303,18 @@ class TurnBuilder:
         names = sorted(attached)
         list_tools, call_tool = self.list_tools, self.call_tool
 
-        def pick(arguments: Mapping[str, Any]) -> ConnectionDefinition:
+        def pick(arguments: Mapping[str, Any], meta_tool: str) -> ConnectionDefinition:
             from ._exceptions import ToolInputError
 
             name = arguments.get("connection")
             if not isinstance(name, str) or name not in attached:
                 raise ToolInputError(
-                    "mcp_list_tools", f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}"
+                    meta_tool, f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}"
                 )
             return attached[name]
 
         async def list_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-            defn = pick(arguments)
+            defn = pick(arguments, "mcp_list_tools")
             listing = await list_tools(defn, session_headers.get(defn.name))
             entries = [
                 t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
@@ -325,7 +325,7 @@ class TurnBuilder:
         async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             from ._exceptions import ToolInputError
 
-            defn = pick(arguments)
+            defn = pick(arguments, "mcp_call_tool")
             tool = arguments.get("tool")
             args = arguments.get("arguments", {})
             if not isinstance(tool, str) or not tool:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connections import Project, ProjectError, check_account_servers, load_project
+from connections import Project, ProjectError, check_account_servers, load_project, unset_variables
 
 from ..errors import CliError
 from ..info import project_info
@@ -21,6 +21,7 @@ __all__ = ["info", "load", "register", "validate"]
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     p = sub.add_parser("validate", help="report every problem in the project; exit 1 on any error")
     add_project_args(p)
+    p.add_argument("--strict", action="store_true", help="an unset ${VAR} the project reads is an error, not a warning")
     p.set_defaults(func=validate)
     p = sub.add_parser("info", help="show the connections, tools and extensions the project defines")
     add_project_args(p)
@@ -41,12 +42,14 @@ def validate(args: argparse.Namespace) -> int:
     project = load(args.dir)
     # Optional and cheap: with a hub configured, warn about servers=[...] names it does not list.
     account = check_account_servers(project, os.environ)
-    for diag in [*project.diagnostics, *account.warnings]:
+    unset = unset_variables(project, os.environ, strict=args.strict)
+    found = [*project.diagnostics, *unset, *account.warnings]
+    for diag in found:
         print(diag.format(project.root))
     if account.skipped:
         print(account.skipped, file=sys.stderr)
-    errors = len(project.errors)
-    warnings = len(project.diagnostics) - errors + len(account.warnings)
+    errors = sum(d.severity == "error" for d in found)
+    warnings = len(found) - errors
     summary = (
         f"{len(project.connections)} connection(s), {len(project.tools)} tool(s); "
         f"{errors} error(s), {warnings} warning(s)"

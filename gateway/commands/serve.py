@@ -14,10 +14,12 @@ import errno
 import logging
 import os
 import socket
+import sys
 from typing import Any
 
 from pydantic import ValidationError
 
+from connections import unset_variables
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
@@ -114,6 +116,8 @@ def serve(args: argparse.Namespace) -> int:
         for diag in project.errors:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
+    for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
+        print(diag.format(project.root), file=sys.stderr)
     settings = settings_from_args(args)
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
