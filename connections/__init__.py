@@ -71,6 +71,7 @@ from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
 from ._tools import ToolContext as ToolContext
 from ._tools import define_tool as define_tool
+from ._toolset import CallObserver as CallObserver
 from ._toolset import ToolOutcome as ToolOutcome
 from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
@@ -98,6 +99,7 @@ __all__ = [
     "AuthCallback",
     "AuthFor",
     "Broker",
+    "CallObserver",
     "ClientError",
     "ClientPool",
     "ConnectionDefinition",

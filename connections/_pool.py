@@ -219,6 +219,11 @@ class ClientPool:
         """The definition of `name`. Raises `UnknownConnection`."""
         return self._slot(name).defn
 
+    @property
+    def listing_cache(self) -> ListingCache:
+        """The listing cache (its `hits` and `misses` counters feed the gateway's metrics)."""
+        return self._cache
+
     def status(self, name: str) -> ConnectionStatus:
         """Where `name` stands: idle, opening, open or paused, with its open and failure counts."""
         slot = self._slot(name)
@@ -446,6 +451,14 @@ class ClientPool:
         s = _Session(started=anyio.current_time())
         slot.session = s
         slot.opens += 1
+        if slot.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
+            logger.warning(
+                "connection %r: reopening its upstream session (open #%d); last error: %s",
+                slot.defn.name,
+                slot.opens,
+                slot.last_error or "the session ended",
+                extra={"event": "upstream_restart", "connection": slot.defn.name},
+            )
         self._cache.invalidate(slot.defn.name)
         self._tg.start_soon(self._run, slot, s, name=f"mcp-client:{slot.defn.name}")
         await self._wait_ready(slot, s)

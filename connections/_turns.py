@@ -33,7 +33,7 @@ from ._names import NAME_RULE, is_valid_tool_name
 from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
+from ._toolset import CallObserver, InvokeRaw, ToolOutcome, Toolset, TurnTool, observed
 
 __all__ = ["TurnBuilder", "outcome_from_mcp"]
 
@@ -86,6 +86,8 @@ class TurnBuilder:
     call_tool: CallTool
     host: Any = None
     call_tool_raw: CallToolRaw | None = None
+    observer: CallObserver | None = None
+    """Told about every call of every tool this builder builds (the gateway's metrics and log)."""
 
     async def build(self, session: SessionInfo | None) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
@@ -188,6 +190,8 @@ class TurnBuilder:
             tools.update(self._meta_tools({d.name: d for d in attached}, headers.values))
         # Parallel work finishes in any order; report in a stable one so two runs read the same.
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
+        if self.observer is not None:
+            tools = {name: observed(tool, self.observer) for name, tool in tools.items()}
         return Toolset(session=session, tools=tools), problems
 
     # -- per-session auth ---------------------------------------------------------------------

@@ -31,6 +31,8 @@ from .auth_chain import AuthChain, BodyLimit
 from .discovery_routes import discovery_routes
 from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .metrics import Metrics, metrics_routes
+from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -141,15 +143,19 @@ def create_app(
         return default_broker(p, settings.state_root, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
+            metrics.watch(brk)
+            builder.observer = metrics
             sessions = await stack.enter_async_context(
                 SessionService.running(FileSessionStore(settings.state_root), builder, chosen)
             )
+            sessions.on_turn_end = metrics.turn_finished
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
             )
@@ -178,7 +184,7 @@ def create_app(
                 keys=HubKeyStore(settings.state_root) if settings.hub else None,
                 pool=getattr(brk, "pool", None),
             )
-            yield {"runtime": runtime, "accounts": accounts}
+            yield {"runtime": runtime, "accounts": accounts, "metrics": metrics}
 
     routes: list[BaseRoute] = [
         *discovery_routes(),
@@ -186,6 +192,7 @@ def create_app(
         *tool_routes(),
         *session_routes(),
         *account_routes(),
+        *metrics_routes(),
     ]
     app = Starlette(
         routes=routes,
@@ -202,4 +209,5 @@ def create_app(
         public_paths=("/v1/health",),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves.
-    return AccountGate(chained, limited, hub=settings.hub)
+    # Outermost: every answer, refusals included, carries its request id (X-Request-Id).
+    return RequestIds(AccountGate(chained, limited, hub=settings.hub), on_refusal=metrics.refused)

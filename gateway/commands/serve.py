@@ -23,6 +23,7 @@ from connections import unset_variables
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
+from ..logs import LogFormat, configure_logging
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ._common import add_project_args, state_root_of
@@ -64,6 +65,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         help="log one line per request (off by default); or $AGENT_SDK_ACCESS_LOG=1",
     )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=None,
+        help="text (default) or json (one object per line, for log shippers); or $AGENT_SDK_LOG_FORMAT",
+    )
     p.set_defaults(func=serve)
 
 
@@ -95,6 +102,14 @@ _FLAGS = {
 }
 
 
+def log_format_of(args: argparse.Namespace) -> LogFormat:
+    """`--log-format`, else `AGENT_SDK_LOG_FORMAT`, else text. Raises `CliError` for another value."""
+    value = args.log_format or os.environ.get("AGENT_SDK_LOG_FORMAT") or "text"
+    if value not in ("text", "json"):
+        raise CliError(f"AGENT_SDK_LOG_FORMAT must be text or json, got {value[:40]!r}")
+    return "json" if value == "json" else "text"
+
+
 def settings_problems(exc: ValidationError) -> str:
     """One sentence per bad setting, named by its flag; no pydantic wording ("Value error, ...")."""
     out: list[str] = []
@@ -119,6 +134,7 @@ def serve(args: argparse.Namespace) -> int:
     for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
         print(diag.format(project.root), file=sys.stderr)
     settings = settings_from_args(args)
+    log_format = log_format_of(args)
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -141,7 +157,7 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(log_format)
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     # httpx2 logs every request's full URL at INFO: a key in a query string would reach the log.
@@ -155,6 +171,7 @@ def serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        log_config=None,  # uvicorn's lines go through our handler: the same format, the request id
         lifespan="on",
         proxy_headers=False,
         access_log=settings.access_log,
