@@ -14,7 +14,7 @@ DELETE are 405 here.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -151,14 +151,21 @@ async def answer_tools_call_json(
     return serialize_server_result("tools/call", version, dumped)
 
 
-def tools_server() -> Server[Any]:
-    """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog."""
+RuntimeOf = Callable[[ServerRequestContext[Any, Any]], Runtime]
+
+
+def tools_server(runtime_of: RuntimeOf = _runtime) -> Server[Any]:
+    """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog.
+
+    `runtime_of` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
+    passes its one runtime (a stdio request has no HTTP request).
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None
     ) -> mt.ListToolsResult:
         try:
-            toolset = await _runtime(ctx).catalog.live()
+            toolset = await runtime_of(ctx).catalog.live()
         except TurnBuildError as exc:
             names = sorted({p.connection for p in exc.problems if p.connection})
             raise MCPError(
@@ -170,7 +177,7 @@ def tools_server() -> Server[Any]:
         return mt.ListToolsResult(tools=[_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)])
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        return await answer_tools_call(_runtime(ctx), params)
+        return await answer_tools_call(runtime_of(ctx), params)
 
     return Server("agent-sdk-tools", version=_VERSION, on_list_tools=list_tools, on_call_tool=call)
 

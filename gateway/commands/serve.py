@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from connections import unset_variables
+from connections import Project, unset_variables
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
@@ -64,6 +64,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         action="store_true",
         default=None,
         help="log one line per request (off by default); or $AGENT_SDK_ACCESS_LOG=1",
+    )
+    p.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve the server tools (what /v1/mcp/tools lists) as a stdio MCP server, for desktop clients",
     )
     p.add_argument(
         "--log-format",
@@ -135,6 +140,8 @@ def serve(args: argparse.Namespace) -> int:
         print(diag.format(project.root), file=sys.stderr)
     settings = settings_from_args(args)
     log_format = log_format_of(args)
+    if args.stdio:
+        return _serve_stdio(project, settings, log_format)
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -178,6 +185,19 @@ def serve(args: argparse.Namespace) -> int:
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
     uvicorn.Server(config).run(sockets=[sock])
+    return 0
+
+
+def _serve_stdio(project: Project, settings: ServeSettings, log_format: LogFormat) -> int:
+    """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
+    from ..stdio_gateway import serve_stdio
+
+    configure_logging(log_format, level=logging.WARNING)
+    print(f"agent-sdk: serving {project.root.name}'s tools over stdio", file=sys.stderr)
+    try:
+        serve_stdio(project, settings)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     return 0
 
 
