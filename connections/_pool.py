@@ -107,6 +107,8 @@ class _Session:
     """Retired: closing (or closed); never handed out again."""
     broken: bool = False
     """An operation found the transport unusable (connection refused, stream closed)."""
+    opening: anyio.CancelScope | None = None
+    """The open in progress (start, connect, handshake): `aclose` cancels it rather than wait it out."""
 
     @property
     def usable(self) -> bool:
@@ -194,6 +196,10 @@ class ClientPool:
             if slot.session is not None:
                 slot.session.stopping = True
                 slot.session.wake.set()
+                if slot.session.opened is None and slot.session.opening is not None:
+                    # Ctrl-C during a connect to a server that never answers: stop now, not at the
+                    # connect timeout (a stdio child's shutdown stays shielded inside the SDK).
+                    slot.session.opening.cancel()
         # Every runner closes its own client in parallel; a stdio child's shutdown is shielded
         # inside the SDK, so a cancelled owner (Ctrl-C of `serve`) still stops every child.
         with anyio.CancelScope(shield=True), anyio.move_on_after(_CLOSE_GRACE):
@@ -512,6 +518,7 @@ class ClientPool:
         status: list[int] = []
         try:
             with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
+                s.opening = scope
                 try:
                     async with open_client(
                         defn,
