@@ -10,20 +10,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import mcp.types as mt
 
-from connections import Broker, ConnectionDefinition, ConnectionsError, Project
-from oauth import FileTokenStore, OAuthError
+from connections import Broker, ConnectionDefinition, Project
 
 from ..errors import CliError
-from ._common import add_project_args, state_root_of
+from ._broker_run import run_with_broker
+from ._common import add_project_args
 from .project import load
 
 __all__ = ["mcp_call", "mcp_list", "mcp_tools", "register"]
@@ -138,23 +135,4 @@ def _warn_auth(project: Project, name: str) -> None:
 
 
 def _run(project: Project, args: argparse.Namespace, operation: Callable[[Broker], Awaitable[_T]]) -> _T:
-    if os.environ.get("AGENT_SDK_DEBUG") != "1":
-        _quiet_sdk_logs()
-
-    async def main() -> _T:
-        async with Broker(project, token_store=FileTokenStore(state_root_of(args))) as broker:
-            return await operation(broker)
-
-    try:
-        return anyio.run(main)
-    except (ConnectionsError, OAuthError) as exc:
-        raise CliError(str(exc)) from None
-
-
-def _quiet_sdk_logs() -> None:
-    # The SDK logs transport failures with `logger.exception`; with no handler configured, Python's
-    # last-resort handler would print those tracebacks. The error the user needs is ours.
-    for name in ("mcp", "httpx2"):
-        logger = logging.getLogger(name)
-        logger.addHandler(logging.NullHandler())
-        logger.propagate = False
+    return run_with_broker(project, args, operation, what=f"waiting for connection {args.name!r}")
