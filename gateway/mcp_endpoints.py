@@ -30,6 +30,7 @@ from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuild
 from .auth_chain import Principal, send_error
 from .errors import ApiError, InvalidRequest
 from .mcp_fast_path import serve_tools_call
+from .mcp_request_checks import batch_problem, header_problem, serve_batch
 from .runtime import Runtime
 from .tool_calls import call_tool
 
@@ -336,7 +337,7 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     except (ValueError, UnicodeDecodeError):
         return mt.PARSE_ERROR, "Parse error: the body is not JSON"
     if isinstance(message, list):
-        return mt.INVALID_REQUEST, "Invalid Request: batches are not accepted; send one JSON-RPC message per POST"
+        return mt.INVALID_REQUEST, "Invalid Request: a batch inside a batch"  # a top-level batch is `_batch`'s
     if not isinstance(message, dict):
         return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
     body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
@@ -355,10 +356,10 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     return body
 
 
-async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
+async def _send_jsonrpc_error(send: Send, code: int, message: str, status: int = 400) -> None:
     payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
 
 
@@ -393,6 +394,10 @@ class McpEndpoint:
                 [(b"allow", b"POST")],
             )
             return
+        refused = header_problem(scope)
+        if refused is not None:
+            await _send_jsonrpc_error(send, refused[1], refused[2], refused[0])
+            return
         chunks: list[bytes] = []
         while True:
             message = await receive()
@@ -402,6 +407,11 @@ class McpEndpoint:
             if not message.get("more_body", False):
                 break
         raw = b"".join(chunks)
+        runtime: Runtime = scope["state"]["runtime"]
+        manager = runtime.mcp[self.key]
+        if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
+            await self._batch(manager, scope, raw, send)
+            return
         message = _envelope_problem(raw)
         if isinstance(message, tuple):
             await _send_jsonrpc_error(send, *message)
@@ -415,10 +425,20 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        runtime: Runtime = scope["state"]["runtime"]
-        manager = runtime.mcp[self.key]
         if self.fast_tools_call and await serve_tools_call(
             manager, scope, replay, send, raw, message, handler=_tools_call_handler
         ):
             return
         await manager.handle_request(scope, replay, send)
+
+    async def _batch(self, manager: StreamableHTTPSessionManager, scope: Scope, raw: bytes, send: Send) -> None:
+        refused = batch_problem(scope)
+        try:
+            items = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            items, refused = None, (400, mt.PARSE_ERROR, "Parse error: the body is not JSON")
+        if refused is not None or not isinstance(items, list):
+            status, code, text = refused or (400, mt.INVALID_REQUEST, "Invalid Request")
+            await _send_jsonrpc_error(send, code, text, status)
+            return
+        await serve_batch(manager.handle_request, scope, items, _envelope_problem, send)
