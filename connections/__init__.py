@@ -24,8 +24,10 @@ from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
 from ._clients import INHERITED_ENV as INHERITED_ENV
+from ._clients import REOPEN_NOTE as REOPEN_NOTE
 from ._clients import call_tool_once as call_tool_once
 from ._clients import list_tools_once as list_tools_once
+from ._clients import transport_failure as transport_failure
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
 from ._definitions import ConnectionKind as ConnectionKind
@@ -87,6 +89,7 @@ __all__ = [
     "INHERITED_ENV",
     "KEYRING_SERVICE",
     "NAME_RULE",
+    "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
     "AccountCheck",
     "AccountConnectorMissing",
@@ -153,5 +156,6 @@ __all__ = [
     "save_account_login",
     "saved_hub_url",
     "tracing_enabled",
+    "transport_failure",
     "unset_variables",
 ]

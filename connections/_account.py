@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from oauth import Secret
 
 from ._account_login import AccountCredentials, AccountSetupError, load_account_credentials
-from ._clients import shared_ssl_context
+from ._clients import shared_ssl_context, transport_failure
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
     AccountConnectorMissing,
@@ -184,7 +184,7 @@ class AccountConnections:
             raise UpstreamTimeout(defn.name, f"the account hub {creds.url} did not list connectors in time") from None
         except httpx2.TransportError as exc:
             raise ConnectionUnavailable(
-                defn.name, f"cannot reach the account hub {creds.url} ({type(exc).__name__})"
+                defn.name, f"cannot reach the account hub {creds.url} ({transport_failure(exc)})"
             ) from None
         if response.status_code == 401:
             raise AccountUnauthorized(

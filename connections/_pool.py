@@ -31,7 +31,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from mcp_types import methods as _methods
 
 from ._account import AccountConnections
-from ._clients import OpenedClient, client_mode, leaves, list_all_tools, open_client, translate
+from ._clients import REOPEN_NOTE, OpenedClient, client_mode, leaves, list_all_tools, open_client, translate
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
     ClientError,
@@ -55,6 +55,8 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
+_EXIT_PEEK_S = 0.5
+"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
 _CLOSE_GRACE = 10.0  # stdin close (2 s) + SIGTERM (2 s) + SIGKILL reap (2 s), with room to spare
 
 
@@ -404,7 +406,12 @@ class ClientPool:
                         session.broken = True
                         self._retire(slot, session)
                         continue
-                    error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
+                    if opened.child is not None and _closed(exc):
+                        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
+                            await opened.child.process.wait()
+                    error = translate(
+                        slot.defn, exc, operation, http_status=opened.http_status, tool=tool, child=opened.child
+                    )
                     if isinstance(error, ConnectionUnavailable):
                         session.broken = True
                         self._retire(slot, session)  # the next use opens a new session
@@ -494,8 +501,10 @@ class ClientPool:
         s.stopping = True
         s.wake.set()
         if (s.opened is not None and not s.opened.alive) or s.broken:
-            what = "the server process exited" if slot.defn.kind == "stdio" else "the connection closed"
-            self._record_failure(slot, ConnectionUnavailable(slot.defn.name, f"{what}; it is reopened on the next use"))
+            child = s.opened.child if s.opened is not None else None
+            exited = f"the server process exited{child.exit_text() if child is not None else ''}"
+            what = exited if slot.defn.kind == "stdio" else "the connection closed"
+            self._record_failure(slot, ConnectionUnavailable(slot.defn.name, f"{what}{REOPEN_NOTE}"))
             self._cache.invalidate(slot.defn.name)
 
     def _record_failure(self, slot: _Slot, error: ConnectionsError) -> None:
@@ -600,3 +609,8 @@ def _session_expired(exc: BaseException, opened: OpenedClient) -> bool:
         if opened.http_status == [400]:
             return True
     return False
+
+
+def _closed(exc: BaseException) -> bool:
+    """The session's transport closed under the call (a stdio child exited, a stream ended)."""
+    return any(isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED for e in leaves(exc))

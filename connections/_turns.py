@@ -241,7 +241,8 @@ class TurnBuilder:
                     )
                 )
             except ConnectionsError as exc:
-                detail = getattr(exc, "detail", None) or str(exc)
+                # The problem names the connection already: keep "connection 'x': " out of its message.
+                detail = getattr(exc, "detail", None) or str(exc).removeprefix(f"connection {defn.name!r}: ")
                 problems.append(TurnProblem(exc.code, f"tools/list failed: {detail}", connection=defn.name))
 
         async with anyio.create_task_group() as tg:

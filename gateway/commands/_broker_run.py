@@ -10,7 +10,7 @@ from typing import TypeVar
 
 import anyio
 
-from connections import Broker, ConnectionsError, Project
+from connections import REOPEN_NOTE, Broker, ConnectionsError, Project
 from oauth import FileTokenStore, OAuthError
 
 from ..errors import CliError
@@ -40,7 +40,8 @@ def run_with_broker(
         with waiting(what):
             return anyio.run(main)
     except (ConnectionsError, OAuthError) as exc:
-        raise CliError(str(exc)) from None
+        # This process ends here: there is no next use to reopen a session on.
+        raise CliError(str(exc).replace(REOPEN_NOTE, "")) from None
 
 
 def _quiet_sdk_logs() -> None:

@@ -28,6 +28,7 @@ from connections import (
     normalize_hub_url,
     save_account_login,
     saved_hub_url,
+    transport_failure,
 )
 from oauth import Secret
 
@@ -71,7 +72,7 @@ def _check(url: str, key: Secret) -> tuple[str | None, list[str]]:
         )
     except httpx2.HTTPError as exc:
         raise CliError(
-            f"cannot reach the hub at {url} ({type(exc).__name__}); check the URL, or pass --no-check to store "
+            f"cannot reach the hub at {url} ({transport_failure(exc)}); check the URL, or pass --no-check to store "
             "the key anyway"
         ) from None
     if response.status_code == 401:
