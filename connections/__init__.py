@@ -77,6 +77,7 @@ from ._toolset import CallObserver as CallObserver
 from ._toolset import ToolOutcome as ToolOutcome
 from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
+from ._toolset import observed as observed
 from ._tracing import tracing_enabled as tracing_enabled
 from ._turns import TurnBuilder as TurnBuilder
 from ._turns import outcome_from_mcp as outcome_from_mcp
@@ -152,6 +153,7 @@ __all__ = [
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",
+    "observed",
     "outcome_from_mcp",
     "save_account_login",
     "saved_hub_url",
