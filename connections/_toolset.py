@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 import mcp.types as mt
 
@@ -33,6 +33,7 @@ class ToolOutcome:
 
 
 Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
+_R = TypeVar("_R", ToolOutcome, RawToolResult)
 InvokeRaw = Callable[[Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
@@ -103,31 +104,25 @@ class CallObserver(Protocol):
 
 def observed(tool: TurnTool, observer: CallObserver) -> TurnTool:
     """`tool` with its calls (both `call` and `call_raw`) reported to `observer`."""
-    invoke, invoke_raw = tool.invoke, tool.invoke_raw
+    raw = tool.invoke_raw
+    return replace(
+        tool,
+        invoke=_watched(tool, observer, tool.invoke),
+        invoke_raw=None if raw is None else _watched(tool, observer, raw),
+    )
 
-    async def watched(arguments: Mapping[str, Any]) -> ToolOutcome:
+
+def _watched(
+    tool: TurnTool, observer: CallObserver, invoke: Callable[[Mapping[str, Any]], Awaitable[_R]]
+) -> Callable[[Mapping[str, Any]], Awaitable[_R]]:
+    async def watched(arguments: Mapping[str, Any]) -> _R:
         started = time.perf_counter()
         try:
-            outcome = await invoke(arguments)
+            result = await invoke(arguments)
         except Exception as exc:
             observer.call_finished(tool, time.perf_counter() - started, exc, True)
             raise
-        observer.call_finished(tool, time.perf_counter() - started, None, outcome.is_error)
-        return outcome
+        observer.call_finished(tool, time.perf_counter() - started, None, result.is_error)
+        return result
 
-    watched_raw: InvokeRaw | None = None
-    if invoke_raw is not None:
-        raw = invoke_raw
-
-        async def watched_raw_call(arguments: Mapping[str, Any]) -> RawToolResult:
-            started = time.perf_counter()
-            try:
-                result = await raw(arguments)
-            except Exception as exc:
-                observer.call_finished(tool, time.perf_counter() - started, exc, True)
-                raise
-            observer.call_finished(tool, time.perf_counter() - started, None, result.is_error)
-            return result
-
-        watched_raw = watched_raw_call
-    return replace(tool, invoke=watched, invoke_raw=watched_raw)
+    return watched

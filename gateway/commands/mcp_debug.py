@@ -18,9 +18,8 @@ import mcp.types as mt
 
 from connections import Broker, ConnectionDefinition, Project
 
-from ..errors import CliError
 from ._broker_run import run_with_broker
-from ._common import add_project_args
+from ._common import add_project_args, json_object_arg
 from .project import load
 
 __all__ = ["mcp_call", "mcp_list", "mcp_tools", "register"]
@@ -83,12 +82,7 @@ def mcp_tools(args: argparse.Namespace) -> int:
 
 def mcp_call(args: argparse.Namespace) -> int:
     """Call `args.tool` on `args.name`; print the result as JSON; exit 1 when the result is an error."""
-    try:
-        arguments = json.loads(args.args)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(arguments, dict):
-        raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
+    arguments = json_object_arg(args.args, "--args", '{"text": "hi"}')
     project = load(args.dir)
     _warn_auth(project, args.name)
     result: mt.CallToolResult = _run(

@@ -15,7 +15,7 @@ from connections import Broker, ToolInputError, Toolset, TurnBuildError
 
 from ..errors import CliError
 from ._broker_run import run_with_broker
-from ._common import add_project_args
+from ._common import add_project_args, json_object_arg
 from .project import load
 
 __all__ = ["register", "tools_call", "tools_list"]
@@ -74,12 +74,7 @@ def tools_list(args: argparse.Namespace) -> int:
 
 def tools_call(args: argparse.Namespace) -> int:
     """Call `args.name` with `--input`; print `{content, isError, structuredContent?}`; 1 when it is an error."""
-    try:
-        arguments = json.loads(args.input)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--input is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(arguments, dict):
-        raise CliError('--input must be a JSON object, e.g. \'{"name": "Ada"}\'')
+    arguments = json_object_arg(args.input, "--input", '{"name": "Ada"}')
     project = load(args.dir)
 
     async def call(broker: Broker) -> dict[str, Any]:
@@ -88,7 +83,7 @@ def tools_call(args: argparse.Namespace) -> int:
         if tool is None:
             raise CliError(f"no server tool {args.name[:64]!r}; there are: {', '.join(toolset.names()) or 'none'}")
         try:
-            outcome = await tool.call(arguments)  # pyright: ignore[reportUnknownArgumentType]
+            outcome = await tool.call(arguments)
         except ToolInputError as exc:
             raise CliError(str(exc)) from None
         result: dict[str, Any] = {"content": outcome.content, "isError": outcome.is_error}

@@ -1,7 +1,7 @@
-"""The project `agent-sdk init` writes (the same files as the repository's `examples/quickstart`).
+"""The project `agent-sdk init` writes: the files under `quickstart/`, copied as they are.
 
-Kept as files beside this module, copied as they are: what a user reads in a fresh project is what
-is here. A test keeps `examples/quickstart` equal to them.
+The repository's `examples/quickstart` (the README's first command serves it) is a link to that
+folder, so the example and the scaffold are one set of files.
 """
 
 from __future__ import annotations
@@ -22,6 +22,6 @@ FILES = (
 def read(relative: str) -> str:
     """The text of one scaffold file (`relative` is one of `FILES`)."""
     node: Traversable = resources.files(__name__)
-    for part in ("files", *relative.split("/")):
+    for part in ("quickstart", *relative.split("/")):
         node = node / part
     return node.read_text(encoding="utf-8")

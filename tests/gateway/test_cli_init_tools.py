@@ -35,6 +35,12 @@ def cli(*args: str, stderr: int | None = None) -> subprocess.CompletedProcess[st
 def test_examples_quickstart_is_exactly_what_init_writes() -> None:
     for relative in FILES:
         assert (ROOT / "examples" / "quickstart" / relative).read_text() == read(relative), relative
+    assert sorted(str(p.relative_to(ROOT / "examples" / "quickstart")) for p in _files()) == sorted(FILES)
+
+
+def _files() -> list[Path]:
+    folder = ROOT / "examples" / "quickstart"
+    return [p for p in folder.rglob("*.py") if "__pycache__" not in p.parts]
 
 
 def test_init_writes_a_project_that_validates_and_calls_its_tools(tmp_path: Path) -> None:
