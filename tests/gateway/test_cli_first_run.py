@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from tests.gateway.conftest import serve
 from tests.gateway.test_accounts import cli
 from tests.gateway.test_cli_accounts import keyring_env
 
@@ -82,3 +83,19 @@ def test_login_says_the_key_is_in_a_plaintext_file_when_keyrings_alt_put_it_ther
     status = cli("login", "--status", env=env)
     assert status.returncode == 0 and f"a file at {stored} (base64, NOT encrypted" in status.stdout
     assert key not in done.stdout + status.stdout
+
+
+def test_serve_says_which_variables_are_unset_when_it_starts(tmp_path: Path) -> None:
+    project = tmp_path / "p"
+    conn = project / "agent" / "mcp-connections" / "api.py"
+    conn.parent.mkdir(parents=True)
+    conn.write_text(
+        "from connections import define_connection\n\n"
+        "connection = define_connection(url='http://127.0.0.1:9/mcp', headers={'X-Key': '${UNSET_KEY_19}'})\n"
+    )
+    served = serve(project, tmp_path / "state")
+    served.stop()
+    assert (
+        "agent/mcp-connections/api.py:3: warning: connection 'api': header 'X-Key' reads ${UNSET_KEY_19}, which is "
+        "not set in this environment; export UNSET_KEY_19 before agent-sdk serve (until then every use of 'api' fails)"
+    ) in served.log_text()

@@ -112,3 +112,9 @@ async def test_metrics_are_behind_the_auth_chain(served: Served) -> None:
     with served.client() as http:
         refused = http.get("/v1/metrics", headers={"Host": "example.com"})
     assert refused.status_code == 421
+
+
+def test_info_names_the_metrics_endpoint(served: Served) -> None:
+    with served.client() as http:
+        info = http.get("/v1/info").json()
+    assert info["runtime"]["endpoints"]["metrics"] == "/v1/metrics"
