@@ -14,6 +14,7 @@ from connections import Project, ProjectError, check_account_servers, load_proje
 from ..errors import CliError
 from ..info import project_info
 from ._common import add_project_args
+from ._progress import waiting
 
 __all__ = ["info", "load", "register", "validate"]
 
@@ -41,7 +42,8 @@ def validate(args: argparse.Namespace) -> int:
     """Print `path:line: severity: message` for each diagnostic; 1 when any is an error."""
     project = load(args.dir)
     # Optional and cheap: with a hub configured, warn about servers=[...] names it does not list.
-    account = check_account_servers(project, os.environ)
+    with waiting("asking the account hub"):
+        account = check_account_servers(project, os.environ)
     unset = unset_variables(project, os.environ, strict=args.strict)
     found = [*project.diagnostics, *unset, *account.warnings]
     for diag in found:
@@ -63,7 +65,8 @@ def info(args: argparse.Namespace) -> int:
     project = load(args.dir)
     doc = project_info(project)
     # Account connections show the connectors the hub resolves them to, when a hub answers quickly.
-    account = check_account_servers(project, os.environ, resolve_all=True)
+    with waiting("asking the account hub"):
+        account = check_account_servers(project, os.environ, resolve_all=True)
     for entry in doc["connections"]:
         if entry["kind"] == "account":
             entry["connectors"] = (account.resolved or {}).get(entry["name"])
