@@ -129,3 +129,21 @@ def test_every_answer_carries_a_fresh_request_id_and_a_bad_incoming_one_is_repla
         forged = http.get("/v1/health", headers={"X-Request-Id": "a b;<script>" + "x" * 200})
     ids = [r.headers["x-request-id"] for r in (first, second, forged)]
     assert len(set(ids)) == 3 and all(i.startswith("req_") and len(i) == 20 for i in ids)
+
+
+def test_the_text_log_keeps_a_forged_line_on_one_line_and_carries_the_request_id(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("textlog")
+    running = serve(make_project(root / "project"), root / "state", env={"AGENT_SDK_BEARER_TOKEN": TOKEN})
+    try:
+        with running.client() as http:
+            refused = http.get("/v1/tools%0AINFO%20agent_sdk.auth:%20all%20good")
+    finally:
+        running.stop()
+    assert refused.status_code == 401
+    request_id = refused.headers["x-request-id"]
+    [line] = [line for line in running.log_text().splitlines() if request_id in line]
+    assert line.startswith("WARNING agent_sdk.auth: refused GET /v1/tools\ufffdINFO agent_sdk.auth: all good")
+    assert line.endswith(f"request_id={request_id}")
+    assert not any(line.startswith("INFO agent_sdk.auth: all good") for line in running.log_text().splitlines())
