@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol, TypeVar
 
 import mcp.types as mt
 
@@ -12,7 +13,7 @@ from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import Effect
 
-__all__ = ["ToolOutcome", "ToolSource", "Toolset", "TurnTool"]
+__all__ = ["CallObserver", "ToolOutcome", "ToolSource", "Toolset", "TurnTool", "observed"]
 
 ToolSource = Literal["authored", "extension", "advertised", "meta"]
 
@@ -32,6 +33,7 @@ class ToolOutcome:
 
 
 Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
+_R = TypeVar("_R", ToolOutcome, RawToolResult)
 InvokeRaw = Callable[[Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
@@ -86,3 +88,41 @@ class Toolset:
 
     def names(self) -> list[str]:
         return sorted(self.tools)
+
+
+class CallObserver(Protocol):
+    """Told about every finished call of a tool a `TurnBuilder` built (the gateway's metrics and log).
+
+    `failure` is the exception the call raised (None when it returned); `is_error` is true for a
+    result with `isError` as well as for a failure. Must not raise, and must be quick.
+    """
+
+    def call_finished(
+        self, tool: TurnTool, seconds: float, failure: Exception | None, is_error: bool
+    ) -> None: ...  # pragma: no cover - protocol
+
+
+def observed(tool: TurnTool, observer: CallObserver) -> TurnTool:
+    """`tool` with its calls (both `call` and `call_raw`) reported to `observer`."""
+    raw = tool.invoke_raw
+    return replace(
+        tool,
+        invoke=_watched(tool, observer, tool.invoke),
+        invoke_raw=None if raw is None else _watched(tool, observer, raw),
+    )
+
+
+def _watched(
+    tool: TurnTool, observer: CallObserver, invoke: Callable[[Mapping[str, Any]], Awaitable[_R]]
+) -> Callable[[Mapping[str, Any]], Awaitable[_R]]:
+    async def watched(arguments: Mapping[str, Any]) -> _R:
+        started = time.perf_counter()
+        try:
+            result = await invoke(arguments)
+        except Exception as exc:
+            observer.call_finished(tool, time.perf_counter() - started, exc, True)
+            raise
+        observer.call_finished(tool, time.perf_counter() - started, None, result.is_error)
+        return result
+
+    return watched

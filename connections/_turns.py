@@ -34,7 +34,7 @@ from ._outcomes import authored_outcome, outcome_from_mcp
 from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
+from ._toolset import CallObserver, InvokeRaw, ToolOutcome, Toolset, TurnTool, observed
 
 __all__ = ["TurnBuilder"]
 
@@ -60,6 +60,8 @@ class TurnBuilder:
     call_tool: CallTool
     host: Any = None
     call_tool_raw: CallToolRaw | None = None
+    observer: CallObserver | None = None
+    """Told about every call of every tool this builder builds (the gateway's metrics and log)."""
     _auth_threads: dict[str, AuthThreads] = field(default_factory=dict[str, AuthThreads], init=False, repr=False)
 
     async def build(self, session: SessionInfo | None) -> Toolset:
@@ -163,6 +165,8 @@ class TurnBuilder:
             tools.update(meta_tools({d.name: d for d in attached}, headers.values, self.list_tools, self.call_tool))
         # Parallel work finishes in any order; report in a stable one so two runs read the same.
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
+        if self.observer is not None:
+            tools = {name: observed(tool, self.observer) for name, tool in tools.items()}
         return Toolset(session=session, tools=tools), problems
 
     # -- per-session auth ---------------------------------------------------------------------
@@ -213,7 +217,8 @@ class TurnBuilder:
                     )
                 )
             except ConnectionsError as exc:
-                detail = getattr(exc, "detail", None) or str(exc)
+                # The problem names the connection already: keep "connection 'x': " out of its message.
+                detail = getattr(exc, "detail", None) or str(exc).removeprefix(f"connection {defn.name!r}: ")
                 problems.append(TurnProblem(exc.code, f"tools/list failed: {detail}", connection=defn.name))
 
         async with anyio.create_task_group() as tg:

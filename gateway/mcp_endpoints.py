@@ -14,7 +14,7 @@ DELETE are 405 here.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -31,6 +31,7 @@ from ._asgi import JsonRefused, loads_bounded, receive_body, send_error, send_rp
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_fast_path import serve_tools_call
+from .mcp_request_checks import batch_problem, header_problem, serve_batch
 from .runtime import Runtime
 from .tool_calls import call_tool
 
@@ -152,14 +153,21 @@ async def answer_tools_call_json(
     return serialize_server_result("tools/call", version, dumped)
 
 
-def tools_server() -> Server[Any]:
-    """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog."""
+RuntimeOf = Callable[[ServerRequestContext[Any, Any]], Runtime]
+
+
+def tools_server(runtime_of: RuntimeOf = _runtime) -> Server[Any]:
+    """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog.
+
+    `runtime_of` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
+    passes its one runtime (a stdio request has no HTTP request).
+    """
 
     async def list_tools(
         ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None
     ) -> mt.ListToolsResult:
         try:
-            toolset = await _runtime(ctx).catalog.live()
+            toolset = await runtime_of(ctx).catalog.live()
         except TurnBuildError as exc:
             names = sorted({p.connection for p in exc.problems if p.connection})
             raise MCPError(
@@ -171,7 +179,7 @@ def tools_server() -> Server[Any]:
         return mt.ListToolsResult(tools=[_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)])
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        return await answer_tools_call(_runtime(ctx), params)
+        return await answer_tools_call(runtime_of(ctx), params)
 
     return Server("agent-sdk-tools", version=_VERSION, on_list_tools=list_tools, on_call_tool=call)
 
@@ -330,7 +338,7 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     except JsonRefused as exc:
         return mt.PARSE_ERROR, f"Parse error: {exc}"
     if isinstance(message, list):
-        return mt.INVALID_REQUEST, "Invalid Request: batches are not accepted; send one JSON-RPC message per POST"
+        return mt.INVALID_REQUEST, "Invalid Request: a batch inside a batch"  # a top-level batch is `_batch`'s
     if not isinstance(message, dict):
         return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
     body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
@@ -380,9 +388,19 @@ class McpEndpoint:
                 [(b"allow", b"POST")],
             )
             return
+        refused = header_problem(scope)
+        if refused is not None:
+            status, rpc_code, text = refused
+            await send_rpc_error(send, status, rpc_code, text)
+            return
         raw = await receive_body(receive)
         if raw is None:
             return  # the client went away
+        runtime: Runtime = scope["state"]["runtime"]
+        manager = runtime.mcp[self.key]
+        if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
+            await self._batch(manager, scope, raw, send)
+            return
         message = _envelope_problem(raw)
         if isinstance(message, tuple):
             await send_rpc_error(send, 400, *message)
@@ -396,10 +414,20 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        runtime: Runtime = scope["state"]["runtime"]
-        manager = runtime.mcp[self.key]
         if self.fast_tools_call and await serve_tools_call(
             manager, scope, replay, send, raw, message, handler=_tools_call_handler
         ):
             return
         await manager.handle_request(scope, replay, send)
+
+    async def _batch(self, manager: StreamableHTTPSessionManager, scope: Scope, raw: bytes, send: Send) -> None:
+        refused = batch_problem(scope)
+        try:
+            items = loads_bounded(raw)  # the depth cap and the Unicode check hold for a batch too
+        except JsonRefused as exc:
+            items, refused = None, (400, mt.PARSE_ERROR, f"Parse error: {exc}")
+        if refused is not None or not isinstance(items, list):
+            status, rpc_code, text = refused or (400, mt.INVALID_REQUEST, "Invalid Request")
+            await send_rpc_error(send, status, rpc_code, text)
+            return
+        await serve_batch(manager.handle_request, scope, items, _envelope_problem, send)

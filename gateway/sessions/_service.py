@@ -9,6 +9,7 @@ appended to the store before anyone waiting on the session is woken.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import secrets
 import uuid
@@ -30,6 +31,7 @@ from ._store import SESSION_ID, FileSessionStore, SessionRecord
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
 logger = logging.getLogger("agent_sdk.sessions")
+turns_log = logging.getLogger("agent_sdk.turns")
 
 _TOKEN = re.compile(r"([a-z][a-z0-9_-]{0,31}):([A-Za-z0-9_\-.~/#@+=]{1,256})")
 _PREEMPT_GRACE_S = 30.0
@@ -107,6 +109,8 @@ class SessionService:
         self._by_token: dict[str, str] = {}
         self._retired: dict[str, str] = {}
         """Tokens a follow-up rotated away (this process's lifetime), so a stale one is told apart from a wrong one."""
+        self.on_turn_end: Callable[[str], None] | None = None
+        """Told each finished turn's status (the gateway's metrics)."""
 
     @classmethod
     @asynccontextmanager
@@ -259,6 +263,7 @@ class SessionService:
     async def _run_turn(self, live: LiveSession, turn: _Turn, message: str, history: list[tuple[str, str]]) -> None:
         emit: Callable[[str, dict[str, Any]], None] = lambda kind, data: self._emit(live, kind, data, turn.id)  # noqa: E731
         outcome: dict[str, Any] = {"status": "cancelled", "error": "turn_interrupted", "message": "turn interrupted"}
+        crash: Exception | None = None
         try:
             with turn.scope:
                 emit("turn.started", {"runner": self.runner.name})
@@ -266,7 +271,7 @@ class SessionService:
         except RunnerError as exc:
             outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
         except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
-            logger.error("turn %s of session %s crashed: %s", turn.id, live.id, type(exc).__name__)
+            crash = exc
             outcome = {
                 "status": "failed",
                 "error": "internal_error",
@@ -275,7 +280,10 @@ class SessionService:
         finally:
             status = outcome["status"]
             if status != "completed":
+                _log_failed(live, turn, outcome, crash)
                 emit("turn.failed", outcome)
+            if self.on_turn_end is not None:
+                self.on_turn_end(status)
             live.last_turn = {"turnId": turn.id, **outcome}
             live.turn = None
             emit("session.waiting", {})
@@ -366,6 +374,29 @@ class SessionService:
                 self._emit(live, "turn.failed", outcome, turn_id)
                 live.last_turn = {"turnId": turn_id, **outcome}
                 self._emit(live, "session.waiting", {})
+
+
+def _log_failed(live: LiveSession, turn: _Turn, outcome: dict[str, Any], crash: Exception | None) -> None:
+    """serve's log: each turn that did not complete, once, naming the connections its problems name."""
+    problems: list[dict[str, Any]] = outcome.get("problems") or []
+    connections = sorted({str(p["connection"]) for p in problems if p.get("connection")})
+    # A cancel is the caller's own doing (a follow-up preempted the turn, or a stop): not a warning.
+    turns_log.log(
+        logging.INFO if outcome["status"] == "cancelled" else logging.WARNING,
+        "turn %s: %s: %s",
+        outcome["status"],
+        outcome["error"],
+        " ".join(str(outcome["message"]).split()),  # one line: a build failure lists its problems on several
+        exc_info=crash if crash is not None and os.environ.get("AGENT_SDK_DEBUG") == "1" else None,
+        extra={
+            "event": "turn_failed",
+            "session_id": live.id,
+            "turn_id": turn.id,
+            "code": outcome["error"],
+            "status": outcome["status"],
+            "connection": ",".join(connections) or None,
+        },
+    )
 
 
 def _history(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
