@@ -27,11 +27,11 @@ from starlette.types import Message, Receive, Scope, Send
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuildError, TurnTool
 
-from ._asgi import JsonRefused, loads_bounded, receive_body, send_error, send_rpc_error
+from ._asgi import receive_body, send_error, send_rpc_error
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_fast_path import serve_tools_call
-from .mcp_request_checks import batch_problem, header_problem, serve_batch
+from .mcp_request_checks import envelope_problem, header_problem, serve_batch
 from .runtime import Runtime
 from .tool_calls import call_tool
 
@@ -327,36 +327,6 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
-def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
-    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else the message.
-
-    Checked before the SDK so that every malformed body, in either protocol era, gets the same
-    short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
-    """
-    try:
-        message = loads_bounded(raw)
-    except JsonRefused as exc:
-        return mt.PARSE_ERROR, f"Parse error: {exc}"
-    if isinstance(message, list):
-        return mt.INVALID_REQUEST, "Invalid Request: a batch inside a batch"  # a top-level batch is `_batch`'s
-    if not isinstance(message, dict):
-        return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
-    body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
-    if body.get("jsonrpc") != "2.0":
-        return mt.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
-    if "id" in body:
-        ident = body["id"]
-        if isinstance(ident, bool) or not isinstance(ident, str | int):
-            return mt.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
-    if "method" in body and not isinstance(body["method"], str):
-        return mt.INVALID_REQUEST, "Invalid Request: method must be a string"
-    if "method" not in body and "result" not in body and "error" not in body:
-        return mt.INVALID_REQUEST, "Invalid Request: no method"
-    if "params" in body and not isinstance(body["params"], dict):
-        return mt.INVALID_PARAMS, "Invalid params: params must be an object"
-    return body
-
-
 def _tools_call_handler(
     scope: Scope, name: str, arguments: Mapping[str, Any] | None, version: str
 ) -> Awaitable[dict[str, Any]]:
@@ -399,9 +369,9 @@ class McpEndpoint:
         runtime: Runtime = scope["state"]["runtime"]
         manager = runtime.mcp[self.key]
         if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
-            await self._batch(manager, scope, raw, send)
+            await serve_batch(manager.handle_request, scope, raw, send)
             return
-        message = _envelope_problem(raw)
+        message = envelope_problem(raw)
         if isinstance(message, tuple):
             await send_rpc_error(send, 400, *message)
             return
@@ -419,15 +389,3 @@ class McpEndpoint:
         ):
             return
         await manager.handle_request(scope, replay, send)
-
-    async def _batch(self, manager: StreamableHTTPSessionManager, scope: Scope, raw: bytes, send: Send) -> None:
-        refused = batch_problem(scope)
-        try:
-            items = loads_bounded(raw)  # the depth cap and the Unicode check hold for a batch too
-        except JsonRefused as exc:
-            items, refused = None, (400, mt.PARSE_ERROR, f"Parse error: {exc}")
-        if refused is not None or not isinstance(items, list):
-            status, rpc_code, text = refused or (400, mt.INVALID_REQUEST, "Invalid Request")
-            await send_rpc_error(send, status, rpc_code, text)
-            return
-        await serve_batch(manager.handle_request, scope, items, _envelope_problem, send)

@@ -6,6 +6,8 @@
 - `MCP-Protocol-Version`, when sent, must be a version this server speaks; anything else is 400
   naming the versions it does (MCP 2025-06-18 basic/transports §Protocol Version Header), instead of
   the SDK's guess that an unknown version is a 2026 envelope.
+- The body must be one well-formed JSON-RPC 2.0 message (`envelope_problem`, read by the bounded
+  JSON reader), else one short JSON-RPC error in either protocol era, not a validation dump.
 - A JSON-RPC batch is served only for 2025-03-26, the one revision that has batches (a request
   without the header is 2025-03-26 by the same section): each message is answered on its own by
   the SDK and the answers come back as one JSON array (JSON-RPC 2.0 §6). Later revisions removed
@@ -24,16 +26,22 @@ from starlette.types import Message, Receive, Scope, Send
 
 from oauth import printable
 
-from ._asgi import header, send_rpc_error
+from ._asgi import JsonRefused, header, loads_bounded, send_rpc_error
 
-__all__ = ["BATCH_VERSION", "batch_problem", "content_type_refusal", "header_problem", "serve_batch"]
+__all__ = [
+    "BATCH_VERSION",
+    "batch_problem",
+    "content_type_refusal",
+    "envelope_problem",
+    "header_problem",
+    "serve_batch",
+]
 
 BATCH_VERSION = "2025-03-26"
 _SPOKEN = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
 
 Problem = tuple[int, int, str]
 """(HTTP status, JSON-RPC error code, message)."""
-Validate = Callable[[bytes], "tuple[int, str] | dict[str, Any]"]
 Handle = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
@@ -71,24 +79,64 @@ def batch_problem(scope: Scope) -> Problem | None:
     )
 
 
+def envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
+    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else the message.
+
+    Checked before the SDK so that every malformed body, in either protocol era, gets the same
+    short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
+    """
+    try:
+        message = loads_bounded(raw)
+    except JsonRefused as exc:
+        return mt.PARSE_ERROR, f"Parse error: {exc}"
+    if isinstance(message, list):
+        return mt.INVALID_REQUEST, "Invalid Request: a batch inside a batch"  # a top-level batch is `serve_batch`'s
+    if not isinstance(message, dict):
+        return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
+    body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
+    if body.get("jsonrpc") != "2.0":
+        return mt.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
+    if "id" in body:
+        ident = body["id"]
+        if isinstance(ident, bool) or not isinstance(ident, str | int):
+            return mt.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
+    if "method" in body and not isinstance(body["method"], str):
+        return mt.INVALID_REQUEST, "Invalid Request: method must be a string"
+    if "method" not in body and "result" not in body and "error" not in body:
+        return mt.INVALID_REQUEST, "Invalid Request: no method"
+    if "params" in body and not isinstance(body["params"], dict):
+        return mt.INVALID_PARAMS, "Invalid params: params must be an object"
+    return body
+
+
 def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
 
 
-async def serve_batch(handle: Handle, scope: Scope, items: list[Any], validate: Validate, send: Send) -> None:
-    """Answer each message of a batch through `handle` (the SDK), then all answers as one JSON array."""
+async def serve_batch(handle: Handle, scope: Scope, raw: bytes, send: Send) -> None:
+    """Answer a batch (`raw` is a JSON array): each message through `handle` (the SDK), then all
+    answers as one JSON array; or refuse it (a version without batches, a body that is not JSON)."""
+    refused = batch_problem(scope)
+    try:
+        items = loads_bounded(raw)  # the depth cap and the Unicode check hold for a batch too
+    except JsonRefused as exc:
+        items, refused = None, (400, mt.PARSE_ERROR, f"Parse error: {exc}")
+    if refused is not None or not isinstance(items, list):
+        status, rpc_code, text = refused or (400, mt.INVALID_REQUEST, "Invalid Request")
+        await send_rpc_error(send, status, rpc_code, text)
+        return
     answers: list[Any] = []
     if not items:  # JSON-RPC 2.0 §6: an empty array is one Invalid Request, not an empty batch answer
         await send_rpc_error(send, 400, mt.INVALID_REQUEST, "Invalid Request: an empty batch")
         return
-    for item in items:
-        raw = json.dumps(item).encode()
-        checked = validate(raw)
+    for item in items:  # pyright: ignore[reportUnknownVariableType]
+        one = json.dumps(item).encode()
+        checked = envelope_problem(one)
         if isinstance(checked, tuple):
             ident = item.get("id") if isinstance(item, dict) else None  # pyright: ignore[reportUnknownMemberType]
             answers.append(_error(ident if isinstance(ident, str | int) else None, *checked))
             continue
-        answer = await _one(handle, scope, raw)
+        answer = await _one(handle, scope, one)
         if answer is not None:
             answers.append(answer)
     if not answers:  # only notifications and responses: nothing to answer (MCP 2025-03-26 transports)

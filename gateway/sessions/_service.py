@@ -9,7 +9,6 @@ appended to the store before anyone waiting on the session is woken.
 from __future__ import annotations
 
 import logging
-import os
 import re
 import secrets
 import uuid
@@ -27,11 +26,11 @@ from connections import SessionInfo, ToolOutcome, TurnBuilder, TurnBuildError
 from ..errors import Forbidden, InvalidContinuationToken, SessionNotFound, StaleContinuationToken
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
 from ._store import SESSION_ID, FileSessionStore, SessionRecord
+from ._turn_log import log_failed_turn
 
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
 logger = logging.getLogger("agent_sdk.sessions")
-turns_log = logging.getLogger("agent_sdk.turns")
 
 _TOKEN = re.compile(r"([a-z][a-z0-9_-]{0,31}):([A-Za-z0-9_\-.~/#@+=]{1,256})")
 _PREEMPT_GRACE_S = 30.0
@@ -280,7 +279,7 @@ class SessionService:
         finally:
             status = outcome["status"]
             if status != "completed":
-                _log_failed(live, turn, outcome, crash)
+                log_failed_turn(live.id, turn.id, outcome, crash)
                 emit("turn.failed", outcome)
             if self.on_turn_end is not None:
                 self.on_turn_end(status)
@@ -374,29 +373,6 @@ class SessionService:
                 self._emit(live, "turn.failed", outcome, turn_id)
                 live.last_turn = {"turnId": turn_id, **outcome}
                 self._emit(live, "session.waiting", {})
-
-
-def _log_failed(live: LiveSession, turn: _Turn, outcome: dict[str, Any], crash: Exception | None) -> None:
-    """serve's log: each turn that did not complete, once, naming the connections its problems name."""
-    problems: list[dict[str, Any]] = outcome.get("problems") or []
-    connections = sorted({str(p["connection"]) for p in problems if p.get("connection")})
-    # A cancel is the caller's own doing (a follow-up preempted the turn, or a stop): not a warning.
-    turns_log.log(
-        logging.INFO if outcome["status"] == "cancelled" else logging.WARNING,
-        "turn %s: %s: %s",
-        outcome["status"],
-        outcome["error"],
-        " ".join(str(outcome["message"]).split()),  # one line: a build failure lists its problems on several
-        exc_info=crash if crash is not None and os.environ.get("AGENT_SDK_DEBUG") == "1" else None,
-        extra={
-            "event": "turn_failed",
-            "session_id": live.id,
-            "turn_id": turn.id,
-            "code": outcome["error"],
-            "status": outcome["status"],
-            "connection": ",".join(connections) or None,
-        },
-    )
 
 
 def _history(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
