@@ -215,8 +215,10 @@ def create_app(
         public_paths=("/v1/health",),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
-    # the request guard (Host, Origin, content type, trusted proxies) runs before every route.
-    gated = AccountGate(chained, limited, hub=settings.hub)
+    # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and
+    # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
+    bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
+    gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
     guarded = RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
     # Outermost: every answer, the guard's and the auth chain's refusals included, carries its request
     # id (X-Request-Id), and every log line it causes names it.
