@@ -69,6 +69,13 @@ def _no_endpoint(defn: ConnectionDefinition) -> str:
     )
 
 
+def _endpoint_missing(defn: ConnectionDefinition, operation: Operation, status: int) -> bool:
+    """A 404/405 to the opening request of a Streamable HTTP connection: no MCP endpoint at that URL.
+
+    On an open session a 404 is the SDK transport's "no such method" (or a forgotten session): not this."""
+    return status in (404, 405) and defn.kind == "http" and operation == "connect"
+
+
 def transport_failure(exc: BaseException) -> str:
     """An HTTP transport failure in words rather than a class name ("connection refused or unreachable")."""
     words = {
@@ -120,7 +127,7 @@ def translate(
         return ConnectionUnavailable(name, f"cannot connect to {_where(defn)} (connection refused or unreachable)")
     if isinstance(leaf, httpx2.HTTPStatusError):
         code = leaf.response.status_code
-        hint = f"; {_no_endpoint(defn)}" if code in (404, 405) and defn.kind == "http" else ""
+        hint = f"; {_no_endpoint(defn)}" if _endpoint_missing(defn, operation, code) else ""
         return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {code}{hint}")
     if isinstance(leaf, httpx2.SSEError):
         return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP SSE endpoint ({leaf})"[:400])
@@ -144,7 +151,7 @@ def translate(
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
             return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
-        if http_status and http_status[-1] in (404, 405) and defn.kind == "http":
+        if http_status and _endpoint_missing(defn, operation, http_status[-1]):
             return UpstreamError(
                 name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}; {_no_endpoint(defn)}"
             )
