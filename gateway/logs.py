@@ -8,8 +8,8 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 |---|---|---|
 | a turn that did not complete (`turn_failed`) | `agent_sdk.turns` | WARNING |
 | a tool call that raised (`tool_failed`) | `agent_sdk.tools` | WARNING |
-| an auth refusal (401, 403, 421) | `agent_sdk.auth` | WARNING |
-| an upstream session reopened after a failure (`upstream_restart`) | `connections._pool` | WARNING |
+| an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
+| an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
 | an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never

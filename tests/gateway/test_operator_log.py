@@ -110,6 +110,21 @@ def test_a_refused_request_is_one_line_and_its_body_carries_the_request_id(serve
     assert "unauthorized" in lines[0]["message"]
 
 
+def test_a_request_the_guard_refuses_gets_an_id_in_header_body_and_one_log_line(served: Served) -> None:
+    # The request-id middleware is outermost, before the request guard (Host, Origin, content type).
+    headers = {**auth(), "X-Request-Id": "trace-19.g", "Origin": "http://evil.example"}
+    with served.client(headers=headers) as http:
+        refused = http.get("/v1/tools")
+    assert refused.status_code == 403
+    assert refused.headers["x-request-id"] == "trace-19.g"
+    assert refused.json() == {
+        "ok": False, "error": "forbidden_origin", "message": refused.json()["message"], "requestId": "trace-19.g"
+    }  # fmt: skip
+    lines = [d for d in map(_json, served.log_text().splitlines()) if d.get("request_id") == "trace-19.g"]
+    assert [(d["logger"], d["level"]) for d in lines] == [("agent_sdk.auth", "WARNING")]
+    assert "forbidden_origin" in lines[0]["message"]
+
+
 def test_the_log_holds_no_secret_and_no_traceback(served: Served) -> None:
     with served.client(headers=auth()) as http:
         http.post("/v1/tools/explode", json={"input": {}})
