@@ -171,6 +171,11 @@ class ResultTooLarge(UpstreamError):
 
     code = "result_too_large"
 
+    @staticmethod
+    def transport_note(limit: int) -> str:
+        """What a transport says when it refuses an answer over `limit` (`translate` recognises it)."""
+        return f"answer over the {limit}-byte limit (max_result_bytes)"
+
 
 class UpstreamTimeout(ClientError):
     """Connect, `tools/list` or `tools/call` ran past the definition's timeout."""

@@ -63,11 +63,11 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
+from ._exceptions import ResultTooLarge
 from ._fast_answers import FastAnswers, plain_result, sse_parser_found
 from ._http1 import BodyTooLarge, Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._tracing import tracing_enabled
-from ._translate import over_limit
 
 __all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
 
@@ -324,7 +324,7 @@ class FastCalls(FastAnswers):
                 try:
                     data = await response.read(self._max_body)
                 except BodyTooLarge:  # the rest is not read; the connection is dropped, the session stays
-                    return ErrorData(code=INTERNAL_ERROR, message=over_limit(self._max_body or 0))
+                    return ErrorData(code=INTERNAL_ERROR, message=ResultTooLarge.transport_note(self._max_body or 0))
                 result = plain_result(data)
                 if result is not None:
                     return result

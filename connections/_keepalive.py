@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import anyio
 import httpx2
 
-from ._translate import over_limit
+from ._exceptions import ResultTooLarge
 
 __all__ = ["DRAIN_BYTES", "DRAIN_SECONDS", "DrainingTransport"]
 
@@ -42,12 +42,12 @@ class _Capped(httpx2.AsyncByteStream):
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         if self._announced > self._limit:
-            raise self._error(over_limit(self._limit))  # refused before a byte of the body is read
+            raise self._error(ResultTooLarge.transport_note(self._limit))  # refused before a byte of the body is read
         seen = 0
         async for chunk in self._inner:
             seen += len(chunk)
             if seen > self._limit:
-                raise self._error(over_limit(self._limit))
+                raise self._error(ResultTooLarge.transport_note(self._limit))
             yield chunk
 
     async def aclose(self) -> None:

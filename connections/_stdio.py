@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -36,7 +37,7 @@ import pydantic_core
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
-from ._translate import over_limit
+from ._exceptions import ResultTooLarge
 
 __all__ = ["STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
 
@@ -61,6 +62,24 @@ class StdioChild:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def exit_text(self) -> str:
+        """How it ended, for an error message: " with code 1", " (killed by SIGKILL)", or "" while unknown."""
+        code = self.process.returncode
+        if code is None:
+            try:  # peek without reaping: the event loop's child watcher reaps it
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (AttributeError, OSError):
+                return ""
+            if info is None:
+                return ""
+            code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if code < 0:
+            try:
+                return f" (killed by {signal.Signals(-code).name})"
+            except ValueError:
+                return f" (killed by signal {-code})"
+        return f" with code {code}"
 
     @property
     def alive(self) -> bool:
@@ -212,7 +231,7 @@ def _refusal(head: bytes, tail: bytes, limit: int) -> SessionMessage | None:
         return None  # a notification or a server request: nothing waits for it
     raw = found[1]
     request_id: int | str = int(raw) if raw[:1] != b'"' else raw[1:-1].decode(errors="replace")
-    error = mt.ErrorData(code=mt.INTERNAL_ERROR, message=over_limit(limit))
+    error = mt.ErrorData(code=mt.INTERNAL_ERROR, message=ResultTooLarge.transport_note(limit))
     return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=request_id, error=error))
 
 

@@ -3,7 +3,8 @@
 Request path, outermost first: `RequestGuard` (one well-formed Host, a same-origin Origin, JSON
 bodies, trusted proxies; every route) -> `AccountGate` (the hub and bridge routes authenticate
 for themselves) -> `AuthChain` (loopback Host, then loopback | bearer | anonymous; `/v1/health`
-is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
+is public) -> `BodyLimit` (413) -> the routing table (`_routes`): its `Direct` route straight to
+its endpoint, every other route through Starlette's router. The lifespan owns
 every resource: the broker (client pool, stdio children), the session service (turns), and the
 two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 """
@@ -14,6 +15,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,16 +25,19 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connections import Broker, Project
 
+from ._asgi import json_error
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .discovery_routes import discovery_routes
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_tools import tools_server
+from .metrics import Metrics, metrics_routes
 from .proxies import TrustedProxies
+from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -76,28 +81,73 @@ async def default_broker(
         await store.aclose()
 
 
-def _mcp_routes() -> list[BaseRoute]:
-    # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """A route of the table answered before Starlette's middleware and router: exactly `path`, any
+    method (the endpoint answers 405 itself). For the hottest route, `/v1/mcp/tools`: Starlette's two
+    middlewares and its router cost a request more than the endpoint's own dispatch (docs/performance.md)."""
+
+    path: str
+    endpoint: ASGIApp
+
+
+def _routes() -> list[BaseRoute | Direct]:
+    """The gateway's one routing table."""
     return [
+        Direct("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+        # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
         Route("/v1/mcp", McpEndpoint("agent")),
-        Route("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+        *discovery_routes(),
+        *tool_routes(),
+        *session_routes(),
+        *account_routes(),
+        *metrics_routes(),
     ]
+
+
+class _Front:
+    """Serves the table's `Direct` routes itself and hands every other request to `app` (Starlette,
+    built from the rest of the table).
+
+    An exception before the response started is answered as `ServerErrorMiddleware` answers it
+    (`_internal_error`: a JSON 500, no detail) and re-raised for the server's log, as there.
+    """
+
+    def __init__(self, app: ASGIApp, direct: dict[str, ASGIApp]) -> None:
+        self.app = app
+        self.direct = direct
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.direct.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await endpoint(scope, receive, tracked)
+        except Exception as exc:
+            if not started:
+                response = await _internal_error(Request(scope), exc)
+                await response(scope, receive, send)
+            raise
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(
-        {"ok": False, "error": code, "message": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers
-    )
+    return JSONResponse(json_error(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _internal_error(_request: Request, exc: Exception) -> Response:
     # No traceback or exception text on the wire: a message may carry a secret.
     logger.error("unhandled %s while serving a request", type(exc).__name__)
-    return JSONResponse(
-        {"ok": False, "error": "internal_error", "message": "the server failed; see its log"}, status_code=500
-    )
+    return JSONResponse(json_error("internal_error", "the server failed; see its log"), status_code=500)
 
 
 def create_app(
@@ -122,15 +172,19 @@ def create_app(
         return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
+            metrics.watch(brk)
+            builder.observer = metrics
             sessions = await stack.enter_async_context(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
+            sessions.on_turn_end = metrics.turn_finished
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
             )
@@ -159,24 +213,19 @@ def create_app(
                 keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
-            yield {"runtime": runtime, "accounts": accounts}
+            yield {"runtime": runtime, "accounts": accounts, "metrics": metrics}
 
-    routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest
-        *_mcp_routes(),
-        *discovery_routes(),
-        *tool_routes(),
-        *session_routes(),
-        *account_routes(),
-    ]
+    table = _routes()
     app = Starlette(
-        routes=routes,
+        routes=[r for r in table if not isinstance(r, Direct)],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
     # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
     app.router.redirect_slashes = False
-    limited = BodyLimit(app, settings.max_body_bytes)
+    front = _Front(app, {r.path: r.endpoint for r in table if isinstance(r, Direct)})
+    limited = BodyLimit(front, settings.max_body_bytes)
     chained = AuthChain(
         limited,
         mode=settings.auth_mode,
@@ -189,4 +238,7 @@ def create_app(
     # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
     bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
     gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
-    return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
+    guarded = RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
+    # Outermost: every answer, the guard's and the auth chain's refusals included, carries its request
+    # id (X-Request-Id), and every log line it causes names it.
+    return RequestIds(guarded, on_refusal=metrics.refused)
