@@ -14,7 +14,15 @@ from typing import Any
 import anyio
 import pytest
 
-from connections import Broker, ClientPool, ConnectionDefinition, Timeouts, TurnBuildError, define_connection
+from connections import (
+    Broker,
+    ClientPool,
+    ConnectionDefinition,
+    ConnectionsError,
+    Timeouts,
+    TurnBuildError,
+    define_connection,
+)
 from connections._loader import Project
 from tests.connections.test_pool_faults import eventually
 from tests.fixtures.upstreams.proctable import matching
@@ -38,7 +46,9 @@ def most_starting_at_once(tmp: Path) -> int:
 
 
 def starts(tmp: Path) -> int:
-    return sum(1 for line in (tmp / "count.txt").read_text().splitlines() if line.startswith("start "))
+    count = tmp / "count.txt"
+    lines = count.read_text().splitlines() if count.exists() else []
+    return sum(1 for line in lines if line.startswith("start "))
 
 
 async def list_all(pool: ClientPool, names: list[str]) -> dict[str, int]:
@@ -128,3 +138,27 @@ async def test_warm_starts_every_connection_before_the_first_use(tmp_path: Path)
         assert starts(tmp_path) == 3
         await list_all(pool, list(defns))
         assert all(pool.status(name).opens == 1 for name in defns)
+
+
+async def test_closing_the_pool_stops_the_queue_and_starts_no_queued_child(tmp_path: Path) -> None:
+    defns = {f"s{i}": slow_starter(f"s{i}", tmp_path, 1.0) for i in range(3)}
+    outcomes: dict[str, BaseException | None] = {}
+    pool = ClientPool(defns, start_limit=1)
+
+    async def use(name: str) -> None:
+        try:
+            await pool.list_tools(name)
+            outcomes[name] = None
+        except ConnectionsError as exc:
+            outcomes[name] = exc
+
+    async with anyio.create_task_group() as tg:
+        async with pool:
+            for name in defns:
+                tg.start_soon(use, name)
+            await eventually(lambda: sum(pool.status(n).state == "queued" for n in defns) == 2)
+        # Leaving the block closed the pool with one child starting and two queued.
+    queued = [exc for exc in outcomes.values() if exc is not None and "closing" in str(exc)]
+    assert len(queued) >= 2  # the queued ones end with a sentence, not a hang
+    assert starts(tmp_path) <= 1  # and were never started (the one starting may not have got as far as its log)
+    assert not matching(f"{COUNTING} stdio")
