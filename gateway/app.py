@@ -28,6 +28,7 @@ from oauth import serving_store
 
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit
+from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
@@ -181,7 +182,8 @@ def create_app(
                 keys=HubKeyStore(settings.state_root) if settings.hub else None,
                 pool=brk,
             )
-            yield {"runtime": runtime, "accounts": accounts}
+            console = await stack.enter_async_context(ConsoleServices.running(settings.state_root))
+            yield {"runtime": runtime, "accounts": accounts, "console": console}
 
     routes: list[BaseRoute] = [
         *discovery_routes(),
@@ -189,6 +191,7 @@ def create_app(
         *tool_routes(),
         *session_routes(),
         *account_routes(),
+        *console_routes(),
     ]
     app = Starlette(
         routes=routes,
@@ -205,7 +208,10 @@ def create_app(
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
         loopback_bound=settings.loopback_bound,
-        public_paths=("/v1/health",),
+        # The console's shell is static code with no data in it; in bearer mode the page asks for the
+        # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the
+        # authorization server's redirect and is bound to a login an operator started (its `state`).
+        public_paths=("/v1/health", CALLBACK_PATH, *(SHELL_PATHS if settings.auth_mode == "bearer" else ())),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
     # the bridge first passes the loopback Host/Origin guards every other route has (DNS rebinding).
