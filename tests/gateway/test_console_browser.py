@@ -1,0 +1,122 @@
+"""The console in a real browser (Debian's chromium through Playwright) against a real `agent-sdk serve`
+with a stdio connection (the "everything" reference server), a failing one (nothing listens at its URL)
+and an OAuth one (the audience-checking MCP server behind oidc-provider).
+
+Screenshots of each state go to `.artifacts/console/` (docs/console.md shows them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from playwright.sync_api import Page, Response, expect
+
+from tests.browser import ARTIFACTS, chromium
+from tests.conftest import free_port
+from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
+from tests.peers import node_bin
+
+from .conftest import Served, assert_clean, make_project, serve
+
+SHOTS = ARTIFACTS / "console"
+
+
+def _connection(body: str) -> str:
+    return f"from connections import define_connection\n\nconnection = define_connection({body})\n"
+
+
+@pytest.fixture(scope="module")
+def auth_server() -> Iterator[AuthServer]:
+    with oidc_provider(3600) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
+    with resource_server(auth_server.issuer) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("console")
+    everything = str(node_bin("mcp-server-everything"))
+    project = make_project(
+        root / "project",
+        {
+            "everything": _connection(f"command={everything!r}, args=['stdio'], advertise_tools=True"),
+            "broken": _connection(f"url='http://127.0.0.1:{free_port()}/mcp'"),
+            "docs": _connection(f"url={resource.url!r}, oauth=True, advertise_tools=True"),
+        },
+        tools=False,
+    )
+    served = serve(project, root / "state")
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text())
+
+
+def _state(page: Page, name: str, state: str) -> None:
+    expect(page.locator(f"#conn-{name}")).to_have_attribute("data-state", state, timeout=30_000)
+
+
+def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
+    gateway: Served, tmp_path: Path
+) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    origin = gateway.url
+    requests: list[str] = []
+    loaded: list[Response] = []
+    violations: list[str] = []
+    with chromium(tmp_path / "profile") as browser:
+        page = browser.new_page()
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("response", lambda r: loaded.append(r))
+        page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
+
+        page.goto(f"{origin}/", wait_until="load")
+        shell = ("document", "script", "stylesheet")
+        first_load = sum(len(r.body()) for r in loaded if r.request.resource_type in shell)
+        _state(page, "everything", "ready")
+        _state(page, "broken", "failing")
+        _state(page, "docs", "needs_login")
+        expect(page.locator("#conn-broken .cause")).to_contain_text("cannot connect")
+        expect(page.locator("#conn-everything .tools")).to_contain_text("echo")
+        expect(page.locator("#conn-docs .oauth")).to_contain_text("not logged in")
+        page.screenshot(path=str(SHOTS / "1-connections.png"), full_page=True)
+
+        # The first load: the page, its script and style, then the JSON routes it polls.
+        assert first_load < 100_000, first_load
+        assert all(url.startswith(origin + "/") for url in requests), requests
+        assert page.evaluate("document.querySelectorAll('script:not([src])').length") == 0
+
+        # Run a tool from the form its input schema generated.
+        page.locator("#conn-everything button.run[data-tool='echo']").click()
+        page.fill("#arg-message", "hello from the console")
+        page.click("#run-submit")
+        expect(page.locator("#run-result .result-text")).to_have_text("Echo: hello from the console", timeout=30_000)
+        page.screenshot(path=str(SHOTS / "2-tool-run.png"), full_page=True)
+        page.click("#run-close")
+
+        # Log in to the OAuth connection: oidc-provider's login and consent pages, then our callback.
+        page.locator("#conn-docs button.login").click()
+        page.wait_for_url(lambda url: not url.startswith(origin), timeout=30_000)
+        page.fill("input[name='login']", "operator")
+        page.fill("input[name='password']", "any")
+        page.screenshot(path=str(SHOTS / "3-authorization-server.png"))
+        page.locator("button[type='submit']").first.click()
+        page.locator("button[type='submit']").first.click()  # consent
+        expect(page.locator("#login-result")).to_contain_text("docs is logged in", timeout=30_000)
+        assert urlsplit(page.url).path == "/v1/oauth/callback"
+        page.screenshot(path=str(SHOTS / "4-logged-in.png"))
+        page.click("text=Back to the console")
+        _state(page, "docs", "ready")
+        expect(page.locator("#conn-docs .oauth")).to_contain_text("logged in, expires in")
+        expect(page.locator("#conn-docs .tools")).to_contain_text("echo")
+        page.screenshot(path=str(SHOTS / "5-after-login.png"), full_page=True)
+    assert violations == []
