@@ -193,8 +193,7 @@ async def open_client(
         all_headers = merge_headers(expand_map(defn.name, "header", defn.headers, env_source), headers)
 
         async def on_response(response: httpx2.Response) -> None:
-            if response.status_code >= 400:
-                status[:] = [response.status_code]
+            status[:] = [response.status_code]  # every answer's: an error names the status it came with
             if session_id := response.headers.get("mcp-session-id"):
                 session_ids[:] = [session_id]  # what the SDK transport keeps from the initialize answer
 

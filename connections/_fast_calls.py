@@ -351,8 +351,7 @@ class FastCalls:
             response = await self._send("POST", headers, body)
         try:
             status = response.status
-            if status >= 400:
-                self._http_status[:] = [status]
+            self._http_status[:] = [status]  # every answer's: an error names the status it came with
             if status == 202:
                 return ErrorData(code=INVALID_REQUEST, message="server answered a request with 202 Accepted")
             if 300 <= status < 400:

@@ -24,7 +24,6 @@ from typing import Any, TextIO
 import anyio
 import anyio.abc
 import mcp.types as mt
-from anyio.streams.text import TextReceiveStream
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
@@ -89,15 +88,11 @@ async def stdio_transport(
     stdin, stdout = process.stdin, process.stdout
 
     async def reader() -> None:
-        buffer = ""
         try:
             async with read_send:
-                async for chunk in TextReceiveStream(stdout, errors="replace"):
-                    lines = (buffer + chunk).split("\n")
-                    buffer = lines.pop()
-                    for line in lines:
-                        if line.strip():
-                            await read_send.send(_parse(line))
+                async for line in _lines(stdout):
+                    if line.strip():
+                        await read_send.send(_parse(line))
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass  # EOF or our own shutdown: the session sees the read stream end
 
@@ -105,7 +100,14 @@ async def stdio_transport(
         try:
             async with write_recv:
                 async for message in write_recv:
-                    data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    try:
+                        data = message.message.model_dump_json(by_alias=True, exclude_unset=True) + "\n"
+                    except ValueError as exc:  # PydanticSerializationError: e.g. a lone surrogate in an argument
+                        # One caller's unencodable input fails its own request, never the shared child.
+                        refusal = _unencodable(message, exc)
+                        if refusal is not None:
+                            await read_send.send(refusal)
+                        continue
                     await stdin.send(data.encode())
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             # The child stopped reading: end the session instead of leaving a request hanging.
@@ -122,6 +124,38 @@ async def stdio_transport(
                 await read_recv.aclose()
                 await stop_child(process)
             tg.cancel_scope.cancel()
+
+
+async def _lines(stdout: anyio.abc.ByteReceiveStream) -> AsyncGenerator[str]:
+    """The child's stdout as lines, in time linear in their length: the pieces of an unfinished line
+    are kept in a list and joined once, at its newline (concatenating each chunk onto the line so far
+    copied it again for every chunk: quadratic in the line's size)."""
+    pending: list[bytes] = []
+    async for chunk in stdout:
+        *complete, rest = chunk.split(b"\n")
+        for piece in complete:
+            pending.append(piece)
+            yield b"".join(pending).decode(errors="replace")
+            pending.clear()
+        if rest:
+            pending.append(rest)
+    if pending:
+        yield b"".join(pending).decode(errors="replace")
+
+
+def _unencodable(message: SessionMessage, exc: ValueError) -> SessionMessage | None:
+    """The error answer to a request that cannot be written as JSON (None for a notification or an
+    answer: there is no one to tell, so it is dropped with a log line)."""
+    root = message.message
+    if not isinstance(root, mt.JSONRPCRequest):
+        logger.warning("dropped an outgoing %s that cannot be encoded as JSON", type(root).__name__)
+        return None
+    error = mt.ErrorData(
+        code=mt.INVALID_PARAMS,
+        message="the request cannot be encoded as JSON (a string holds a lone surrogate or another "
+        f"character UTF-8 cannot carry): {type(exc).__name__}",
+    )
+    return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=root.id, error=error))
 
 
 def _parse(line: str) -> SessionMessage | Exception:

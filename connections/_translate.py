@@ -103,7 +103,7 @@ def translate(
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
             return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
-        if leaf.code == mt.INTERNAL_ERROR and http_status:
+        if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
         return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
     if isinstance(leaf, ValidationError):

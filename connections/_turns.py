@@ -18,13 +18,13 @@ import inspect
 import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import anyio.to_thread
 import mcp.types as mt
 
+from ._auth_threads import AuthThreads, AuthThreadsBusy
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
 from ._loader import RESERVED_TOOL_NAMES, Project
@@ -60,6 +60,7 @@ class TurnBuilder:
     call_tool: CallTool
     host: Any = None
     call_tool_raw: CallToolRaw | None = None
+    _auth_threads: dict[str, AuthThreads] = field(default_factory=dict[str, AuthThreads], init=False, repr=False)
 
     async def build(self, session: SessionInfo | None) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
@@ -176,7 +177,8 @@ class TurnBuilder:
 
         async def one(defn: ConnectionDefinition) -> None:
             try:
-                out.values[defn.name] = await evaluate_auth(defn, session)
+                threads = self._auth_threads.setdefault(defn.name, AuthThreads())
+                out.values[defn.name] = await evaluate_auth(defn, session, threads)
             except _AuthFailure as exc:
                 out.failed.add(defn.name)
                 problems.append(TurnProblem(exc.code, exc.message, connection=defn.name))
@@ -289,8 +291,9 @@ class _AuthFailure(Exception):
         self.message = message
 
 
-async def evaluate_auth(defn: ConnectionDefinition, session: SessionInfo) -> dict[str, str]:
-    """Run `defn.auth(session)` under its timeout; the headers it returns, checked.
+async def evaluate_auth(defn: ConnectionDefinition, session: SessionInfo, threads: AuthThreads) -> dict[str, str]:
+    """Run `defn.auth(session)` under its timeout (a sync callback on one of `threads`); the headers
+    it returns, checked.
 
     Raises `_AuthFailure` with a sentence naming what is wrong, never a header value.
     """
@@ -301,9 +304,15 @@ async def evaluate_auth(defn: ConnectionDefinition, session: SessionInfo) -> dic
             if _is_async(callback):
                 value = await callback(session)  # type: ignore[misc]
             else:
-                value = await anyio.to_thread.run_sync(callback, session, abandon_on_cancel=True)
+                value = await threads.run(callback, session)
                 if hasattr(value, "__await__"):
                     value = await value  # type: ignore[misc]
+    except AuthThreadsBusy:
+        raise _AuthFailure(
+            "auth_busy",
+            f"{threads.limit} earlier calls of the auth callback are still running (hung?); "
+            "the turn does not run without its identity",
+        ) from None
     except TimeoutError:
         raise _AuthFailure("auth_timeout", f"the auth callback did not return within {defn.timeouts.auth:g}s") from None
     except Exception as exc:  # boundary: user code; report the type only, messages may hold secrets

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import ipaddress
-import json
 import secrets
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,8 +38,10 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
 from oauth import Secret
 
+from ._asgi import forwarding_header, header, is_loopback_address, send_json_error, send_rpc_error
 from .hub_keys import HubKey, HubKeyError, HubKeyStore
 from .mcp_endpoints import McpEndpoint, session_manager
+from .proxies import PROXIED_BY
 from .settings import ServeSettings
 
 __all__ = [
@@ -58,7 +58,6 @@ __all__ = [
 BRIDGE_URL_ENV = "AGENT_SDK_BRIDGE_URL"
 BRIDGE_SECRET_ENV = "AGENT_SDK_BRIDGE_SECRET"
 _VERSION = "0.1.0"
-_FORWARDING = (b"forwarded", b"x-real-ip")
 
 
 def linkable_connections(project: Project) -> dict[str, ConnectionDefinition]:
@@ -134,31 +133,19 @@ def _services(scope: Scope) -> AccountServices:
     return scope["state"]["accounts"]
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
-
-
 def _bearer(scope: Scope) -> str | None:
-    scheme, _, presented = (_header(scope, b"authorization") or "").partition(" ")
+    scheme, _, presented = (header(scope, b"authorization") or "").partition(" ")
     presented = presented.strip()
     return presented if scheme.lower() == "bearer" and presented else None
 
 
-async def _refuse(
+def _refuse(
     send: Send, status: int, code: str, message: str, *, rpc: bool, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
+) -> Awaitable[None]:
     if rpc:
-        error = {"code": -32001 if status in (401, 403) else -32600, "message": message, "data": {"error": code}}
-        body: dict[str, Any] = {"jsonrpc": "2.0", "id": None, "error": error}
-    else:
-        body = {"ok": False, "error": code, "message": message}
-    payload = json.dumps(body).encode()
-    start_headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": [*start_headers, *headers]})
-    await send({"type": "http.response.body", "body": payload})
+        data = {"error": code}
+        return send_rpc_error(send, status, -32001 if status in (401, 403) else -32600, message, data, headers)
+    return send_json_error(send, status, code, message, headers)
 
 
 _CHALLENGE = [(b"www-authenticate", b'Bearer realm="agent-sdk-hub"')]
@@ -264,12 +251,8 @@ class _Forwarding:
 
     async def _bridge(self, scope: Scope, send: Send, services: AccountServices) -> str | None:
         client = scope.get("client")
-        try:
-            loopback = client is not None and ipaddress.ip_address(client[0]).is_loopback
-        except ValueError:
-            loopback = False
-        forwarded = any(k in _FORWARDING or k.startswith(b"x-forwarded-") for k, _ in scope.get("headers", []))
-        if not loopback or forwarded:
+        loopback = client is not None and is_loopback_address(client[0])
+        if not loopback or forwarding_header(scope) is not None or PROXIED_BY in (scope.get("extensions") or {}):
             await _refuse(send, 403, "forbidden", "the account bridge admits direct loopback peers only", rpc=True)
             return None
         presented = _bearer(scope)
@@ -324,23 +307,18 @@ def account_routes() -> list[BaseRoute]:
 
 
 class AccountGate:
-    """Pure ASGI: the hub's paths (with `--hub`) go to `direct`, the bridge's to `bridge` (the
-    loopback Host/Origin guards, then `direct`), everything else to `chained` (the auth chain). The
-    routes behind `direct` authenticate each request themselves."""
+    """Pure ASGI: the bridge's paths (and the hub's, with `--hub`) go to `direct`, everything else to
+    `chained` (the auth chain). The routes behind `direct` authenticate each request themselves;
+    the request guard in front of this gate has already checked Host and Origin (DNS rebinding)."""
 
-    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool, bridge: ASGIApp | None = None) -> None:
+    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool) -> None:
         self.chained = chained
         self.direct = direct
-        self.bridge = bridge or direct
-        self.hub = hub
+        self.prefixes = ("/v1/account/", "/v1/hub/") if hub else ("/v1/account/",)
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            path = str(scope.get("path", ""))
-            if path.startswith("/v1/account/"):
-                await self.bridge(scope, receive, send)
-                return
-            if self.hub and path.startswith("/v1/hub/"):
-                await self.direct(scope, receive, send)
-                return
-        await self.chained(scope, receive, send)
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # A plain function handing back the app's coroutine (no frame of its own per resume): the
+        # request guard in front of it is the outermost app, with the `async def` servers look for.
+        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefixes):
+            return self.direct(scope, receive, send)
+        return self.chained(scope, receive, send)

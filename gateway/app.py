@@ -1,7 +1,9 @@
 """`create_app`: the one place the gateway's routes, middleware and lifespan are assembled.
 
-Request path, outermost first: `AuthChain` (Host/Origin guards, then loopback | bearer |
-anonymous; `/v1/health` is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
+Request path, outermost first: `RequestGuard` (one well-formed Host, a same-origin Origin, JSON
+bodies, trusted proxies; every route) -> `AccountGate` (the hub and bridge routes authenticate
+for themselves) -> `AuthChain` (loopback Host, then loopback | bearer | anonymous; `/v1/health`
+is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
 every resource: the broker (client pool, stdio children), the session service (turns), and the
 two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 """
@@ -27,11 +29,12 @@ from connections import Broker, Project
 from oauth import serving_store
 
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
-from .auth_chain import AuthChain, BodyLimit
+from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .hub_keys import HubKeyStore
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .proxies import TrustedProxies
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -214,6 +217,6 @@ def create_app(
         public_paths=("/v1/health", CALLBACK_PATH, *(SHELL_PATHS if settings.auth_mode == "bearer" else ())),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
-    # the bridge first passes the loopback Host/Origin guards every other route has (DNS rebinding).
-    bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
-    return AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
+    # the request guard (Host, Origin, content type, trusted proxies) runs before every route.
+    gated = AccountGate(chained, limited, hub=settings.hub)
+    return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))

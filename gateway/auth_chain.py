@@ -1,18 +1,22 @@
 """Auth chains and request guards as pure ASGI middleware (in the manner of Uvicorn's `proxy_headers.py`).
 
-`AuthChain` admits a request, or answers it itself, and records the admitted `Principal` in
+`RequestGuard` runs first, on every route (the account routes included): one well-formed `Host`,
+an `Origin` (when sent) of this very server, a JSON content type on every request body, no
+WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding header names.
+
+`AuthChain` then admits a request, or answers it itself, and records the admitted `Principal` in
 `scope["state"]["principal"]`; routes derive ownership from it, never from the body.
 
-- loopback-strict (default): only direct loopback peers. Any proxy-forwarding header
-  (`Forwarded`, `X-Forwarded-*`, `X-Real-IP`) is 401: behind a proxy every caller would look
-  like loopback.
+- loopback-strict (default): a process of the same user on this host. The TCP peer must be a
+  loopback address whose socket belongs to this process's uid (`peer_credentials`), and any
+  proxy-forwarding header (`_asgi.FORWARDING_HEADERS`, `X-Forwarded-*`) is 401: a proxy on the
+  same host connects from loopback too, and behind it every caller would look like loopback.
 - bearer (`--bearer-token`, repeatable): `Authorization: Bearer <token>`, compared in constant
   time; each token is its own principal.
 - anonymous (`--allow-anonymous`): everyone is the one principal `anonymous` (demo only).
 
-In every mode a server bound to loopback also checks `Host` (421) and `Origin` (403), the
-defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Warning"). A
-server bound elsewhere only requires an `Origin` to match its `Host`.
+In every mode a server bound to loopback also answers only to a loopback `Host` (421), the
+defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Warning").
 """
 
 from __future__ import annotations
@@ -20,10 +24,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
-import ipaddress
-import json
 import logging
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -31,12 +33,25 @@ from urllib.parse import urlsplit
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["AuthChain", "BodyLimit", "Principal", "send_error"]
+from oauth import printable
+
+from ._asgi import (
+    forwarding_header,
+    header,
+    host_of,
+    is_loopback_address,
+    is_loopback_name,
+    send_error,
+)
+from .http_protocol import PEER_UID
+from .peer_credentials import own_uid, peer_uid
+from .proxies import PROXIED_BY, TrustedProxies
+
+__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "scope_peer_uid"]
 
 logger = logging.getLogger("agent_sdk.auth")
 
-_FORWARDING_HEADERS = (b"forwarded", b"x-real-ip")
-_LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")
+Refusal = tuple[int, str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,76 +64,127 @@ class Principal:
 
 _ANONYMOUS = Principal("anonymous", "anonymous")
 _LOOPBACK = Principal("loopback", "loopback")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_JSON_TYPES = ("application/json",)
+_MISDIRECTED = (421, "misdirected_request", "this server answers only to a loopback Host (DNS rebinding guard)")
 
 
-def _is_mcp_path(scope: Scope) -> bool:
-    path: str = scope.get("path", "")
-    return path == "/v1/mcp" or path.startswith("/v1/mcp/")
+def _refuse(scope: Scope, send: Send, refusal: Refusal, headers: Iterable[tuple[bytes, bytes]] = ()) -> Awaitable[None]:
+    status, code, message = refusal
+    logger.warning("refused %s %s: %s", scope.get("method"), printable(scope.get("path", ""), 120), code)
+    return send_error(scope, send, status, code, message, headers)
 
 
-async def send_error(
-    scope: Scope, send: Send, status: int, code: str, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
-) -> None:
-    """Answer with our JSON error shape, or a JSON-RPC error (id null) on the MCP endpoints."""
-    if _is_mcp_path(scope):
-        body: dict[str, Any] = {
-            "jsonrpc": "2.0",
-            "id": None,
-            "error": {"code": -32001 if status in (401, 403) else -32600, "message": message, "data": {"error": code}},
-        }
-    else:
-        body = {"ok": False, "error": code, "message": message}
-    payload = json.dumps(body).encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(payload)).encode()),
-                *headers,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": payload})
+async def _refuse_websocket(receive: Receive, send: Send) -> None:
+    # ASGI: take the handshake, then close it (the server answers 403); no route takes WebSockets.
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket route"})
 
 
-def _header(scope: Scope, name: bytes) -> str | None:
-    for key, value in scope.get("headers", []):
-        if key == name:
-            return value.decode("latin-1")
-    return None
+@functools.lru_cache(maxsize=64)  # a client sends the same Content-Type every time
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 
-def _host_name(value: str) -> str:
-    """`127.0.0.1:3000` -> `127.0.0.1`; `[::1]:3000` -> `::1`."""
-    if value.startswith("["):
-        return value[1 : value.find("]")] if "]" in value else value
-    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+class RequestGuard:
+    """Checks every HTTP request must pass before any route, whatever its auth:
 
+    - exactly one `Host`, of the form `name[:port]` (400 otherwise: no userinfo, no second port);
+    - an `Origin`, when sent, is this server's own (same host and port as `Host`), else 403: a page
+      on another local port is another origin, and must not drive the agent;
+    - a request with a body is `application/json` (or `+json`), else 415: a browser sends such a
+      request cross-site only after a CORS preflight, which this server never grants;
+    - WebSocket scopes are refused (no route takes them; none may skip the auth chain);
+    - from a peer in `trusted` (`--trusted-proxy`), the forwarding headers name the client: the
+      scope's `client` becomes that address (for logs and decisions), and the proxy's own address
+      is kept in `scope["extensions"]["agent_sdk.proxied_by"]`.
+    """
 
-@functools.lru_cache(maxsize=256)  # one Host per client in practice; the cache is bounded whatever is sent
-def _is_loopback_name(name: str) -> bool:
-    name = name.lower().rstrip(".")
-    if name in _LOOPBACK_NAMES:
-        return True
-    try:
-        return ipaddress.ip_address(name).is_loopback
-    except ValueError:
-        return False
+    def __init__(self, app: ASGIApp, *, trusted: TrustedProxies | None = None) -> None:
+        self.app = app
+        self.rewrite = trusted.rewrite if trusted else None
 
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # `async def`: the outermost app, which servers tell from an ASGI 2 app by this.
+        if scope["type"] == "websocket":
+            await _refuse_websocket(receive, send)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._check(scope)
+        if refusal is not None:
+            await _refuse(scope, send, refusal)
+            return
+        if self.rewrite is not None:
+            self.rewrite(scope)
+        await self.app(scope, receive, send)
 
-@functools.lru_cache(maxsize=256)
-def _is_loopback_address(address: str) -> bool:
-    """Whether the peer address is a loopback IP (names do not count here: it is the socket's address)."""
-    try:
-        return ipaddress.ip_address(address).is_loopback
-    except ValueError:
-        return False
+    def _check(self, scope: Scope) -> Refusal | None:
+        # One pass over the headers: this runs before every request on every route.
+        hosts: list[bytes] = []
+        origin = content_type = length = chunked = None
+        for key, value in scope.get("headers", ()):
+            if key == b"host":
+                hosts.append(value)
+            elif key == b"origin":
+                origin = origin or value
+            elif key == b"content-type":
+                content_type = content_type or value
+            elif key == b"content-length":
+                length = length or value
+            elif key == b"transfer-encoding":
+                chunked = value
+        if len(hosts) > 1:
+            return 400, "invalid_request", "the request has more than one Host header; send one"
+        parsed = host_of(hosts[0].decode("latin-1")) if hosts else None
+        if hosts and parsed is None:
+            return 400, "invalid_request", "the Host header is not of the form name[:port]"
+        if origin is not None and not self._same_origin(origin.decode("latin-1"), parsed):
+            return 403, "forbidden_origin", "a request from another origin is refused"
+        has_body = length.strip() not in (b"", b"0") if length is not None else chunked is not None
+        if has_body and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+            if not _is_json((content_type or b"").decode("latin-1")):
+                return 415, "unsupported_media_type", "send the body as JSON, with Content-Type: application/json"
+        return None
+
+    @staticmethod
+    def _same_origin(origin: str, host: tuple[str, int | None] | None) -> bool:
+        if host is None:
+            return False
+        try:
+            parts = urlsplit(origin)
+            origin_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return False
+        if parts.scheme not in _DEFAULT_PORTS or parts.hostname is None:
+            return False
+        name, port = host
+        # A Host without a port names the default port of the scheme the client used, which only
+        # the client (or a TLS-terminating proxy in front) knows: the Origin's scheme says it.
+        if origin_port != (port or _DEFAULT_PORTS[parts.scheme]):
+            return False
+        name, other = name.lower().rstrip("."), parts.hostname.lower().rstrip(".")
+        # The loopback names all reach this server on this port: one origin for this purpose.
+        return name == other or (is_loopback_name(name) and is_loopback_name(other))
 
 
 def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
+
+
+PeerUid = Callable[[Scope], int | None]
+
+
+def scope_peer_uid(scope: Scope) -> int | None:
+    """The uid owning the peer's socket: from the connection (`http_protocol`), else looked up now."""
+    extensions: dict[str, Any] = scope.get("extensions") or {}
+    if PEER_UID in extensions:
+        return extensions[PEER_UID]
+    client, server = scope.get("client"), scope.get("server")
+    return peer_uid(tuple(client) if client else None, tuple(server) if server else None)  # type: ignore[arg-type]
 
 
 class AuthChain:
@@ -132,6 +198,7 @@ class AuthChain:
         bearer_tokens: Iterable[SecretStr] = (),
         loopback_bound: bool = True,
         public_paths: Iterable[str] = (),
+        peer_uid_of: PeerUid = scope_peer_uid,
     ) -> None:
         self.app = app
         self.mode = mode
@@ -143,64 +210,48 @@ class AuthChain:
             raise ValueError("bearer mode needs at least one token")
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
+        self.peer_uid_of = peer_uid_of
+        self._uid = own_uid()
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # Decides synchronously and hands back the coroutine to await (the app's, or the refusal's):
         # no frame of its own for every resume of the request to pass through. (Only inner layers
         # can: servers tell an ASGI 3 app from an ASGI 2 one by an `async def __call__`, so the
-        # outermost app, `AccountGate`, keeps one.)
+        # outermost app keeps one.)
         if scope["type"] != "http":
             return self.app(scope, receive, send)
-        refusal = self._check_origin(scope)
-        if refusal is not None:
-            status, code, message = refusal
-            logger.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), code)
-            return send_error(scope, send, status, code, message)
+        if self.loopback_bound:
+            host = host_of(header(scope, b"host") or "")
+            if host is None or not is_loopback_name(host[0]):
+                return _refuse(scope, send, _MISDIRECTED)
         if scope.get("path") in self.public_paths:
             return self.app(scope, receive, send)
         principal, refusal = self._admit(scope)
         if principal is None:
             assert refusal is not None
-            status, code, message = refusal
-            logger.warning("refused %s %s: %s", scope.get("method"), scope.get("path"), code)
             extra = [(b"www-authenticate", b'Bearer realm="agent-sdk"')] if self.mode == "bearer" else []
-            return send_error(scope, send, status, code, message, extra)
+            return _refuse(scope, send, refusal, extra)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["principal"] = principal
         return self.app(scope, receive, send)
 
-    def _check_origin(self, scope: Scope) -> tuple[int, str, str] | None:
-        host = _header(scope, b"host")
-        origin = _header(scope, b"origin")
-        if self.loopback_bound:
-            if host is None or not _is_loopback_name(_host_name(host)):
-                return 421, "misdirected_request", "this server answers only to a loopback Host (DNS rebinding guard)"
-            if origin is not None:
-                parts = urlsplit(origin)
-                if parts.scheme not in ("http", "https") or not _is_loopback_name(parts.hostname or ""):
-                    return 403, "forbidden_origin", "requests from a non-loopback Origin are refused"
-        elif origin is not None:
-            parts = urlsplit(origin)
-            if host is None or parts.netloc.lower() != host.lower():
-                return 403, "forbidden_origin", "a cross-origin request is refused"
-        return None
-
-    def _admit(self, scope: Scope) -> tuple[Principal | None, tuple[int, str, str] | None]:
+    def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
         if self.mode == "anonymous":
             return _ANONYMOUS, None
         if self.mode == "bearer":
             return self._admit_bearer(scope)
-        for key, _value in scope.get("headers", []):
-            if key in _FORWARDING_HEADERS or key.startswith(b"x-forwarded-"):
-                return None, (401, "unauthorized", "proxy-forwarded requests are refused in loopback-strict mode")
+        if forwarding_header(scope) is not None or PROXIED_BY in (scope.get("extensions") or {}):
+            return None, (401, "unauthorized", "proxy-forwarded requests are refused in loopback-strict mode")
         client = scope.get("client")
-        direct = client is not None and _is_loopback_address(client[0])
-        if not direct:
+        if client is None or not is_loopback_address(client[0]):
             return None, (401, "unauthorized", "only direct loopback peers are admitted; use --bearer-token")
+        if self.peer_uid_of(scope) != self._uid:
+            # A proxy or another user's process on this host: loopback-strict means this user only.
+            return None, (401, "unauthorized", "the loopback peer is not a process of this user; use --bearer-token")
         return _LOOPBACK, None
 
-    def _admit_bearer(self, scope: Scope) -> tuple[Principal | None, tuple[int, str, str] | None]:
-        value = _header(scope, b"authorization") or ""
+    def _admit_bearer(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
+        value = header(scope, b"authorization") or ""
         scheme, _, presented = value.partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
             return None, (401, "unauthorized", "send Authorization: Bearer <token>")
@@ -228,7 +279,7 @@ class BodyLimit:
         # Like `AuthChain`: a plain function handing back the coroutine to await.
         if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
             return self.app(scope, receive, send)
-        declared = _header(scope, b"content-length")
+        declared = header(scope, b"content-length")
         if declared is None:
             return self._counted(scope, receive, send)
         try:

@@ -29,6 +29,14 @@ async def info(request: Request) -> JSONResponse:
         "sessions": len(runtime.sessions.owned_by_all()),
         "maxBodyBytes": settings.max_body_bytes,
         "maxWaitMs": settings.max_wait_ms,
+        "connections": {
+            "idleTimeoutS": settings.idle_timeout_s,
+            "headerTimeoutS": settings.header_timeout_s,
+            "bodyTimeoutS": settings.body_timeout_s,
+            "maxHeaderBytes": settings.max_header_bytes,
+            "maxConnections": settings.max_connections,
+            "trustedProxies": len(settings.trusted_proxies),
+        },
         "endpoints": {
             "mcp": "/v1/mcp",
             "mcpTools": "/v1/mcp/tools",

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from ._asgi import JsonRefused, loads_bounded
 from .errors import ApiError, InvalidRequest
 
 __all__ = ["error_response", "read_object", "string_field"]
@@ -18,14 +18,18 @@ def error_response(exc: ApiError) -> JSONResponse:
 
 
 async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:
-    """The body as a JSON object. Raises `InvalidRequest` for anything else (an empty body is `{}` if optional)."""
-    raw = await request.body()
+    """The body as a JSON object, read by the bounded reader (`_asgi.loads_bounded`: depth cap, no
+    unpaired surrogates). Raises `InvalidRequest` for anything else (an empty body is `{}` if optional)."""
+    try:
+        raw = await request.body()
+    except ClientDisconnect:  # the body did not arrive (its timeout closed the connection): nobody to answer
+        raise InvalidRequest("the client went away before its body arrived") from None
     if not raw.strip() and optional:
         return {}
     try:
-        value = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        raise InvalidRequest("the body is not valid JSON") from None
+        value = loads_bounded(raw)
+    except JsonRefused as exc:
+        raise InvalidRequest(str(exc)) from None
     if not isinstance(value, dict):
         raise InvalidRequest("the body must be a JSON object")
     return value  # pyright: ignore[reportUnknownVariableType]

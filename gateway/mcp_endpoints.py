@@ -27,7 +27,8 @@ from starlette.types import Message, Receive, Scope, Send
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuildError, TurnTool
 
-from .auth_chain import Principal, send_error
+from ._asgi import JsonRefused, loads_bounded, receive_body, send_error, send_rpc_error
+from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_fast_path import serve_tools_call
 from .runtime import Runtime
@@ -325,9 +326,9 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
     """
     try:
-        message = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
-        return mt.PARSE_ERROR, "Parse error: the body is not JSON"
+        message = loads_bounded(raw)
+    except JsonRefused as exc:
+        return mt.PARSE_ERROR, f"Parse error: {exc}"
     if isinstance(message, list):
         return mt.INVALID_REQUEST, "Invalid Request: batches are not accepted; send one JSON-RPC message per POST"
     if not isinstance(message, dict):
@@ -346,13 +347,6 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     if "params" in body and not isinstance(body["params"], dict):
         return mt.INVALID_PARAMS, "Invalid params: params must be an object"
     return body
-
-
-async def _send_jsonrpc_error(send: Send, code: int, message: str) -> None:
-    payload = json.dumps({"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 400, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
 
 
 def _tools_call_handler(
@@ -386,18 +380,12 @@ class McpEndpoint:
                 [(b"allow", b"POST")],
             )
             return
-        chunks: list[bytes] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return  # the client went away
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body", False):
-                break
-        raw = b"".join(chunks)
+        raw = await receive_body(receive)
+        if raw is None:
+            return  # the client went away
         message = _envelope_problem(raw)
         if isinstance(message, tuple):
-            await _send_jsonrpc_error(send, *message)
+            await send_rpc_error(send, 400, *message)
             return
         replayed = False
 

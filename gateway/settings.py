@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -40,6 +41,28 @@ class ServeSettings(BaseModel):
     """Serve the account hub API (`/v1/hub/...`, API-key auth) for the `linkable=True` connections."""
     fast_calls: bool = True
     """Pooled `tools/call` and `tools/list` to Streamable HTTP upstreams take the fast wire (docs/clients.md)."""
+    trusted_proxies: tuple[str, ...] = ()
+    """`--trusted-proxy`: networks (CIDR) whose `X-Forwarded-For`/`Forwarded` name the client."""
+    idle_timeout_s: float = Field(default=5.0, gt=0)
+    """A connection with no request under way is closed after this long (a fresh one included)."""
+    header_timeout_s: float = Field(default=10.0, gt=0)
+    """A request's head must arrive whole within this long of its first byte."""
+    body_timeout_s: float = Field(default=30.0, gt=0)
+    """A request's body must arrive whole within this long of its head."""
+    max_header_bytes: int = Field(default=64 * 1024, ge=1024)
+    """A larger request head (request line and headers) is 431."""
+    max_connections: int = Field(default=1000, gt=0)
+    """Open connections past this are answered 503 and closed at once."""
+
+    @field_validator("trusted_proxies")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for network in value:
+            try:
+                ipaddress.ip_network(network.strip(), strict=False)
+            except ValueError:
+                raise ValueError(f"{network!r} is not an IP address or CIDR network (e.g. 10.0.0.0/8)") from None
+        return value
 
     @field_validator("bearer_tokens")
     @classmethod
@@ -89,12 +112,19 @@ class ServeSettings(BaseModel):
             "state_root": "AGENT_SDK_STATE_ROOT",
             "runner": "AGENT_SDK_RUNNER",
             "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+            "idle_timeout_s": "AGENT_SDK_TIMEOUT_KEEP_ALIVE",
+            "header_timeout_s": "AGENT_SDK_TIMEOUT_HEADER",
+            "body_timeout_s": "AGENT_SDK_TIMEOUT_BODY",
+            "max_header_bytes": "AGENT_SDK_MAX_HEADER_BYTES",
+            "max_connections": "AGENT_SDK_MAX_CONNECTIONS",
         }
         for field, var in simple.items():
             if env.get(var):
                 values[field] = env[var]
         if env.get("AGENT_SDK_BEARER_TOKEN"):
             values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_TRUSTED_PROXY"):
+            values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):
             values["allow_anonymous"] = True
         if env.get("AGENT_SDK_HUB", "").lower() in ("1", "true", "yes"):

@@ -20,7 +20,9 @@ from ._discovery import parse_www_authenticate as parse_www_authenticate
 from ._exceptions import AuthorizationDenied as AuthorizationDenied
 from ._exceptions import AuthorizationError as AuthorizationError
 from ._exceptions import DiscoveryError as DiscoveryError
+from ._exceptions import InsecureTransport as InsecureTransport
 from ._exceptions import InsufficientScope as InsufficientScope
+from ._exceptions import InvalidClient as InvalidClient
 from ._exceptions import InvalidGrant as InvalidGrant
 from ._exceptions import IssuerMismatch as IssuerMismatch
 from ._exceptions import KeyringUnavailable as KeyringUnavailable
@@ -38,6 +40,10 @@ from ._grant import ClientRegistration as ClientRegistration
 from ._grant import Grant as Grant
 from ._grant import StoreKey as StoreKey
 from ._grant import TokenSet as TokenSet
+from ._home import LocalStore as LocalStore
+from ._home import check_store as check_store
+from ._home import deployment_store as deployment_store
+from ._home import serving_store as serving_store
 from ._interaction import Interaction as Interaction
 from ._interaction import follow_redirects as follow_redirects
 from ._interaction import open_browser as open_browser
@@ -46,10 +52,8 @@ from ._keyring_store import KeyringTokenStore as KeyringTokenStore
 from ._login import login as login
 from ._manage import GrantStatus as GrantStatus
 from ._manage import LogoutResult as LogoutResult
-from ._manage import deployment_store as deployment_store
 from ._manage import grant_status as grant_status
 from ._manage import logout as logout
-from ._manage import serving_store as serving_store
 from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
 from ._store import TokenStore as TokenStore
@@ -68,12 +72,15 @@ __all__ = [
     "FileTokenStore",
     "Grant",
     "GrantStatus",
+    "InsecureTransport",
     "InsufficientScope",
     "Interaction",
+    "InvalidClient",
     "InvalidGrant",
     "IssuerMismatch",
     "KeyringTokenStore",
     "KeyringUnavailable",
+    "LocalStore",
     "LoginHandler",
     "LoginRequired",
     "LoginTimeout",
@@ -93,6 +100,7 @@ __all__ = [
     "TokenError",
     "TokenSet",
     "TokenStore",
+    "check_store",
     "connection_auth",
     "deployment_store",
     "follow_redirects",

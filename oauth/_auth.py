@@ -19,14 +19,19 @@ import httpx2
 
 from ._config import OAuthConfig
 from ._discovery import Challenge, Discovery, parse_www_authenticate
-from ._exceptions import InsufficientScope, InvalidGrant, LoginRequired
+from ._exceptions import InsufficientScope, InvalidClient, InvalidGrant, LoginRequired, TokenError
 from ._grant import Grant, StoreKey, TokenSet
 from ._interaction import Interaction
 from ._login import login
+from ._machine import machine_login
 from ._store import TokenStore
 from ._tokens import refresh_tokens
+from ._transport import require_secure
 
 __all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
+
+REFRESH_BUDGET = 60.0
+"""Seconds a whole refresh (connect, send, answer) may take while the store's lock is held."""
 
 LoginHandler = Callable[[Challenge | None, Sequence[str] | None], Awaitable[Grant]]
 """Runs a new login for (challenge, scopes) and returns the saved grant."""
@@ -103,7 +108,10 @@ class ConnectionAuth(httpx2.Auth):
         raise RuntimeError("ConnectionAuth works with httpx2.AsyncClient only")
 
     async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        require_secure(str(request.url), "MCP server URL")  # a bearer token never travels in clear text
         tokens = await self.current_tokens()
+        if tokens is None and self._login_handler is None:
+            raise self._login_required()  # nothing to send and no way to get it: say so, spend nothing
         self._apply(request, tokens)
         response = yield request
 
@@ -163,6 +171,8 @@ class ConnectionAuth(httpx2.Auth):
             refreshed = await self.refresh(stale=tokens)
             if refreshed is not None:
                 return refreshed.tokens
+            if self._grant is None or self._grant.dead:
+                return None
         return tokens
 
     async def refresh(self, stale: TokenSet | None) -> Grant | None:
@@ -181,11 +191,27 @@ class ConnectionAuth(httpx2.Auth):
             if tokens.refresh_token is None:
                 return None
             try:
-                fresh = await refresh_tokens(
-                    self._client, current.token_endpoint, current.client, tokens, resource=current.resource_indicator
-                )
-            except InvalidGrant:
-                self.stats.invalid_grants += 1
+                # Bounded well inside every store's lock lifetime (the Redis lock's TTL is 120 s), so
+                # the lock is never lost while a refresh token is in flight.
+                with anyio.fail_after(REFRESH_BUDGET):
+                    fresh = await refresh_tokens(
+                        self._client,
+                        current.token_endpoint,
+                        current.client,
+                        tokens,
+                        resource=current.resource_indicator,
+                    )
+            except TimeoutError:
+                raise TokenError(
+                    f"the token endpoint {current.token_endpoint} did not answer a refresh within "
+                    f"{REFRESH_BUDGET:g} seconds"
+                ) from None
+            except (InvalidGrant, InvalidClient) as exc:
+                # Dead at once: the next call (here or in any process sharing the store) spends nothing
+                # and says "log in again"; invalid_client also retires the registration (see login()).
+                self.stats.invalid_grants += isinstance(exc, InvalidGrant)
+                self._grant = current.killed(exc.error)
+                await self.store.save(self._grant)
                 return None
             grant = current.with_tokens(fresh)
             await self.store.save(grant)
@@ -199,12 +225,20 @@ class ConnectionAuth(httpx2.Auth):
             return refreshed.tokens
         return (await self._login(challenge, None)).tokens
 
+    def _login_required(self) -> LoginRequired:
+        name, resource = self.key.connection, self.key.resource
+        dead = self._grant.dead if self._grant is not None else None
+        if dead == "invalid_client":
+            state = f"has a dead grant for {resource}: the authorization server no longer knows its client ({dead})"
+        elif dead:
+            state = f"has a dead grant for {resource}: the authorization server refused it ({dead})"
+        else:
+            state = f"has no valid OAuth tokens for {resource}"
+        return LoginRequired(f"connection {name!r} {state}; log in with `agent-sdk mcp oauth {name}`")
+
     async def _login(self, challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
         if self._login_handler is None:
-            raise LoginRequired(
-                f"connection {self.key.connection!r} has no valid OAuth tokens for {self.key.resource}; "
-                f"log in with `agent-sdk mcp oauth {self.key.connection}`"
-            )
+            raise self._login_required()
         before = self._grant
         async with self._login_lock:
             if scopes is None and self._grant is not before and self._grant and self._grant.tokens:
@@ -229,35 +263,48 @@ def connection_auth(
 ) -> ConnectionAuth:
     """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
 
-    `interaction=None` (serving): never starts a login; a connection without usable tokens raises
+    `config.grant == "client_credentials"`: the deployment logs in as itself whenever it needs a token
+    (`_machine.py`), serving included. Otherwise, `interaction=None` (serving): never starts a login;
+    a connection without usable tokens raises
     `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
     a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
     for token and metadata requests (default: one of its own, closed by `aclose()`).
     """
-    handler: LoginHandler | None = None
     auth: ConnectionAuth
-    if interaction is not None:
-        chosen = interaction
-        discovery_box: list[Discovery] = []
+    discovery_box: list[Discovery] = []
+    machine = config.grant == "client_credentials"
+    chosen = None if machine else interaction
 
-        async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
-            client = auth._client  # pyright: ignore[reportPrivateUsage]
-            if not discovery_box:
-                discovery_box.append(Discovery(client))
-            return await login(
+    async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+        client = auth._client  # pyright: ignore[reportPrivateUsage]
+        if not discovery_box:
+            discovery_box.append(Discovery(client))
+        finder = discovery_box[0]
+        if chosen is None:  # client credentials: the deployment logs in as itself
+            return await machine_login(
                 connection,
                 resource_url,
                 config,
                 store,
-                interaction=chosen,
                 http=client,
+                discovery=finder,
                 challenge=challenge,
                 scopes=scopes,
-                login_timeout=login_timeout,
-                discovery=discovery_box[0],
             )
+        return await login(
+            connection,
+            resource_url,
+            config,
+            store,
+            interaction=chosen,
+            http=client,
+            challenge=challenge,
+            scopes=scopes,
+            login_timeout=login_timeout,
+            discovery=finder,
+        )
 
-        handler = handler_impl
+    handler: LoginHandler | None = handler_impl if machine or chosen is not None else None
     auth = ConnectionAuth(
         connection,
         resource_url,

@@ -7,6 +7,7 @@ login ends, timeout or Ctrl-C included.
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from urllib.parse import parse_qsl, urlsplit
@@ -19,6 +20,8 @@ from ._exceptions import AuthorizationError, OAuthError
 __all__ = ["CallbackListener", "loopback_listener", "parse_redirect"]
 
 CALLBACK_PATH = "/callback"
+MAX_REQUEST_HEAD = 16384
+"""The redirect's request head (request line and headers) may be this long; longer is refused whole."""
 _PAGE = (
     "<!doctype html><meta charset=utf-8><title>agent-sdk</title>"
     "<p>{message}</p><p>You can close this window and return to the terminal.</p>"
@@ -42,6 +45,11 @@ class CallbackListener:
         self._done = anyio.Event()
         self._params: dict[str, str] | None = None
         self._error: OAuthError | None = None
+        self._state: str | None = None
+
+    def expect(self, state: str) -> None:
+        """The `state` this login sent: the page says "Login complete." only for a redirect carrying it."""
+        self._state = state
 
     def deliver(self, params: dict[str, str]) -> None:
         """Accept redirect parameters (from the listener or a pasted URL); later ones are ignored."""
@@ -67,13 +75,24 @@ class CallbackListener:
         async with stream:
             data = b""
             with anyio.move_on_after(10):
-                while b"\r\n\r\n" not in data and len(data) < 16384:
+                while b"\r\n\r\n" not in data and len(data) <= MAX_REQUEST_HEAD:
                     try:
                         chunk = await stream.receive(4096)
                     except (anyio.EndOfStream, anyio.BrokenResourceError):
                         return
                     data += chunk
-            line = data.split(b"\r\n", 1)[0].decode("latin-1")
+            head = data.split(b"\r\n\r\n", 1)[0]
+            if len(head) > MAX_REQUEST_HEAD:
+                # Never parse a cut request line: its state would be cut too and look forged.
+                await self._respond(stream, 414, "The redirect was too long; see the terminal.")
+                self.fail(
+                    AuthorizationError(
+                        f"the login redirect to {self.redirect_uri} was longer than {MAX_REQUEST_HEAD} bytes, so it "
+                        "was refused unread; the authorization server sent too much in the URL"
+                    )
+                )
+                return
+            line = head.split(b"\r\n", 1)[0].decode("latin-1")
             parts = line.split(" ")
             target = parts[1] if len(parts) >= 2 else ""
             split = urlsplit(target)
@@ -82,13 +101,21 @@ class CallbackListener:
                 return
             params = dict(parse_qsl(split.query, keep_blank_values=True))
             self.deliver(params)
-            message = "Login failed; see the terminal." if "error" in params else "Login complete."
-            await self._respond(stream, 200, message)
+            await self._respond(stream, 200, self._verdict(params))
+
+    def _verdict(self, params: dict[str, str]) -> str:
+        """What the browser page says; the terminal has the details (and the final word)."""
+        state = params.get("state", "")
+        if self._state is None or not hmac.compare_digest(state.encode(), self._state.encode()):
+            return "This redirect was not the answer to the login in progress; see the terminal."
+        if "error" in params or "code" not in params:
+            return "Login failed; see the terminal."
+        return "Login complete."
 
     @staticmethod
     async def _respond(stream: anyio.abc.ByteStream, status: int, message: str) -> None:
         body = _PAGE.format(message=message).encode()
-        reason = "OK" if status == 200 else "Not Found"
+        reason = {200: "OK", 404: "Not Found", 414: "URI Too Long"}.get(status, "Error")
         head = (
             f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/html; charset=utf-8\r\n"
             f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n"

@@ -29,3 +29,10 @@ class OAuthConfig:
     """A fixed loopback port for the redirect listener; random when None."""
     extra_authorize_params: dict[str, str] = field(default_factory=dict[str, str])
     """Extra parameters for the authorization request (e.g. `prompt`)."""
+    grant: str = "authorization_code"
+    """`authorization_code` (a person logs in with PKCE) or `client_credentials` (the deployment itself,
+    machine to machine: needs `client_id` and `client_secret_env` or `private_key_env`)."""
+    private_key_env: str | None = None
+    """`client_credentials` with `private_key_jwt` (RFC 7523): the variable holding the PEM private key."""
+    assertion_alg: str | None = None
+    """The `private_key_jwt` signing algorithm; by default from the key (RS256, ES256, ES384, ES512, EdDSA)."""

@@ -10,7 +10,13 @@ Order:
 3. the root well-known URL (`/.well-known/oauth-protected-resource`).
 Then for the first authorization server it lists, RFC 8414 §3.1 / OIDC Discovery in the spec's order
 (path-inserted OAuth, path-inserted OIDC, path-appended OIDC; or for a bare origin OAuth then OIDC),
-checking `issuer` (RFC 8414 §3.3) and refusing a server that does not list `S256`.
+checking `issuer` exactly (RFC 8414 §3.3) and refusing a server that does not list `S256`. A
+2025-03-26 server that publishes no metadata at all gets that spec's default endpoints at its origin
+(`/authorize`, `/token`, `/register`).
+
+authlib builds the RFC 8414 well-known URLs (`get_well_known_url`) and validates the metadata
+(`AuthorizationServerMetadata`); every URL is held to the TLS rule (`_transport.require_secure`)
+before it is fetched or used.
 """
 
 from __future__ import annotations
@@ -22,8 +28,11 @@ from urllib.parse import urlsplit, urlunsplit
 import cachetools
 import httpx2
 import pydantic
+from authlib.oauth2.rfc8414 import AuthorizationServerMetadata, get_well_known_url
 
 from ._exceptions import DiscoveryError, PkceUnsupported
+from ._text import printable
+from ._transport import insecure_transport_allowed, require_secure
 
 __all__ = [
     "Challenge",
@@ -83,6 +92,8 @@ class _AsmWire(pydantic.BaseModel):
     code_challenge_methods_supported: list[str] | None = None
     client_id_metadata_document_supported: bool = False
     authorization_response_iss_parameter_supported: bool = False
+    grant_types_supported: list[str] | None = None
+    token_endpoint_auth_signing_alg_values_supported: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,7 @@ class ServerMetadata:
     client_id_metadata_document_supported: bool
     iss_parameter_supported: bool
     url: str
+    """Where it was read; empty for the 2025-03-26 default endpoints."""
 
 
 def _origin(url: str) -> str:
@@ -134,27 +146,66 @@ def resource_metadata_urls(resource_url: str, challenge: Challenge | None) -> li
 
 def server_metadata_urls(issuer: str) -> list[str]:
     """Where to look for authorization server metadata, in the MCP spec's order (RFC 8414 §3.1, OIDC)."""
-    origin, path = _origin(issuer), _path(issuer)
-    if path:
-        return [
-            f"{origin}/.well-known/oauth-authorization-server{path}",
-            f"{origin}/.well-known/openid-configuration{path}",
-            f"{origin}{path}/.well-known/openid-configuration",
-        ]
-    return [f"{origin}/.well-known/oauth-authorization-server", f"{origin}/.well-known/openid-configuration"]
+    oauth = get_well_known_url(issuer, external=True)
+    oidc_inserted = get_well_known_url(issuer, external=True, suffix="openid-configuration")
+    if _path(issuer):
+        return [oauth, oidc_inserted, f"{issuer.rstrip('/')}/.well-known/openid-configuration"]
+    return [oauth, oidc_inserted]
 
 
-def resource_matches(advertised: str, resource_url: str) -> bool:
-    """RFC 9728 §3.3 / RFC 8707: the metadata's `resource` must be this URL or a parent of it on one origin."""
+def resource_matches(advertised: str, resource_url: str, metadata_url: str = "") -> bool:
+    """RFC 9728 §3.3: the metadata's `resource` must be the resource identifier its well-known URL was
+    derived from: this very URL (scheme and host compared without case, an empty path as `/`), or,
+    for metadata read at the origin's root well-known URL, the origin itself. Any other parent path
+    is another resource."""
     a, r = urlsplit(advertised), urlsplit(resource_url)
     if (a.scheme.lower(), a.netloc.lower()) != (r.scheme.lower(), r.netloc.lower()):
         return False
-    base, path = a.path.rstrip("/"), r.path.rstrip("/")
-    return path == base or path.startswith(base + "/")
+    if (a.path or "/", a.query) == (r.path or "/", r.query):
+        return True
+    at_root = metadata_url == f"{_origin(resource_url)}/.well-known/oauth-protected-resource"
+    return at_root and a.path in ("", "/") and not a.query
 
 
-def _same_issuer(found: str, expected: str) -> bool:
-    return found == expected or found.rstrip("/") == expected.rstrip("/")
+def fallback_metadata(issuer: str) -> ServerMetadata:
+    """2025-03-26 "Fallbacks for Servers without Metadata Discovery": the default endpoints at the origin."""
+    origin = _origin(issuer)
+    return ServerMetadata(
+        issuer=origin,
+        authorization_endpoint=require_secure(f"{origin}/authorize", "authorization endpoint"),
+        token_endpoint=require_secure(f"{origin}/token", "token endpoint"),
+        registration_endpoint=f"{origin}/register",
+        revocation_endpoint=None,
+        scopes_supported=None,
+        token_endpoint_auth_methods_supported=("client_secret_basic",),
+        client_id_metadata_document_supported=False,
+        iss_parameter_supported=False,
+        url="",
+    )
+
+
+_RFC8414_CHECKS = (
+    "validate_issuer",
+    "validate_authorization_endpoint",
+    "validate_token_endpoint",
+    "validate_registration_endpoint",
+    "validate_revocation_endpoint",
+    "validate_scopes_supported",
+    "validate_token_endpoint_auth_methods_supported",
+    "validate_code_challenge_methods_supported",
+)
+
+
+def _validate_rfc8414(data: dict[str, object], url: str) -> None:
+    """authlib's RFC 8414 field checks; our TLS rule (already applied) decides about http."""
+    metadata = AuthorizationServerMetadata(data)
+    for check in _RFC8414_CHECKS:
+        try:
+            getattr(metadata, check)()
+        except ValueError as exc:
+            if "https" in str(exc) and insecure_transport_allowed():
+                continue
+            raise DiscoveryError(f"the authorization server metadata at {url} is not valid: {printable(exc)}") from None
 
 
 class Discovery:
@@ -184,11 +235,13 @@ class Discovery:
             except pydantic.ValidationError:
                 problems.append(f"{url} is not protected resource metadata")
                 continue
-            if not resource_matches(wire.resource, resource_url):
+            if not resource_matches(wire.resource, resource_url, url):
                 raise DiscoveryError(
-                    f"the protected resource metadata at {url} is for {wire.resource}, not {resource_url}; "
-                    "refusing to authorize for a different resource"
+                    f"the protected resource metadata at {url} is for {printable(wire.resource)}, not "
+                    f"{resource_url}; refusing to authorize for a different resource"
                 )
+            for server in wire.authorization_servers:
+                require_secure(server, "authorization server")
             found = ResourceMetadata(
                 resource=wire.resource,
                 authorization_servers=tuple(wire.authorization_servers),
@@ -202,11 +255,12 @@ class Discovery:
         return None
 
     async def server_metadata(self, issuer: str, *, legacy: bool = False) -> ServerMetadata:
-        """The authorization server's metadata; raises `DiscoveryError` / `PkceUnsupported`.
+        """The authorization server's metadata; raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`.
 
         `legacy`: a 2025-03-26 server without resource metadata, whose authorization server is found
         at its origin; its metadata may name another issuer (e.g. `<origin>/oauth`), so the RFC 8414
-        §3.3 equality check does not apply. S256 is still required.
+        §3.3 equality check does not apply, and when it publishes no metadata at all (every URL
+        answers 404) its default endpoints are used. S256 is still required where metadata exists.
         """
         cached = self._cache.get(("asm", issuer, ""))
         if isinstance(cached, ServerMetadata):
@@ -221,14 +275,21 @@ class Discovery:
             except pydantic.ValidationError:
                 problems.append(f"{url} is not authorization server metadata")
                 continue
-            if not legacy and not _same_issuer(wire.issuer, issuer):
+            if not legacy and wire.issuer != issuer:
                 raise DiscoveryError(
-                    f"the metadata at {url} names the issuer {wire.issuer}, not {issuer} (RFC 8414 §3.3); "
-                    "refusing a server that does not identify as itself"
+                    f"the metadata at {url} names the issuer {printable(wire.issuer)}, not {issuer} (RFC 8414 "
+                    "§3.3); refusing a server that does not identify as itself"
                 )
+            for name in ("issuer", "authorization_endpoint", "token_endpoint"):
+                require_secure(getattr(wire, name), name.replace("_", " "))
+            for name in ("registration_endpoint", "revocation_endpoint"):
+                if getattr(wire, name):
+                    require_secure(getattr(wire, name), name.replace("_", " "))
+            _validate_rfc8414(data, url)  # pyright: ignore[reportArgumentType]
             if "S256" not in (wire.code_challenge_methods_supported or []):
                 raise PkceUnsupported(
-                    f"the authorization server {issuer} does not list S256 in code_challenge_methods_supported; "
+                    f"the authorization server {printable(issuer)} does not list S256 in "
+                    "code_challenge_methods_supported; "
                     "the MCP authorization spec requires PKCE with S256, so this client refuses it"
                 )
             found = ServerMetadata(
@@ -247,10 +308,15 @@ class Discovery:
             )
             self._cache[("asm", issuer, "")] = found
             return found
+        if legacy and problems and all(p.endswith("HTTP 404") for p in problems):
+            found = fallback_metadata(issuer)
+            self._cache[("asm", issuer, "")] = found
+            return found
         detail = f": {'; '.join(problems)}" if problems else ""
         raise DiscoveryError(f"found no authorization server metadata for {issuer}{detail}")
 
     async def _get_json(self, url: str, problems: list[str]) -> object | None:
+        require_secure(url, "metadata URL")
         try:
             response = await self._http.get(url, headers={"Accept": "application/json"})
         except httpx2.HTTPError as exc:

@@ -1,6 +1,7 @@
 """Errors of the oauth package: one root, a wire code on each class, a message that is one sentence.
 
     OAuthError                       oauth_error
+    ├── InsecureTransport            insecure_transport    plain http outside loopback (refused unsent)
     ├── DiscoveryError               discovery_failed      no usable resource / authorization server metadata
     │   └── PkceUnsupported          pkce_unsupported      the server does not list S256 (MCP auth spec: refuse)
     ├── RegistrationError            registration_failed   RFC 7591 registration refused or unusable
@@ -10,7 +11,8 @@
     │   ├── AuthorizationDenied      access_denied         the user or the server refused (error=... on the redirect)
     │   └── LoginTimeout             login_timeout         no redirect arrived in time
     ├── TokenError                   token_request_failed  the token endpoint refused or answered garbage
-    │   └── InvalidGrant             invalid_grant         the code or refresh token was rejected
+    │   ├── InvalidGrant             invalid_grant         the code or refresh token was rejected
+    │   └── InvalidClient            invalid_client        the server no longer knows (or accepts) this client
     ├── LoginRequired                login_required        no usable tokens; the fix is `agent-sdk mcp oauth NAME`
     ├── InsufficientScope            insufficient_scope    step-up authorization did not satisfy the server
     └── StoreError                   store_error           a token store failed
@@ -27,7 +29,9 @@ __all__ = [
     "AuthorizationDenied",
     "AuthorizationError",
     "DiscoveryError",
+    "InsecureTransport",
     "InsufficientScope",
+    "InvalidClient",
     "InvalidGrant",
     "IssuerMismatch",
     "KeyringUnavailable",
@@ -47,6 +51,12 @@ class OAuthError(Exception):
     """Root of the oauth package's errors; `str(exc)` is the sentence a user sees."""
 
     error = "oauth_error"
+
+
+class InsecureTransport(OAuthError):
+    """A URL this client would send OAuth traffic to is plain http outside loopback; refused before any request."""
+
+    error = "insecure_transport"
 
 
 class DiscoveryError(OAuthError):
@@ -107,6 +117,12 @@ class InvalidGrant(TokenError):
     """The authorization code or refresh token was rejected (`invalid_grant`)."""
 
     error = "invalid_grant"
+
+
+class InvalidClient(TokenError):
+    """The token endpoint refused the client itself (`invalid_client`): a forgotten or revoked registration."""
+
+    error = "invalid_client"
 
 
 class LoginRequired(OAuthError):

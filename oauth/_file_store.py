@@ -1,6 +1,9 @@
 """`FileTokenStore`: `<state_root>/mcp-auth.json`, mode 0600, atomic replace, file locks across processes.
 
-Layout: `{"version": 1, "grants": {"<connection>": {"<resource URL>": <Grant.to_json()>}}}`.
+Layout: `{"version": 1, "grants": {"<connection>": {"<resource URL>": <Grant.to_json()>}}}`. A grant
+moved to the deployment store with `--store` leaves a *pointer* in its place,
+`{"version": 1, "home": "keyring" | "redis", "home_name": "<store name>"}`, never its tokens: one
+grant, one home (`LocalStore` reads through the pointer).
 Two lock files sit beside it: `mcp-auth.json.lock` guards each read-modify-write (held for
 milliseconds), and `mcp-auth.<digest>.refresh.lock` per key is the refresh single-flight lock (held
 across a token request).
@@ -58,9 +61,34 @@ class FileTokenStore:
         return None
 
     async def load(self, key: StoreKey) -> Grant | None:
+        record = await self._record(key)
+        if record is None:
+            return None
+        pointer = _pointer(record)
+        if pointer is not None:
+            raise StoreError(
+                f"the grant for {key} lives in {pointer[1]} (moved there with --store); {self.name} only points "
+                "there, so read it through `oauth.LocalStore`"
+            )
+        return Grant.from_json(record, self.name)
+
+    async def home_of(self, key: StoreKey) -> tuple[str, str] | None:
+        """`(kind, store name)` when `key` was moved to a deployment store (`keyring` or `redis`), else None."""
+        record = await self._record(key)
+        return None if record is None else _pointer(record)
+
+    async def point_to(self, key: StoreKey, kind: str, name: str) -> None:
+        """Replace whatever is held for `key` by a pointer to the deployment store `kind` named `name`."""
+
+        def write(data: dict[str, dict[str, Any]]) -> bool:
+            data.setdefault(key.connection, {})[key.resource] = {"version": 1, "home": kind, "home_name": name}
+            return True
+
+        await self._run(lambda: self._modify(write))
+
+    async def _record(self, key: StoreKey) -> object | None:
         data = await self._run(self._read_all)
-        record = data.get(key.connection, {}).get(key.resource)
-        return None if record is None else Grant.from_json(record, self.name)
+        return data.get(key.connection, {}).get(key.resource)
 
     async def save(self, grant: Grant) -> None:
         def write(data: dict[str, dict[str, Any]]) -> bool:
@@ -158,3 +186,11 @@ class FileTokenStore:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
+
+
+def _pointer(record: object) -> tuple[str, str] | None:
+    if isinstance(record, dict) and "home" in record:
+        kind, name = record.get("home"), record.get("home_name")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(kind, str) and isinstance(name, str):
+            return kind, name
+    return None

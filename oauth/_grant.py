@@ -34,12 +34,17 @@ class ClientRegistration:
 
     client_id: str
     client_secret: Secret | None = None
+    """The client secret, or for `private_key_jwt` the PEM private key (such a client is never stored)."""
     token_endpoint_auth_method: str = "none"
-    """`none`, `client_secret_basic` or `client_secret_post`."""
+    """`none`, `client_secret_basic`, `client_secret_post` or (client credentials only) `private_key_jwt`."""
     source: str = "dynamic"
     """`configured` (OAuthConfig), `metadata_document` (a client ID metadata URL) or `dynamic` (RFC 7591)."""
     redirect_uri: str | None = None
     """The loopback redirect registered with RFC 7591 (its port is reused when free)."""
+    audience: str | None = None
+    """`private_key_jwt`: the assertion's `aud` (the issuer). Not persisted."""
+    assertion_alg: str | None = None
+    """`private_key_jwt`: the signing algorithm (ES256, RS256, ...). Not persisted."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +80,20 @@ class Grant:
     """The RFC 8707 `resource` value sent to the authorization server (the PRM `resource`)."""
     revocation_endpoint: str | None = None
     updated_at: float = field(default_factory=time.time)
+    dead: str | None = None
+    """Why the server refused this grant (`invalid_grant`, `invalid_client`); None while it is alive.
+    A dead grant keeps no tokens: nothing is spent twice, and the next step is a new login."""
 
     def with_tokens(self, tokens: TokenSet | None) -> Grant:
-        """A copy holding `tokens`, stamped now."""
-        return replace(self, tokens=tokens, updated_at=time.time())
+        """A copy holding `tokens` (alive again), stamped now."""
+        return replace(self, tokens=tokens, dead=None, updated_at=time.time())
+
+    def killed(self, reason: str) -> Grant:
+        """A copy marked dead for `reason` (the server's error code), without tokens, stamped now."""
+        return replace(self, tokens=None, dead=reason, updated_at=time.time())
 
     def __repr__(self) -> str:
-        state = "tokens" if self.tokens else "registration only"
+        state = f"dead ({self.dead})" if self.dead else "tokens" if self.tokens else "registration only"
         return f"Grant({self.key!s}, issuer={self.issuer!r}, client_id={self.client.client_id!r}, {state})"
 
     def to_json(self) -> dict[str, Any]:
@@ -97,6 +109,7 @@ class Grant:
             "token_endpoint": self.token_endpoint,
             "revocation_endpoint": self.revocation_endpoint,
             "updated_at": self.updated_at,
+            "dead": self.dead,
             "client": {
                 "client_id": client.client_id,
                 "client_secret": client.client_secret.reveal() if client.client_secret else None,
@@ -162,6 +175,7 @@ class Grant:
                 resource_indicator=_str(record.get("resource_indicator", "")),
                 revocation_endpoint=_opt_str(record.get("revocation_endpoint")),
                 updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
+                dead=_opt_str(record.get("dead")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(

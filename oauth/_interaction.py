@@ -8,6 +8,7 @@ headless follower).
 from __future__ import annotations
 
 import sys
+import threading
 import webbrowser
 from collections.abc import Callable
 from html.parser import HTMLParser
@@ -15,11 +16,14 @@ from typing import Protocol, TextIO
 from urllib.parse import urljoin
 
 import anyio
+import anyio.from_thread
+import anyio.lowlevel
 import anyio.to_thread
 import httpx2
 
 from ._callback import CallbackListener, parse_redirect
 from ._exceptions import AuthorizationError, OAuthError
+from ._text import printable
 
 __all__ = ["Interaction", "follow_redirects", "open_browser", "print_url"]
 
@@ -39,7 +43,8 @@ def open_browser(out: TextIO | None = None, opener: Callable[[str], bool] = webb
 
     async def interact(authorization_url: str, listener: CallbackListener) -> None:
         stream = out or sys.stderr
-        _say(stream, f"Opening your browser to log in. If it does not open, visit:\n\n  {authorization_url}\n")
+        shown = printable(authorization_url, 8000)
+        _say(stream, f"Opening your browser to log in. If it does not open, visit:\n\n  {shown}\n")
         opened = await anyio.to_thread.run_sync(opener, authorization_url)
         if not opened:
             _say(stream, "No browser could be opened; open the URL above yourself.")
@@ -53,14 +58,14 @@ def print_url(out: TextIO | None = None, stdin: TextIO | None = None) -> Interac
 
     async def interact(authorization_url: str, listener: CallbackListener) -> None:
         stream, source = out or sys.stderr, stdin or sys.stdin
-        _say(stream, f"Open this URL in a browser and log in:\n\n  {authorization_url}\n")
+        _say(stream, f"Open this URL in a browser and log in:\n\n  {printable(authorization_url, 8000)}\n")
         _say(
             stream,
             f"Waiting for the redirect to {listener.redirect_uri} (Ctrl-C to cancel). If the browser runs on "
             "another machine, paste the URL it ended on here and press Enter:",
         )
         while True:
-            line = await anyio.to_thread.run_sync(source.readline, abandon_on_cancel=True)
+            line = await _read_line(source)
             if not line:  # stdin closed: keep waiting for the listener only
                 return
             if not line.strip():
@@ -72,6 +77,29 @@ def print_url(out: TextIO | None = None, stdin: TextIO | None = None) -> Interac
                 _say(stream, f"{exc}; paste the whole URL from the browser's address bar.")
 
     return interact
+
+
+async def _read_line(source: TextIO) -> str:
+    """One line from `source`, read in a *daemon* thread: a login that ends (success, error, timeout,
+    Ctrl-C) while nobody types must not keep the process alive until Enter or end of input, which a
+    worker thread blocked in `readline` would (the interpreter joins non-daemon threads at exit)."""
+    done = anyio.Event()
+    box: list[str] = []
+    token = anyio.lowlevel.current_token()
+
+    def read() -> None:
+        try:
+            box.append(source.readline())
+        except (OSError, ValueError):
+            box.append("")
+        try:
+            anyio.from_thread.run_sync(done.set, token=token)
+        except RuntimeError:
+            pass  # the event loop is gone: the login ended while this thread waited for input
+
+    threading.Thread(target=read, name="agent-sdk-oauth-stdin", daemon=True).start()
+    await done.wait()
+    return box[0]
 
 
 class _Forms(HTMLParser):
@@ -134,7 +162,7 @@ async def _follow(
                 continue
             if response.status_code != 200:
                 raise AuthorizationError(
-                    f"the authorization server answered HTTP {response.status_code} at {url.split('?')[0]} "
+                    f"the authorization server answered HTTP {response.status_code} at {printable(url.split('?')[0])} "
                     "during the non-interactive login"
                 )
             parser = _Forms()
@@ -142,7 +170,7 @@ async def _follow(
             form = next((f for f in parser.forms if f[1] == "post"), None)
             if form is None:
                 raise AuthorizationError(
-                    f"the page at {url.split('?')[0]} has no form the non-interactive login can submit; "
+                    f"the page at {printable(url.split('?')[0])} has no form the non-interactive login can submit; "
                     "log in with a browser instead (drop --non-interactive)"
                 )
             action, _, fields = form

@@ -2,14 +2,18 @@
 
 Names: service `agent-sdk` (override with `service=`), one entry per grant with the user name
 `mcp-oauth:<connection>:<resource URL>` holding `Grant.to_json()` as JSON, and an index entry
-`mcp-oauth:index` listing the keys held (keyring has no listing call). The cross-process refresh lock
-is a file lock under `lock_dir` (default: `<tmp>/agent-sdk-keyring-locks`).
+`mcp-oauth:index` listing the keys held (keyring has no listing call). The cross-process locks (one
+per grant for refresh, one for the index's read-modify-write) are file locks, mode 0600, in `lock_dir`:
+default `$XDG_RUNTIME_DIR/agent-sdk-keyring-locks`, else `<tmp>/agent-sdk-keyring-locks-<uid>`, a
+0700 folder that must belong to this user (a folder someone else made is refused, not used).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
+import stat
 import tempfile
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
@@ -48,9 +52,12 @@ def entry_name(key: StoreKey) -> str:
 class KeyringTokenStore:
     """Grants in the OS keyring via `keyring`; raises `KeyringUnavailable` when there is no backend."""
 
-    def __init__(self, *, service: str = SERVICE, lock_dir: Path | str | None = None) -> None:
+    def __init__(
+        self, *, service: str = SERVICE, lock_dir: Path | str | None = None, lock_timeout: float = 60.0
+    ) -> None:
         self._service = service
-        self._lock_dir = Path(lock_dir) if lock_dir else Path(tempfile.gettempdir()) / "agent-sdk-keyring-locks"
+        self._lock_dir = Path(lock_dir) if lock_dir else _default_lock_dir()
+        self._lock_timeout = lock_timeout
         self._locks = KeyLocks()
 
     @property
@@ -86,21 +93,24 @@ class KeyringTokenStore:
         value = json.dumps(grant.to_json())
 
         def write(backend: keyring.backend.KeyringBackend) -> None:
-            backend.set_password(self._service, entry_name(grant.key), value)
-            index = self._read_index(backend)
-            if [grant.key.connection, grant.key.resource] not in index:
-                index.append([grant.key.connection, grant.key.resource])
-                backend.set_password(self._service, INDEX, json.dumps(sorted(index)))
+            # One writer at a time: the index is a read-modify-write, and file backends rewrite one file.
+            with self._file_lock("index"):
+                backend.set_password(self._service, entry_name(grant.key), value)
+                index = self._read_index(backend)
+                if [grant.key.connection, grant.key.resource] not in index:
+                    index.append([grant.key.connection, grant.key.resource])
+                    backend.set_password(self._service, INDEX, json.dumps(sorted(index)))
 
         await self._call(write)
 
     async def delete(self, key: StoreKey) -> bool:
         def remove(backend: keyring.backend.KeyringBackend) -> bool:
-            existed = backend.get_password(self._service, entry_name(key)) is not None
-            if existed:
-                backend.delete_password(self._service, entry_name(key))
-            index = [item for item in self._read_index(backend) if item != [key.connection, key.resource]]
-            backend.set_password(self._service, INDEX, json.dumps(index))
+            with self._file_lock("index"):
+                existed = backend.get_password(self._service, entry_name(key)) is not None
+                if existed:
+                    backend.delete_password(self._service, entry_name(key))
+                index = [item for item in self._read_index(backend) if item != [key.connection, key.resource]]
+                backend.set_password(self._service, INDEX, json.dumps(index))
             return existed
 
         return await self._call(remove)
@@ -113,13 +123,32 @@ class KeyringTokenStore:
     async def lock(self, key: StoreKey) -> AsyncGenerator[None]:
         digest = hashlib.sha256(f"{self._service}\0{key.connection}\0{key.resource}".encode()).hexdigest()[:16]
         async with self._locks.hold(key):
-            self._lock_dir.mkdir(parents=True, exist_ok=True)
-            lock = filelock.FileLock(self._lock_dir / f"{digest}.lock", thread_local=False, is_singleton=False)
-            await anyio.to_thread.run_sync(lock.acquire)
+            lock = await anyio.to_thread.run_sync(self._file_lock, digest)
+            try:
+                await anyio.to_thread.run_sync(lock.acquire)
+            except filelock.Timeout:
+                raise StoreError(f"timed out waiting for the refresh lock of {key} in {self._lock_dir}") from None
             try:
                 yield
             finally:
                 await anyio.to_thread.run_sync(lock.release)
+
+    def _file_lock(self, name: str) -> filelock.FileLock:
+        """A lock file in the private lock folder (made 0700 and checked to be ours first)."""
+        folder = self._lock_dir
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            info = folder.lstat()
+        except OSError as exc:
+            raise StoreError(f"cannot use the keyring lock folder {folder}: {exc.strerror or exc}") from None
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or stat.S_IMODE(info.st_mode) & 0o077:
+            raise StoreError(
+                f"the keyring lock folder {folder} is not a private folder of this user (it must be a 0700 "
+                "directory you own); remove it or pass another lock_dir"
+            )
+        return filelock.FileLock(
+            folder / f"{name}.lock", timeout=self._lock_timeout, mode=0o600, thread_local=False, is_singleton=False
+        )
 
     def _read_index(self, backend: keyring.backend.KeyringBackend) -> list[list[str]]:
         raw = backend.get_password(self._service, INDEX)
@@ -147,8 +176,17 @@ class KeyringTokenStore:
             return await anyio.to_thread.run_sync(run)
         except keyring.errors.NoKeyringError:
             raise KeyringUnavailable(NO_BACKEND) from None
+        except filelock.Timeout:
+            raise StoreError(f"timed out waiting for the index lock of the {self.name} in {self._lock_dir}") from None
         except keyring.errors.KeyringError as exc:
             raise StoreError(f"the {self.name} refused the operation ({type(exc).__name__})") from None
+
+
+def _default_lock_dir() -> Path:
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime:
+        return Path(runtime) / "agent-sdk-keyring-locks"
+    return Path(tempfile.gettempdir()) / f"agent-sdk-keyring-locks-{os.getuid()}"
 
 
 def _is_fail_backend(backend: keyring.backend.KeyringBackend) -> bool:

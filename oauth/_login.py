@@ -11,11 +11,12 @@ import hmac
 import os
 import socket
 from collections.abc import Callable, Sequence
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 import httpx2
 from authlib.common.security import generate_token
+from authlib.oauth2.rfc6749.parameters import prepare_grant_uri
 from authlib.oauth2.rfc7636 import create_s256_code_challenge
 
 from ._callback import CallbackListener, loopback_listener
@@ -23,6 +24,7 @@ from ._config import OAuthConfig
 from ._discovery import Challenge, Discovery, ResourceMetadata, ServerMetadata, parse_www_authenticate
 from ._exceptions import (
     AuthorizationDenied,
+    InvalidClient,
     IssuerMismatch,
     LoginTimeout,
     OAuthError,
@@ -34,7 +36,9 @@ from ._interaction import Interaction
 from ._registration import register_client
 from ._secret import Secret
 from ._store import TokenStore
+from ._text import printable
 from ._tokens import exchange_code
+from ._transport import require_secure
 
 __all__ = ["login", "probe_challenge"]
 
@@ -42,7 +46,10 @@ Status = Callable[[str], None]
 
 
 async def probe_challenge(http: httpx2.AsyncClient, resource_url: str) -> Challenge | None:
-    """POST an MCP `ping` without credentials and read the 401's `WWW-Authenticate` (None if not a 401)."""
+    """POST an MCP `ping` without credentials and read the 401's `WWW-Authenticate` (None if not a 401).
+
+    Raises `InsecureTransport` (before any request) for a plain-http URL outside loopback."""
+    require_secure(resource_url, "MCP server URL")
     try:
         response = await http.post(
             resource_url,
@@ -105,6 +112,9 @@ def _port_of(uri: str | None) -> int:
     port = urlsplit(uri).port or 0
     if port:
         with socket.socket() as probe:
+            # The listener binds with SO_REUSEADDR; so must the probe, or the last login's TIME_WAIT
+            # sockets make a free port look taken and the redirect URI changes between logins.
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             try:
                 probe.bind(("127.0.0.1", port))
             except OSError:
@@ -125,22 +135,21 @@ def check_redirect(params: dict[str, str], state: str, asm: ServerMetadata) -> s
             "this request (a stale tab or a forged redirect), so nothing was saved; run the login again"
         )
     iss = params.get("iss")
+    issuer = printable(asm.issuer)
     if iss is not None and iss != asm.issuer:
         raise IssuerMismatch(
-            f"the login redirect says it came from {iss[:200]}, but this login went to {asm.issuer} (RFC 9207); "
+            f"the login redirect says it came from {printable(iss)}, but this login went to {issuer} (RFC 9207); "
             "refusing it as a possible mix-up attack"
         )
     if iss is None and asm.iss_parameter_supported:
-        raise IssuerMismatch(
-            f"the login redirect has no iss although {asm.issuer} promises one (RFC 9207); refusing it"
-        )
+        raise IssuerMismatch(f"the login redirect has no iss although {issuer} promises one (RFC 9207); refusing it")
     if "error" in params:
-        code = params["error"][:60]
-        description = params.get("error_description", "")[:200]
+        code = printable(params["error"], 60)
+        description = printable(params.get("error_description", ""))
         detail = f": {description}" if description else ""
         if code == "access_denied":
-            raise AuthorizationDenied(f"the authorization was denied at {asm.issuer} (access_denied{detail})")
-        raise AuthorizationDenied(f"the authorization server {asm.issuer} refused the login ({code}{detail})")
+            raise AuthorizationDenied(f"the authorization was denied at {issuer} (access_denied{detail})")
+        raise AuthorizationDenied(f"the authorization server {issuer} refused the login ({code}{detail})")
     code = params.get("code")
     if not code:
         raise AuthorizationDenied("the login redirect carried neither a code nor an error")
@@ -160,11 +169,16 @@ async def login(
     login_timeout: float = 300.0,
     discovery: Discovery | None = None,
     status: Status | None = None,
+    verify_client: bool = False,
 ) -> Grant:
     """Run the whole authorization-code + PKCE login for one connection and save the result in `store`.
 
-    Raises `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StateMismatch`, `IssuerMismatch`,
-    `AuthorizationDenied`, `LoginTimeout`, `TokenError`, `StoreError` (all `OAuthError`).
+    `verify_client`: before sending a person to the authorization page with a stored registration,
+    check (one GET, no redirects followed) that the server still knows the client; when it answers
+    400/401 the registration is dropped and the client registers again (the CLI sets this).
+
+    Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StateMismatch`,
+    `IssuerMismatch`, `AuthorizationDenied`, `LoginTimeout`, `TokenError`, `StoreError` (all `OAuthError`).
     """
     say: Status = status or (lambda _text: None)
     owned = http is None
@@ -179,59 +193,97 @@ async def login(
         resource = prm.resource if prm else resource_url
         key = StoreKey(connection, resource_url)
         previous = await store.load(key)
-        say(f"Authorization server: {asm.issuer}")
+        say(f"Authorization server: {printable(asm.issuer)}")
 
         client = configured_client(config, asm)
         if client is None and config.client_metadata_url and asm.client_id_metadata_document_supported:
             client = ClientRegistration(config.client_metadata_url, None, "none", source="metadata_document")
+        reused = False
         if client is None and previous is not None and previous.issuer == asm.issuer:
-            if previous.client.source == "dynamic":
-                client = previous.client
+            # A registration the server refused (invalid_client) is never reused: register again once.
+            if previous.client.source == "dynamic" and previous.dead != "invalid_client":
+                client, reused = previous.client, True
         port = config.redirect_port or _port_of(client.redirect_uri if client else None)
 
         async with loopback_listener(port) as listener:
+            verifier = generate_token(64)
+            state = generate_token(32)
+            listener.expect(state)
+            scope = choose_scopes(scopes, challenge, prm, config)
+            if reused and verify_client and client is not None:
+                if not await _client_known(
+                    client_http, _authorization_url(asm, client, listener, state, verifier, resource, scope, config)
+                ):
+                    known = f"{printable(asm.issuer)} no longer knows client {printable(client.client_id)}"
+                    say(f"{known}; registering again")
+                    client = None
             if client is None:
                 client = await register_client(client_http, asm, listener.redirect_uri, config)
-                say(f"Registered client {client.client_id} with {asm.issuer}")
+                say(f"Registered client {printable(client.client_id)} with {printable(asm.issuer)}")
                 # Persist the registration at once: a login that fails later still reuses this client.
                 await store.save(
                     Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
                 )
-            verifier = generate_token(64)
-            state = generate_token(32)
-            params: dict[str, str] = {
-                "response_type": "code",
-                "client_id": client.client_id,
-                "redirect_uri": listener.redirect_uri,
-                "state": state,
-                "code_challenge": create_s256_code_challenge(verifier),
-                "code_challenge_method": "S256",
-                "resource": resource,
-            }
-            scope = choose_scopes(scopes, challenge, prm, config)
-            if scope:
-                params["scope"] = scope
-            params.update(config.extra_authorize_params)
-            separator = "&" if "?" in asm.authorization_endpoint else "?"
-            url = f"{asm.authorization_endpoint}{separator}{urlencode(params)}"
+            url = _authorization_url(asm, client, listener, state, verifier, resource, scope, config)
             redirect = await _await_redirect(url, listener, interaction, login_timeout)
 
         code = check_redirect(redirect, state, asm)
-        tokens = await exchange_code(
-            client_http,
-            asm.token_endpoint,
-            client,
-            code=code,
-            redirect_uri=listener.redirect_uri,
-            code_verifier=verifier,
-            resource=resource,
-        )
+        try:
+            tokens = await exchange_code(
+                client_http,
+                asm.token_endpoint,
+                client,
+                code=code,
+                redirect_uri=listener.redirect_uri,
+                code_verifier=verifier,
+                resource=resource,
+            )
+        except InvalidClient:
+            dropped = Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
+            await store.save(dropped.killed(InvalidClient.error))  # the next login registers again
+            raise
         grant = Grant(key, asm.issuer, asm.token_endpoint, client, tokens, resource, asm.revocation_endpoint)
         await store.save(grant)
         return grant
     finally:
         if owned:
             await client_http.aclose()
+
+
+def _authorization_url(
+    asm: ServerMetadata,
+    client: ClientRegistration,
+    listener: CallbackListener,
+    state: str,
+    verifier: str,
+    resource: str,
+    scope: str | None,
+    config: OAuthConfig,
+) -> str:
+    """The authorization request (authlib's `prepare_grant_uri`): PKCE S256, state, RFC 8707 resource."""
+    return prepare_grant_uri(
+        require_secure(asm.authorization_endpoint, "authorization endpoint"),
+        client.client_id,
+        "code",
+        redirect_uri=listener.redirect_uri,
+        scope=scope,
+        state=state,
+        code_challenge=create_s256_code_challenge(verifier),
+        code_challenge_method="S256",
+        resource=resource,
+        **config.extra_authorize_params,
+    )
+
+
+async def _client_known(http: httpx2.AsyncClient, url: str) -> bool:
+    """False when the authorization endpoint refuses the request outright (400/401: an unknown client
+    or an unregistered redirect URI, RFC 6749 §4.1.2.1); anything else (a redirect, a login page) is a
+    known client. Only the status is read; nothing is followed."""
+    try:
+        response = await http.get(url, follow_redirects=False)
+    except httpx2.HTTPError:
+        return True  # unreachable now: the browser will say so, not a registration problem
+    return response.status_code not in (400, 401)
 
 
 async def _await_redirect(

@@ -1,69 +1,19 @@
-"""Operations on stored grants for the CLI and operators: status, logout (RFC 7009), copy between stores."""
+"""Operations on stored grants for the CLI and operators: status and logout (RFC 7009)."""
 
 from __future__ import annotations
 
-import os
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx2
 
 from ._exceptions import OAuthError
 from ._grant import Grant, StoreKey
-from ._keyring_store import KeyringTokenStore
-from ._redis_store import RedisTokenStore
 from ._store import TokenStore
+from ._text import printable
 from ._tokens import revoke
 
-__all__ = ["GrantStatus", "LogoutResult", "deployment_store", "grant_status", "logout", "serving_store"]
-
-SECRETS_URL_ENV = "AGENT_SDK_SECRETS_URL"
-TOKEN_STORE_ENV = "AGENT_SDK_TOKEN_STORE"
-
-
-def deployment_store(environ: Mapping[str, str] | None = None) -> TokenStore:
-    """The deployment secret store for `--store`: Redis when `AGENT_SDK_SECRETS_URL=redis://...`, else the keyring.
-
-    Raises `StoreError` for a URL that is not Redis.
-    """
-    env = os.environ if environ is None else environ
-    url = env.get(SECRETS_URL_ENV, "").strip()
-    if not url:
-        return KeyringTokenStore()
-    if url.startswith(("redis://", "rediss://", "unix://")):
-        return RedisTokenStore(url)
-    from ._exceptions import StoreError
-
-    raise StoreError(f"{SECRETS_URL_ENV} must be a redis://, rediss:// or unix:// URL")
-
-
-def serving_store(state_root: Path | str, environ: Mapping[str, str] | None = None) -> TokenStore:
-    """The store a serving gateway reads tokens from (and writes rotated refresh tokens back to).
-
-    `AGENT_SDK_TOKEN_STORE=file|keyring|redis` chooses; unset, it is Redis when
-    `AGENT_SDK_SECRETS_URL` is set (replicas share one store) and otherwise the local
-    `mcp-auth.json` under `state_root` (what `agent-sdk mcp oauth` writes).
-
-    Raises `StoreError` for an unknown choice or a Redis choice without a Redis URL.
-    """
-    from ._exceptions import StoreError
-    from ._file_store import FileTokenStore
-
-    env = os.environ if environ is None else environ
-    choice = env.get(TOKEN_STORE_ENV, "").strip().lower()
-    if not choice:
-        choice = "redis" if env.get(SECRETS_URL_ENV, "").strip() else "file"
-    if choice == "file":
-        return FileTokenStore(state_root)
-    if choice == "keyring":
-        return KeyringTokenStore()
-    if choice == "redis":
-        if not env.get(SECRETS_URL_ENV, "").strip():
-            raise StoreError(f"{TOKEN_STORE_ENV}=redis needs {SECRETS_URL_ENV}=redis://host:port/db")
-        return deployment_store(env)
-    raise StoreError(f"{TOKEN_STORE_ENV} must be file, keyring or redis, got {choice[:20]!r}")
+__all__ = ["GrantStatus", "LogoutResult", "grant_status", "logout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,10 +28,16 @@ class GrantStatus:
     has_refresh_token: bool
     expires_in: float | None
     scope: str | None
+    dead: str | None = None
 
     def lines(self) -> list[str]:
-        """Human-readable lines."""
-        if not self.has_access_token:
+        """Human-readable lines (server-given text made printable)."""
+        if self.dead:
+            state = (
+                f"dead: the authorization server refused it ({self.dead}); log in again with "
+                f"`agent-sdk mcp oauth {self.key.connection}`"
+            )
+        elif not self.has_access_token:
             state = "registered, not logged in"
         elif self.expires_in is None:
             state = "logged in (no expiry given)"
@@ -91,12 +47,12 @@ class GrantStatus:
             state = "access token expired" + ("; will refresh on next use" if self.has_refresh_token else "")
         return [
             f"connection: {self.key.connection}",
-            f"resource: {self.key.resource}",
-            f"authorization server: {self.issuer}",
-            f"client: {self.client_id} ({self.client_source})",
+            f"resource: {printable(self.key.resource, 500)}",
+            f"authorization server: {printable(self.issuer, 500)}",
+            f"client: {printable(self.client_id)} ({self.client_source})",
             f"state: {state}",
             f"refresh token: {'yes' if self.has_refresh_token else 'no'}",
-            f"scope: {self.scope or '(none)'}",
+            f"scope: {printable(self.scope or '(none)', 500)}",
         ]
 
 
@@ -113,24 +69,36 @@ def grant_status(grant: Grant, now: float | None = None) -> GrantStatus:
         has_refresh_token=bool(tokens and tokens.refresh_token),
         expires_in=(tokens.expires_at - current) if tokens and tokens.expires_at is not None else None,
         scope=tokens.scope if tokens else None,
+        dead=grant.dead,
     )
 
 
 @dataclass(frozen=True, slots=True)
 class LogoutResult:
-    """What `logout` did."""
+    """What `logout` did, for a truthful sentence."""
 
     deleted: bool
     revoked: int
     revocation_supported: bool
     revocation_error: str | None = None
+    had_tokens: bool = False
+    """False when there was nothing to revoke (registration only, or a dead grant)."""
+
+    @property
+    def revoked_at_server(self) -> bool:
+        """True when the server confirmed the refresh token (and with it the grant) is revoked."""
+        return self.had_tokens and self.revocation_supported and self.revocation_error is None and self.revoked > 0
 
 
 async def logout(store: TokenStore, key: StoreKey, *, http: httpx2.AsyncClient | None = None) -> LogoutResult:
-    """Revoke the tokens where the server supports RFC 7009, then delete the grant (even if revocation failed)."""
+    """Revoke the tokens where the server supports RFC 7009, then delete the grant.
+
+    The grant is deleted even when revocation fails (the user asked to forget it); `revocation_error`
+    then says why, so the caller can say the refresh token may still be valid at the server.
+    """
     grant = await store.load(key)
     if grant is None:
-        return LogoutResult(deleted=False, revoked=0, revocation_supported=False)
+        return LogoutResult(deleted=await store.delete(key), revoked=0, revocation_supported=False)
     revoked, error = 0, None
     supported = grant.revocation_endpoint is not None
     if grant.tokens is not None and grant.revocation_endpoint is not None:
@@ -143,4 +111,10 @@ async def logout(store: TokenStore, key: StoreKey, *, http: httpx2.AsyncClient |
             if http is None:
                 await client.aclose()
     deleted = await store.delete(key)
-    return LogoutResult(deleted=deleted, revoked=revoked, revocation_supported=supported, revocation_error=error)
+    return LogoutResult(
+        deleted=deleted,
+        revoked=revoked,
+        revocation_supported=supported,
+        revocation_error=error,
+        had_tokens=grant.tokens is not None,
+    )

@@ -4,6 +4,9 @@ Keys (prefix `agent-sdk:` by default): `agent-sdk:mcp-oauth:<connection>:<resour
 `Grant.to_json()` as JSON; the set `agent-sdk:mcp-oauth:index` lists them; the refresh single-flight
 lock is a Redis lock (`SET NX PX` with a token, released by compare-and-delete) at
 `agent-sdk:mcp-oauth-lock:<connection>:<resource URL>`, with a TTL so a crashed replica cannot wedge it.
+The TTL (120 s) is twice the longest a refresh may take under it (`ConnectionAuth` bounds the whole
+token request to 60 s), so a slow token endpoint cannot outlive the lock and let a second replica
+spend the same refresh token.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ class RedisTokenStore:
     """Grants in Redis; `lock()` is a Redis lock, so replicas on different hosts refresh once."""
 
     def __init__(
-        self, url: str, *, prefix: str = "agent-sdk:", lock_ttl: float = 30.0, lock_wait: float = 60.0
+        self, url: str, *, prefix: str = "agent-sdk:", lock_ttl: float = 120.0, lock_wait: float = 90.0
     ) -> None:
         try:
             import redis.asyncio as redis_asyncio

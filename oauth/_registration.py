@@ -12,6 +12,8 @@ from ._discovery import ServerMetadata
 from ._exceptions import RegistrationError
 from ._grant import ClientRegistration
 from ._secret import Secret
+from ._text import printable
+from ._transport import require_secure
 
 __all__ = ["register_client"]
 
@@ -26,10 +28,11 @@ class _RegistrationWire(pydantic.BaseModel):
 async def register_client(
     http: httpx2.AsyncClient, asm: ServerMetadata, redirect_uri: str, config: OAuthConfig
 ) -> ClientRegistration:
-    """Register this client; raises `RegistrationError` when the server cannot or will not."""
+    """Register this client; raises `RegistrationError` when the server cannot or will not, and
+    `InsecureTransport` (before sending) for a plain-http endpoint outside loopback."""
     if asm.registration_endpoint is None:
         raise RegistrationError(
-            f"{asm.issuer} does not offer dynamic client registration; register a client there and set "
+            f"{printable(asm.issuer)} does not offer dynamic client registration; register a client there and set "
             "OAuthConfig(client_id=..., client_secret_env=...) in the connection definition"
         )
     body: dict[str, Any] = {
@@ -42,6 +45,7 @@ async def register_client(
         # stored registration survives the next login picking another free port.
         "application_type": "native",
     }
+    require_secure(asm.registration_endpoint, "registration endpoint")
     try:
         response = await http.post(asm.registration_endpoint, json=body, headers={"Accept": "application/json"})
     except httpx2.HTTPError as exc:
@@ -53,7 +57,7 @@ async def register_client(
     if response.status_code not in (200, 201):
         code = data.get("error") if isinstance(data, dict) else None
         described = data.get("error_description") if isinstance(data, dict) else None
-        detail = f": {str(code)[:60]}" + (f" ({str(described)[:200]})" if described else "") if code else ""
+        detail = f": {printable(code, 60)}" + (f" ({printable(described)})" if described else "") if code else ""
         raise RegistrationError(
             f"{asm.registration_endpoint} refused the registration with HTTP {response.status_code}{detail}"
         )
@@ -71,7 +75,9 @@ async def register_client(
     else:
         method = "none"
     if method not in ("none", "client_secret_basic", "client_secret_post"):
-        raise RegistrationError(f"{asm.issuer} assigned the unsupported token endpoint auth method {method[:40]!r}")
+        raise RegistrationError(
+            f"{printable(asm.issuer)} assigned the unsupported token endpoint auth method {printable(method, 40)!r}"
+        )
     return ClientRegistration(
         client_id=wire.client_id,
         client_secret=Secret(wire.client_secret) if wire.client_secret else None,

@@ -20,7 +20,7 @@ import anyio
 import mcp.types as mt
 
 from connections import Broker, ConnectionDefinition, ConnectionsError, Project, shown_command, shown_url
-from oauth import FileTokenStore, OAuthError
+from oauth import LocalStore, OAuthError
 
 from ..errors import CliError
 from ._common import add_project_args, state_root_of
@@ -144,7 +144,8 @@ def _run(project: Project, args: argparse.Namespace, operation: Callable[[Broker
         _quiet_sdk_logs()
 
     async def main() -> _T:
-        async with Broker(project, token_store=FileTokenStore(state_root_of(args))) as broker:
+        # The local path, reading through to the deployment store for grants moved there with --store.
+        async with LocalStore(state_root_of(args)) as store, Broker(project, token_store=store) as broker:
             return await operation(broker)
 
     try:

@@ -1,14 +1,16 @@
 """`agent-sdk mcp oauth NAME [--store | --status | --logout]`: PKCE login for an oauth connection.
 
 A thin layer over the `oauth` package: find the connection in the project, pick the interaction
-(browser, `--no-browser`, `--non-interactive`), log in, save to `<state root>/mcp-auth.json`, and with
-`--store` upsert the grant into the deployment secret store (OS keyring, or Redis when
-`AGENT_SDK_SECRETS_URL=redis://...`). Every failure is a `CliError` sentence; tokens are never printed.
+(browser, `--no-browser`, `--non-interactive`), log in and save the grant in its one home:
+`<state root>/mcp-auth.json`, or with `--store` the deployment secret store (OS keyring, or Redis when
+`AGENT_SDK_SECRETS_URL=redis://...`), leaving only a pointer in `mcp-auth.json`. Every failure is a
+`CliError` sentence; tokens are never printed, and server text passes through `oauth.printable`.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from pathlib import Path
@@ -18,12 +20,14 @@ import anyio
 
 from connections import ConnectionDefinition, ProjectError, load_project
 from oauth import (
-    FileTokenStore,
     Interaction,
+    LocalStore,
+    LogoutResult,
     OAuthConfig,
     OAuthError,
     StoreKey,
     TokenStore,
+    check_store,
     deployment_store,
     follow_redirects,
     grant_status,
@@ -31,7 +35,9 @@ from oauth import (
     logout,
     open_browser,
     print_url,
+    printable,
 )
+from oauth._transport import INSECURE_ENV, insecure_transport_allowed
 
 from ..errors import CliError
 from ._common import add_project_args, state_root_of
@@ -51,15 +57,18 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
     )
     parser.add_argument("name", help="the connection name (its file name in mcp-connections/ or host-connections/)")
     add_project_args(parser)
-    action = parser.add_mutually_exclusive_group()
-    action.add_argument(
+    parser.add_argument(
         "--store",
         action="store_true",
-        help="also upsert the tokens into the deployment secret store: the OS keyring, or Redis when "
-        "AGENT_SDK_SECRETS_URL=redis://... is set",
+        help="keep the grant in the deployment secret store (the OS keyring, or Redis when "
+        "AGENT_SDK_SECRETS_URL=redis://... is set) instead of mcp-auth.json, which then points there; "
+        "with --logout, also delete it from that store",
     )
+    action = parser.add_mutually_exclusive_group()
     action.add_argument("--status", action="store_true", help="show what is stored for the connection (no tokens)")
-    action.add_argument("--logout", action="store_true", help="revoke the tokens where supported, then delete them")
+    action.add_argument(
+        "--logout", action="store_true", help="revoke the tokens where supported, then delete every copy"
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--no-browser",
@@ -77,11 +86,27 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
     )
     parser.add_argument(
         "--timeout",
-        type=float,
-        default=float(os.environ.get("AGENT_SDK_OAUTH_TIMEOUT", "300")),
+        type=_seconds,
+        default=os.environ.get("AGENT_SDK_OAUTH_TIMEOUT", "300"),
         help="seconds to wait for the login redirect (default 300, $AGENT_SDK_OAUTH_TIMEOUT)",
     )
     parser.set_defaults(func=run)
+
+
+MAX_TIMEOUT = 86400.0
+
+
+def _seconds(text: str) -> float:
+    """`--timeout`: a finite number of seconds above 0 and at most a day."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_TIMEOUT:g}, got {printable(text, 40)!r}"
+        )
+    return value
 
 
 def find_oauth_connection(directory: Path, name: str) -> tuple[ConnectionDefinition, str, OAuthConfig]:
@@ -124,42 +149,93 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, url: str, config: OAuthConfig, state_root: Path) -> int:
-    local = FileTokenStore(state_root)
-    key = StoreKey(args.name, url)
-    if args.status:
-        grant = await local.load(key)
-        if grant is None:
-            print(f"{args.name}: not logged in (nothing in {local.name}); run `agent-sdk mcp oauth {args.name}`")
-            return 1
-        print("\n".join([*grant_status(grant).lines(), f"stored in: {local.name}"]))
-        return 0
-    if args.logout:
-        result = await logout(local, key)
-        if not result.deleted:
-            print(f"{args.name}: nothing stored in {local.name}")
-            return 0
-        revoked = (
-            f"revoked {result.revoked} token(s)"
-            if result.revocation_supported and result.revocation_error is None
-            else "the server offers no revocation (RFC 7009)"
-            if not result.revocation_supported
-            else f"revocation failed ({result.revocation_error})"
-        )
-        print(f"{args.name}: logged out; {revoked}; deleted from {local.name}")
-        return 0
+    if insecure_transport_allowed():
+        print(f"warning: {INSECURE_ENV} is set: OAuth may use plain http outside loopback", file=sys.stderr)
+    async with LocalStore(state_root) as local:
+        key = StoreKey(args.name, url)
+        if args.status:
+            return await _status(local, key)
+        if args.logout:
+            return await _logout(local, key, args.store)
+        return await _login(args, url, config, local, key)
 
-    def status(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
 
-    grant = await login(
-        args.name, url, config, local, interaction=_interaction(args), login_timeout=args.timeout, status=status
-    )
-    print(f"{args.name}: logged in to {grant.issuer}; tokens saved to {local.name}")
-    if args.store:
-        target: TokenStore = deployment_store()
+async def _status(local: LocalStore, key: StoreKey) -> int:
+    home = await local.home(key)
+    grant = await home.load(key)
+    if grant is None:
+        print(f"{key.connection}: not logged in (nothing in {local.name}); run `agent-sdk mcp oauth {key.connection}`")
+        return 1
+    print("\n".join([*grant_status(grant).lines(), f"stored in: {home.name}"]))
+    return 1 if grant.dead else 0
+
+
+async def _logout(local: LocalStore, key: StoreKey, everywhere: bool) -> int:
+    results: list[tuple[str, LogoutResult]] = [(local.name, await logout(local, key))]
+    if everywhere:
+        target = deployment_store()
         try:
-            await target.save(grant)
+            results.append((target.name, await logout(target, key)))
         finally:
             await target.aclose()
-        print(f"{args.name}: tokens also stored in {target.name} (entry mcp-oauth:{args.name}:{url})")
-    return 0
+    name = key.connection
+    deleted = [where for where, result in results if result.deleted]
+    if not deleted:
+        print(f"{name}: nothing stored in {' or '.join(where for where, _ in results)}")
+        return 0
+    failed = [result.revocation_error for _, result in results if result.revocation_error]
+    revoked = any(result.revoked_at_server for _, result in results)
+    unsupported = any(result.had_tokens and not result.revocation_supported for _, result in results)
+    if failed:
+        said = (
+            f"revocation FAILED ({printable(failed[0], 300)}), so the refresh token may still be valid at the "
+            "server until it expires; revoke it there"
+        )
+    elif revoked:
+        said = "revoked at the authorization server"
+    elif unsupported:
+        said = "the server offers no revocation (RFC 7009), so the refresh token stays valid there until it expires"
+    else:
+        said = "there were no live tokens to revoke"
+    print(f"{name}: logged out; {said}; deleted from {', '.join(deleted)}")
+    return 1 if failed else 0
+
+
+async def _login(args: argparse.Namespace, url: str, config: OAuthConfig, local: LocalStore, key: StoreKey) -> int:
+    if config.grant == "client_credentials":
+        raise CliError(
+            f"connection {args.name!r} logs in as the deployment itself (grant='client_credentials'), so there is "
+            f"nothing to log in to here; `agent-sdk mcp tools {args.name}` checks its credentials"
+        )
+    # Reach the store the grant will live in before anyone opens a browser: a bad
+    # AGENT_SDK_SECRETS_URL, Redis down or no keyring is a sentence now, not after the login.
+    target: TokenStore | None = deployment_store() if args.store else None
+    try:
+        home = target if target is not None else await local.home(key)
+        await check_store(home)
+
+        def status(text: str) -> None:
+            print(text, file=sys.stderr, flush=True)
+
+        grant = await login(
+            args.name,
+            url,
+            config,
+            home,
+            interaction=_interaction(args),
+            login_timeout=args.timeout,
+            status=status,
+            verify_client=True,
+        )
+        issuer = printable(grant.issuer)
+        if target is not None:
+            await local.move_to(target, grant)
+            print(
+                f"{args.name}: logged in to {issuer}; the grant lives in {target.name} only ({local.name} points there)"
+            )
+        else:
+            print(f"{args.name}: logged in to {issuer}; tokens saved to {home.name}")
+        return 0
+    finally:
+        if target is not None:
+            await target.aclose()

@@ -22,12 +22,27 @@ from connections import RedactingFilter
 from oauth import OAuthError, serving_store
 
 from ..errors import CliError
+from ..http_protocol import HttpLimits, limited_protocol
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ._common import add_project_args, state_root_of
 from .project import load
 
 __all__ = ["register", "serve", "settings_from_args"]
+
+
+_LIMIT_FLAGS: tuple[tuple[str, type, str, str, str], ...] = (
+    ("--timeout-keep-alive", float, "S", "close a connection idle this long, a fresh one included (default 5)",
+     "AGENT_SDK_TIMEOUT_KEEP_ALIVE"),
+    ("--timeout-header", float, "S", "a request head must arrive within S of its first byte (default 10)",
+     "AGENT_SDK_TIMEOUT_HEADER"),
+    ("--timeout-body", float, "S", "a request body must arrive within S of its head (default 30)",
+     "AGENT_SDK_TIMEOUT_BODY"),
+    ("--max-header-bytes", int, "N", "a larger request head is 431 (default 65536)", "AGENT_SDK_MAX_HEADER_BYTES"),
+    ("--max-connections", int, "N", "connections past N get 503 and are closed (default 1000)",
+     "AGENT_SDK_MAX_CONNECTIONS"),
+)  # fmt: skip
+"""The connection-limit flags: flag, type, metavar, help, variable (`ServeSettings` reads the variables)."""
 
 
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
@@ -71,6 +86,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         help="send every pooled tools/call through the MCP SDK's HTTP transport (debugging); "
         "or $AGENT_SDK_FAST_CALLS=0",
     )
+    p.add_argument(
+        "--trusted-proxy",
+        action="append",
+        default=None,
+        metavar="ADDR",
+        help="a reverse proxy (address or CIDR, repeatable) whose X-Forwarded-For/Forwarded name the client; "
+        "needs --bearer-token; or $AGENT_SDK_TRUSTED_PROXY (comma-separated)",
+    )
+    limits = p.add_argument_group("connection limits (docs/http-api.md)")
+    for flag, kind, metavar, text, var in _LIMIT_FLAGS:
+        limits.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"{text}; or ${var}")
     p.set_defaults(func=serve)
 
 
@@ -88,6 +114,12 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             hub=args.hub,
             access_log=args.access_log,
             fast_calls=args.fast_calls,
+            trusted_proxies=tuple(args.trusted_proxy) if args.trusted_proxy else None,
+            idle_timeout_s=args.timeout_keep_alive,
+            header_timeout_s=args.timeout_header,
+            body_timeout_s=args.timeout_body,
+            max_header_bytes=args.max_header_bytes,
+            max_connections=args.max_connections,
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -122,6 +154,11 @@ def serve(args: argparse.Namespace) -> int:
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
+    if settings.trusted_proxies and settings.auth_mode != "bearer":
+        raise CliError(
+            "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
+            "use, and a gateway behind a proxy must authenticate its callers"
+        )
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
         serving_store(settings.state_root)
@@ -140,8 +177,19 @@ def serve(args: argparse.Namespace) -> int:
     print(
         f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
     )
+    limits = HttpLimits(
+        idle_timeout=settings.idle_timeout_s,
+        header_timeout=settings.header_timeout_s,
+        body_timeout=settings.body_timeout_s,
+        max_header_bytes=settings.max_header_bytes,
+        max_connections=settings.max_connections,
+        peer_uids=settings.auth_mode == "loopback-strict",
+    )
     config = uvicorn.Config(
         app,
+        http=limited_protocol(limits),  # uvicorn's httptools protocol plus head/body/idle timeouts and caps
+        timeout_keep_alive=settings.idle_timeout_s,  # type: ignore[arg-type]  # call_later takes seconds as a float
+        h11_max_incomplete_event_size=settings.max_header_bytes,
         host=settings.host,
         port=settings.port,
         log_level="info",

@@ -1,13 +1,10 @@
-"""Who may use the console's actions, and the same-origin rule its routes add to the auth chain.
+"""Who may act from the console.
 
-The auth chain (`auth_chain.py`) admits the request and names its principal first. The console adds:
-
-- an `Origin`, when a browser sends one, must be this server's own origin (`http://<Host>`): a page on
-  another loopback port is a different origin and gets 403 `forbidden_origin`;
-- an action (a POST) must be `Content-Type: application/json`, so a plain HTML form on another site
-  cannot send one without a CORS preflight (415 `unsupported_media_type` otherwise);
-- an action needs an operator: a principal the chain admitted as `loopback` or `bearer`. An
-  `--allow-anonymous` principal may look, never act (403 `operator_required`).
+The request guard (`auth_chain.RequestGuard`) already refuses a foreign `Origin` (403) and a body
+that is not JSON (415) on every route, and the auth chain admits the request and names its
+principal. The console adds one rule: an action (restart, login, a tool run through `/v1/tools`)
+needs an operator, a principal the chain admitted as `loopback` or `bearer`. An `--allow-anonymous`
+principal may look, never act (403 `operator_required`).
 """
 
 from __future__ import annotations
@@ -17,12 +14,7 @@ from starlette.requests import Request
 from ..errors import ApiError
 from ..runtime import principal_of
 
-__all__ = ["NotOperator", "OriginRefused", "UnsupportedMediaType", "check_action", "check_origin", "is_operator"]
-
-
-class OriginRefused(ApiError):
-    status = 403
-    code = "forbidden_origin"
+__all__ = ["NotOperator", "is_operator", "require_operator"]
 
 
 class NotOperator(ApiError):
@@ -30,31 +22,12 @@ class NotOperator(ApiError):
     code = "operator_required"
 
 
-class UnsupportedMediaType(ApiError):
-    status = 415
-    code = "unsupported_media_type"
-
-
 def is_operator(request: Request) -> bool:
     """Loopback and bearer principals are operators (docs/console.md); anonymous is not."""
     return principal_of(request).kind in ("loopback", "bearer")
 
 
-def check_origin(request: Request) -> None:
-    """Raises `OriginRefused` when a sent `Origin` is not this server's own origin."""
-    origin = request.headers.get("origin")
-    if origin is None:
-        return
-    host = request.headers.get("host", "")
-    if origin.lower() not in (f"http://{host}".lower(), f"https://{host}".lower()):
-        raise OriginRefused("the console's routes answer only to pages of this server's own origin")
-
-
-def check_action(request: Request) -> None:
-    """Raises `OriginRefused`, `UnsupportedMediaType` or `NotOperator` for a console action (a POST)."""
-    check_origin(request)
-    media = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    if media != "application/json":
-        raise UnsupportedMediaType("send the action with Content-Type: application/json")
+def require_operator(request: Request) -> None:
+    """Raises `NotOperator` unless the chain admitted an operator."""
     if not is_operator(request):
         raise NotOperator("only an operator (a loopback or bearer principal) may act from the console")

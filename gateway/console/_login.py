@@ -32,7 +32,7 @@ from oauth._tokens import exchange_code
 from ..errors import ApiError, InvalidRequest
 from ..http_json import error_response
 from ..runtime import runtime_of
-from ._guard import check_action
+from ._guard import require_operator
 from ._pages import CSP
 from ._services import ConsoleServices, PendingLogin, console_of
 from ._status import ConnectionNotFound
@@ -55,7 +55,7 @@ def _redirect_uri(request: Request) -> str:
 async def start_login(request: Request) -> Response:
     name = request.path_params["name"]
     try:
-        check_action(request)
+        require_operator(request)
         runtime = runtime_of(request)
         defn = runtime.project.connections.get(name)
         if defn is None:

@@ -13,9 +13,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ..http_json import error_response
-from ._guard import OriginRefused, check_origin
-
 __all__ = ["CSP", "SHELL_PATHS", "page_routes"]
 
 CSP = (
@@ -49,11 +46,7 @@ def page_routes() -> list[Route]:
     def serve(name: str) -> Callable[[Request], Awaitable[Response]]:
         body, headers = bodies[name], _headers(_TYPES[name])
 
-        async def endpoint(request: Request) -> Response:
-            try:
-                check_origin(request)
-            except OriginRefused as exc:
-                return error_response(exc)
+        async def endpoint(_request: Request) -> Response:
             return Response(body, headers=headers)
 
         return endpoint

@@ -17,6 +17,7 @@ import anyio
 
 from connections import ConnectionsError, SessionInfo, Toolset
 
+from .._asgi import JsonRefused, loads_bounded
 from ._events import FinalText, MessageDelta, ToolCalled, ToolReturned, TurnEvent, Usage
 
 __all__ = ["DeterministicRunner", "RunnerError"]
@@ -63,9 +64,9 @@ class DeterministicRunner:
     async def _call(self, toolset: Toolset, name: str, arg_text: str) -> AsyncIterator[TurnEvent]:
         call_id = f"call_{uuid.uuid4().hex[:12]}"
         try:
-            arguments = json.loads(arg_text)
-        except json.JSONDecodeError as exc:
-            raise RunnerError(f"call {name}: the input is not JSON ({exc.msg})") from None
+            arguments = loads_bounded(arg_text)
+        except JsonRefused as exc:
+            raise RunnerError(f"call {name}: {exc}") from None
         if not isinstance(arguments, dict):
             raise RunnerError(f"call {name}: the input must be a JSON object")
         tool = toolset.get(name)

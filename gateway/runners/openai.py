@@ -22,6 +22,7 @@ from pydantic import SecretStr
 
 from connections import ConnectionsError, SessionInfo, Toolset
 
+from .._asgi import loads_bounded
 from ._events import FinalText, MessageDelta, ToolCalled, ToolReturned, TurnEvent, Usage
 from .deterministic import RunnerError
 
@@ -141,8 +142,8 @@ class OpenAIRunner:
         function = call.get("function") or {}
         name = str(function.get("name") or "")
         try:
-            arguments = json.loads(function.get("arguments") or "{}")
-        except ValueError:
+            arguments = loads_bounded(function.get("arguments") or "{}")
+        except ValueError:  # JsonRefused too: a model's deep or unencodable arguments are no arguments
             arguments = None
         yield ToolCalled(call_id, name, arguments if isinstance(arguments, dict) else {})
         tool = toolset.get(name)

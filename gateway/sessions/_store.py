@@ -18,6 +18,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from .._asgi import loads_stored
+
 __all__ = ["SESSION_ID", "FileSessionStore", "SessionRecord"]
 
 logger = logging.getLogger("agent_sdk.sessions")
@@ -71,7 +73,7 @@ class FileSessionStore:
             if not SESSION_ID.fullmatch(path.stem):
                 continue
             try:
-                record = SessionRecord(**json.loads(path.read_text(encoding="utf-8")))
+                record = SessionRecord(**loads_stored(path.read_bytes()))
             except (OSError, ValueError, TypeError):
                 logger.warning("skipping unreadable session record %s", path.name)
                 continue
@@ -91,7 +93,7 @@ class FileSessionStore:
         events: list[dict[str, Any]] = []
         for raw in data[:cut].splitlines():
             try:
-                event = json.loads(raw)
+                event = loads_stored(raw)
             except ValueError:
                 continue
             if isinstance(event, dict):

@@ -198,7 +198,7 @@ async def test_cancelling_the_pool_owner_still_stops_every_child(tmp_path: Path)
 @pytest.fixture(scope="module")
 def bad_http() -> Iterator[dict[str, str]]:
     urls: dict[str, str] = {}
-    with _bad("status500", urls), _bad("garbage", urls), _bad("html", urls), _bad("hang", urls):
+    with _bad("status500", urls), _bad("garbage", urls), _bad("html", urls), _bad("hang", urls), _bad("late", urls):
         yield urls
 
 
@@ -244,6 +244,21 @@ async def test_broken_http_upstreams_are_typed_errors(
     assert caught.value.connection == "broken"  # type: ignore[attr-defined]
     for secret in ("header-secret", "query-secret"):
         assert secret not in message and secret not in repr(caught.value)
+
+
+@pytest.mark.parametrize("fast", ["1", "0"])
+async def test_a_garbage_answer_after_an_earlier_405_names_the_status_it_came_with(
+    bad_http: dict[str, str], fast: str
+) -> None:
+    # An earlier answer was a 405; the failing answer itself is a 200 whose body is not JSON.
+    url = bad_http["late"] + f"/mcp{fast}"
+    defn = define_connection(url=url).named("late", None)
+    async with ClientPool({"late": defn}, environ={"AGENT_SDK_FAST_CALLS": fast}) as pool:
+        assert [t.name for t in await pool.list_tools("late")] == ["echo"]
+        with pytest.raises(UpstreamError) as caught:  # 405, then (the pool's one retry) the garbage 200
+            await pool.call_tool("late", "echo", {})
+    message = str(caught.value)
+    assert "not JSON-RPC (HTTP 200)" in message and "405" not in message, message
 
 
 async def test_an_http_upstream_that_refuses_connections_is_unavailable() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import httpx2
 import pytest
 
 from connections import Broker, SessionInfo, TurnBuildError, load_project
+from connections._auth_threads import AUTH_THREADS  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
 from tests.processes import recording_server, running
@@ -225,6 +227,43 @@ async def test_bad_auth_callbacks_fail_the_turn_naming_the_connection(
             await broker.builder.build(session())
     [problem] = caught.value.problems
     assert (problem.connection, problem.code) == ("tenant", code)
+
+
+async def test_a_hanging_sync_auth_callback_keeps_the_thread_count_flat(tmp_path: Path, upstream: str) -> None:
+    release = tmp_path / "release"
+    root = project(
+        tmp_path,
+        {
+            "mcp-connections/tenant.py": f"""
+                import pathlib, time
+                from connections import define_connection
+
+                def auth(session):
+                    while not pathlib.Path({str(release)!r}).exists():  # hangs until the test ends
+                        time.sleep(0.05)
+                    return {{"headers": {{}}}}
+
+                connection = define_connection(
+                    url={upstream + "/mcp"!r}, auth=auth, advertise_tools=True, timeouts={{"auth": 0.2}}
+                )
+            """
+        },
+    )
+    try:
+        async with Broker(load_project(root)) as broker:
+            before = threading.active_count()
+            codes: list[str] = []
+            for _ in range(30):
+                with pytest.raises(TurnBuildError) as caught:
+                    await broker.builder.build(session())
+                [problem] = caught.value.problems
+                codes.append(problem.code)
+            after = threading.active_count()
+        # Each turn failed closed; at most AUTH_THREADS callbacks ever ran at once, the rest were refused.
+        assert after - before <= AUTH_THREADS, (before, after)
+        assert set(codes) == {"auth_timeout", "auth_busy"} and codes[:AUTH_THREADS] == ["auth_timeout"] * AUTH_THREADS
+    finally:
+        release.touch()
 
 
 async def test_rotated_credential_is_live_on_the_next_turn(tmp_path: Path, upstream: str) -> None:

@@ -27,16 +27,24 @@ CIMD_URL = "https://conformance-test.local/client-metadata.json"
 
 
 def config_from_context() -> OAuthConfig:
+    """The scenario's context as a definition would give it: secrets in environment variables."""
     context = json.loads(os.environ.get("MCP_CONFORMANCE_CONTEXT") or "{}")
-    secret_env = None
+    secret_env = key_env = None
     if context.get("client_secret"):
         os.environ["CONFORMANCE_CLIENT_SECRET"] = context["client_secret"]
         secret_env = "CONFORMANCE_CLIENT_SECRET"
+    if context.get("private_key_pem"):
+        os.environ["CONFORMANCE_PRIVATE_KEY"] = context["private_key_pem"]
+        key_env = "CONFORMANCE_PRIVATE_KEY"
+    machine = str(context.get("name", "")).startswith("auth/client-credentials")
     return OAuthConfig(
         client_id=context.get("client_id"),
         client_secret_env=secret_env,
         client_metadata_url=CIMD_URL,
         client_name="agent-sdk conformance client",
+        grant="client_credentials" if machine else "authorization_code",
+        private_key_env=key_env,
+        assertion_alg=context.get("signing_algorithm"),
     )
 
 

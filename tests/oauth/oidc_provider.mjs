@@ -3,13 +3,18 @@
 // refresh-token rotation (a reused refresh token is rejected and revokes the grant), RFC 7009 revocation
 // and the development login/consent pages (devInteractions) that a headless client can post.
 //
-//   node oidc_provider.mjs PORT ACCESS_TOKEN_TTL_SECONDS PATH_TO_OIDC_PROVIDER_PACKAGE_DIR
+//   node oidc_provider.mjs PORT ACCESS_TOKEN_TTL_SECONDS PATH_TO_OIDC_PROVIDER_PACKAGE_DIR [KEY_FILE]
+//
+// Everything (clients, grants) lives in memory: a restart forgets every registration. KEY_FILE keeps
+// the signing key across restarts (written on the first start), so a resource server that cached the
+// JWKS still verifies tokens issued after a restart.
 //
 // (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
 //
 // GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued,
 // registrations, grants revoked).
 import { generateKeyPairSync } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
@@ -19,8 +24,15 @@ const port = Number(process.argv[2]);
 const accessTtl = Number(process.argv[3] || '3600');
 const issuer = `http://127.0.0.1:${port}`;
 
-const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
-const jwk = { ...privateKey.export({ format: 'jwk' }), use: 'sig', alg: 'RS256', kid: 'test-rs256' };
+const keyFile = process.argv[5];
+let jwk;
+if (keyFile && existsSync(keyFile)) {
+  jwk = JSON.parse(readFileSync(keyFile, 'utf8'));
+} else {
+  const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  jwk = { ...privateKey.export({ format: 'jwk' }), use: 'sig', alg: 'RS256', kid: 'test-rs256' };
+  if (keyFile) writeFileSync(keyFile, JSON.stringify(jwk), { mode: 0o600 });
+}
 
 const stats = { grants: {}, errors: {}, codes: 0, registrations: 0, revocations: 0 };
 const bump = (table, key) => { table[key] = (table[key] || 0) + 1; };

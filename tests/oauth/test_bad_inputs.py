@@ -30,7 +30,8 @@ from oauth import (
     follow_redirects,
     login,
 )
-from oauth._exceptions import DiscoveryError, TokenError
+from oauth._exceptions import DiscoveryError, InsecureTransport, TokenError
+from oauth._transport import require_secure
 from tests.peers import ROOT
 
 from .helpers import call_echo
@@ -202,3 +203,86 @@ def test_every_error_class_has_a_wire_code() -> None:
 
     codes = {cls.error for cls in vars(oauth).values() if isinstance(cls, type) and issubclass(cls, OAuthError)}
     assert len(codes) == len([c for c in vars(oauth).values() if isinstance(c, type) and issubclass(c, OAuthError)])
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        ("plain-as", "http://as.example.test/plain-as"),
+        ("plain-prm", "http://metadata.example.test/.well-known/oauth-protected-resource/plain-prm/mcp"),
+        ("plain-token", "http://token.example.test/plain-token/token"),
+    ],
+)
+async def test_plain_http_outside_loopback_is_refused_before_any_request(
+    tmp_path: Path, bad_as: str, mode: str, named: str
+) -> None:
+    # The names do not resolve to this machine: "refused before any request" is the only outcome
+    # that is not a connection error, and no registration or authorization request was made.
+    with pytest.raises(InsecureTransport) as caught:
+        await login(
+            "s", f"{bad_as}/{mode}/mcp", OAuthConfig(), FileTokenStore(tmp_path), interaction=follow_redirects()
+        )
+    text = assert_sentence(caught.value)
+    assert named in text and "https" in text
+    hits = httpx2.get(f"{bad_as}/_hits").json()
+    mine = [path for path in hits if path.startswith(f"/{mode}/")]
+    assert mine == [f"/{mode}/mcp"], hits  # the unauthenticated probe only: no registration, no login
+
+
+def test_the_tls_rule_is_authlibs_loopback_rule_and_its_escape_hatch_is_loud(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    for url in ("https://as.example.com/token", "http://127.0.0.1:9/token", "http://localhost/x", "http://[::1]:8/x"):
+        assert require_secure(url, "token endpoint") == url
+    for url in ("http://as.example.com/token", "http://10.0.0.1/token", "ftp://127.0.0.1/x"):
+        with pytest.raises(InsecureTransport, match="refusing the token endpoint"):
+            require_secure(url, "token endpoint")
+    monkeypatch.setenv("AGENT_SDK_OAUTH_INSECURE_TRANSPORT", "1")
+    with caplog.at_level("WARNING", logger="oauth"):
+        assert require_secure("http://rig.example.test/token", "token endpoint")
+    assert "TLS rule is off" in caplog.text and "http://rig.example.test/token" in caplog.text
+
+
+def test_a_parent_path_resource_and_a_trailing_slash_issuer_are_other_identities() -> None:
+    from oauth._discovery import resource_matches
+
+    url = "https://mcp.example.com/tenant/mcp"
+    assert resource_matches("https://MCP.example.com/tenant/mcp", url)
+    assert not resource_matches("https://mcp.example.com/tenant", url)  # a parent path
+    assert not resource_matches("https://mcp.example.com/", url)  # the origin, from path metadata
+    assert not resource_matches("https://mcp.example.com", url, "https://mcp.example.com/.well-known/x")
+    # RFC 9728 §3.1: metadata at the root well-known URL describes the origin.
+    assert resource_matches(
+        "https://mcp.example.com", url, "https://mcp.example.com/.well-known/oauth-protected-resource"
+    )
+
+
+async def test_an_issuer_differing_by_a_trailing_slash_is_refused(tmp_path: Path, bad_as: str) -> None:
+    from oauth._discovery import Discovery
+
+    async with httpx2.AsyncClient() as http:
+        with pytest.raises(DiscoveryError, match="names the issuer"):
+            await Discovery(http).server_metadata(f"{bad_as}/garbage-token/")
+
+
+async def test_a_bearer_token_is_never_sent_to_a_plain_http_server_outside_loopback(tmp_path: Path) -> None:
+    from oauth import ClientRegistration, Grant, Secret, TokenSet
+
+    url = "http://mcp.example.test/mcp"  # not this machine: a request would be a connection error
+    store = FileTokenStore(tmp_path)
+    tokens = TokenSet(Secret("at-" + "a" * 30), None, "Bearer", None, None, None)
+    await store.save(
+        Grant(
+            StoreKey("s", url),
+            "https://as.example.test",
+            "https://as.example.test/token",
+            ClientRegistration("c"),
+            tokens,
+            url,
+        )
+    )
+    async with connection_auth("s", url, OAuthConfig(), store) as auth, httpx2.AsyncClient(auth=auth) as http:
+        with pytest.raises(
+            InsecureTransport, match=re.escape("refusing the MCP server URL http://mcp.example.test/mcp")
+        ):
+            await http.post(url, json={})

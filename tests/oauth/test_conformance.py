@@ -37,10 +37,21 @@ async def test_conformance_auth_suite_passes_every_scenario() -> None:
     assert done.returncode == 0, summary
 
 
-@pytest.mark.parametrize("scenario", ["auth/resource-mismatch", "auth/2025-03-26-oauth-metadata-backcompat"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "auth/resource-mismatch",
+        "auth/2025-03-26-oauth-metadata-backcompat",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+        "auth/client-credentials-basic",
+        "auth/client-credentials-jwt",
+    ],
+)
 async def test_conformance_scenarios_beyond_the_auth_suite(scenario: str) -> None:
     # resource-mismatch (draft): metadata naming another resource must stop the login before any
     # authorization request. metadata-backcompat: a 2025-03-26 server without resource metadata.
+    # endpoint-fallback: a 2025-03-26 server with no metadata at all (default /authorize, /token,
+    # /register). client-credentials-basic / -jwt: machine-to-machine with a secret or a signed assertion.
     suite = node_module("@modelcontextprotocol", "conformance", "dist", "index.js")
     command = f"{sys.executable} {ROOT / 'tests' / 'oauth' / 'conformance_client.py'}"
     with anyio.fail_after(60):

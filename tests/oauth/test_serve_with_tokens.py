@@ -18,6 +18,10 @@ from .test_cli import agent_sdk, stored_tokens
 
 CLI = Path(sys.executable).parent / "agent-sdk"
 
+# Long enough that the token cannot expire between the login and the calls on a loaded machine:
+# the one refresh this test counts is the one the 401 causes.
+ACCESS_TOKEN_TTL = 60
+
 
 def test_served_oauth_connection_calls_and_refreshes_with_stored_tokens(
     tmp_path: Path, auth_server: AuthServer, resource: ResourceServer

@@ -164,3 +164,65 @@ async def test_redis_lock_excludes_another_replica(redis_url: str) -> None:
     key = StoreKey("docs", "https://mcp.example.com/mcp")
     async with RedisTokenStore(redis_url) as first, RedisTokenStore(redis_url) as second:
         await assert_lock_excludes(first, second, key)
+
+
+async def test_the_keyring_lock_folder_is_private_and_a_shared_one_is_refused(tmp_path: Path) -> None:
+    from oauth import KeyringTokenStore, StoreError
+
+    private = tmp_path / "locks"
+    async with KeyringTokenStore(lock_dir=private).lock(StoreKey("docs", "https://x/mcp")):
+        assert stat.S_IMODE(private.stat().st_mode) == 0o700
+        assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in private.iterdir())
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(StoreError, match="not a private folder"):
+        async with KeyringTokenStore(lock_dir=shared).lock(StoreKey("docs", "https://x/mcp")):
+            pass
+
+
+def test_the_redis_lock_outlives_the_longest_refresh() -> None:
+    from oauth._auth import REFRESH_BUDGET
+
+    store = RedisTokenStore("redis://127.0.0.1:9/0")
+    assert store._lock_ttl >= 2 * REFRESH_BUDGET  # pyright: ignore[reportPrivateUsage]
+
+
+def test_keyring_writers_in_two_processes_lose_no_index_entry(tmp_path: Path) -> None:
+    # Two processes save 15 grants each at once into one keyrings.alt file keyring; the index (a
+    # read-modify-write of one entry) must list all 30 afterwards.
+    script = (
+        "import anyio, sys\n"
+        "sys.path.insert(0, 'tests/oauth')\n"
+        "from test_stores import make_grant\n"
+        "from oauth import KeyringTokenStore\n"
+        "async def main():\n"
+        "    store = KeyringTokenStore(lock_dir=sys.argv[2])\n"
+        "    for i in range(15):\n"
+        "        await store.save(make_grant(f'{sys.argv[1]}-{i}'))\n"
+        "anyio.run(main)\n"
+    )
+    env = {
+        **os.environ,
+        "PYTHON_KEYRING_BACKEND": "keyrings.alt.file.PlaintextKeyring",
+        "XDG_DATA_HOME": str(tmp_path),
+        "PYTHONPATH": str(ROOT),
+    }
+    locks = str(tmp_path / "locks")
+    writers = [
+        subprocess.Popen([sys.executable, "-c", script, name, locks], env=env, cwd=ROOT, stderr=subprocess.PIPE)
+        for name in ("a", "b")
+    ]
+    for writer in writers:
+        _, err = writer.communicate(timeout=120)
+        assert writer.returncode == 0, err.decode()[-2000:]
+    listing = subprocess.run(
+        [sys.executable, "-c", "import anyio, oauth; print(len(anyio.run(oauth.KeyringTokenStore().keys)))"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert listing.stdout.strip() == "30"
