@@ -7,10 +7,12 @@ Screenshots of each state go to `.artifacts/console/` (docs/console.md shows the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+import httpx2
 import pytest
 from playwright.sync_api import Page, Response, expect
 
@@ -18,10 +20,12 @@ from tests.browser import ARTIFACTS, chromium
 from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
 from tests.peers import node_bin
+from tests.processes import running
 
 from .conftest import Served, assert_clean, make_project, serve
 
 SHOTS = ARTIFACTS / "console"
+ATTACKER = Path(__file__).resolve().parent / "console_attacker"
 
 
 def _connection(body: str) -> str:
@@ -120,3 +124,20 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#conn-docs .tools")).to_contain_text("echo")
         page.screenshot(path=str(SHOTS / "5-after-login.png"), full_page=True)
     assert violations == []
+
+
+def test_a_page_on_another_origin_can_neither_read_the_console_data_nor_restart_a_connection(
+    gateway: Served, tmp_path: Path
+) -> None:
+    port = free_port()
+    site = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(ATTACKER)]
+    with httpx2.Client(base_url=gateway.url, timeout=30) as http:
+        opens = next(c["opens"] for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
+        with running(site, port=port, what="the other origin's page"), chromium(tmp_path / "profile") as browser:
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/index.html?gateway={gateway.url}")
+            expect(page.locator("#read")).to_have_text("blocked", timeout=30_000)
+            expect(page.locator("#act")).to_have_text("sent", timeout=30_000)
+        after = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
+    assert after["opens"] == opens  # the no-cors POST reached the gateway and was refused: nothing restarted
+    assert after["state"] == "ready"

@@ -1,0 +1,119 @@
+"""The console's routes refuse what they must, on a real `agent-sdk serve`: no data and no action without
+the chain's credentials, none from a foreign Origin, no action for a non-operator, no login completed by a
+redirect the gateway did not start."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.peers import node_bin
+
+from .conftest import Served, serving
+
+TOKEN = "console-test-token-0123456789"
+
+
+def _everything() -> dict[str, str]:
+    command = str(node_bin("mcp-server-everything"))
+    return {
+        "everything": "from connections import define_connection\n\n"
+        f"connection = define_connection(command={command!r}, args=['stdio'], advertise_tools=True)\n"
+    }
+
+
+@pytest.fixture(scope="module")
+def bearer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory, "console-bearer", _everything(), "--bearer-token", TOKEN) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    with serving(tmp_path_factory, "console-anonymous", _everything(), "--allow-anonymous") as served:
+        yield served
+
+
+def _opens(served: Served) -> int:
+    with served.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        data = http.get("/v1/connections").json()
+    return next(c["opens"] for c in data["connections"] if c["name"] == "everything")
+
+
+def test_without_the_bearer_token_the_console_serves_its_shell_but_no_data_and_no_action(bearer: Served) -> None:
+    with bearer.client() as http:
+        shell = http.get("/")
+        assert shell.status_code == 200
+        assert "script-src 'self'" in shell.headers["content-security-policy"]
+        assert "everything" not in shell.text  # the shell carries no data
+        assert http.get("/v1/connections").status_code == 401
+        assert http.get("/v1/info").status_code == 401
+        opens = _opens(bearer)
+        for path in ("/v1/connections/everything/restart", "/v1/connections/everything/login"):
+            refused = http.post(path, json={})
+            assert refused.status_code == 401, path
+            assert refused.json()["error"] == "unauthorized"
+        wrong = http.post("/v1/connections/everything/restart", json={}, headers={"Authorization": "Bearer nope"})
+        assert wrong.status_code == 401
+    assert _opens(bearer) == opens  # nothing was restarted
+
+
+def test_a_foreign_origin_cannot_read_the_console_data_or_act_even_with_the_token(bearer: Served) -> None:
+    opens = _opens(bearer)
+    authorized = {"Authorization": f"Bearer {TOKEN}"}
+    other_port = f"http://127.0.0.1:{bearer.port + 1}"
+    with bearer.client(headers=authorized) as http:
+        for origin in ("https://evil.example", other_port, "null"):
+            data = http.get("/v1/connections", headers={"Origin": origin})
+            assert data.status_code == 403, origin
+            assert data.json()["error"] == "forbidden_origin"
+            action = http.post("/v1/connections/everything/restart", json={}, headers={"Origin": origin})
+            assert action.status_code == 403, origin
+        # A form post (not JSON) is refused even from the gateway's own origin.
+        form = http.post(
+            "/v1/connections/everything/restart",
+            content=b"a=1",
+            headers={"Origin": bearer.url, "Content-Type": "application/x-www-form-urlencoded"},
+        )
+        assert form.status_code == 415
+        same = http.get("/v1/connections", headers={"Origin": bearer.url})
+        assert same.status_code == 200 and same.json()["operator"] is True
+    assert _opens(bearer) == opens
+
+
+def test_an_operator_restarts_a_connection_and_it_reopens_on_the_next_look(bearer: Served) -> None:
+    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        before = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
+        assert before["state"] == "ready" and before["pid"]
+        done = http.post("/v1/connections/everything/restart", json={})
+        assert done.status_code == 200 and done.json() == {"ok": True, "connection": "everything", "restarted": True}
+        after = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
+        assert after["state"] == "ready"
+        assert after["opens"] == before["opens"] + 1
+        assert after["pid"] != before["pid"]  # a new child process
+        missing = http.post("/v1/connections/nope/restart", json={})
+        assert missing.status_code == 404 and missing.json()["error"] == "unknown_connection"
+        not_oauth = http.post("/v1/connections/everything/login", json={})
+        assert not_oauth.status_code == 400
+        assert "oauth=True" in not_oauth.json()["message"]
+
+
+def test_an_anonymous_principal_may_look_but_not_act(anonymous: Served) -> None:
+    with anonymous.client() as http:
+        look = http.get("/v1/connections")
+        assert look.status_code == 200
+        assert look.json()["operator"] is False and look.json()["principal"] == "anonymous"
+        for path in ("/v1/connections/everything/restart", "/v1/connections/everything/login"):
+            refused = http.post(path, json={})
+            assert refused.status_code == 403, path
+            assert refused.json()["error"] == "operator_required"
+
+
+def test_a_redirect_the_gateway_did_not_start_completes_no_login(bearer: Served) -> None:
+    with bearer.client() as http:
+        forged = http.get("/v1/oauth/callback", params={"code": "stolen", "state": "forged"})
+    assert forged.status_code == 400
+    assert "matches no login started from the console" in forged.text
+    assert "default-src 'none'" in forged.headers["content-security-policy"]
+    assert not (bearer.state_root / "mcp-auth.json").exists()
