@@ -7,6 +7,7 @@ Screenshots of each state go to `.artifacts/console/` (docs/console.md shows the
 
 from __future__ import annotations
 
+import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,11 @@ from playwright.sync_api import Page, Response, expect
 from tests.browser import ARTIFACTS, chromium
 from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
+from tests.oauth.test_cli import stored_tokens
 from tests.peers import node_bin
 from tests.processes import running
 
-from .conftest import Served, assert_clean, make_project, serve
+from .conftest import Served, assert_clean, make_project, serve, serving
 
 SHOTS = ARTIFACTS / "console"
 ATTACKER = Path(__file__).resolve().parent / "console_attacker"
@@ -77,6 +79,7 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
     requests: list[str] = []
     loaded: list[Response] = []
     violations: list[str] = []
+    pages: list[str] = []
     with chromium(tmp_path / "profile") as browser:
         page = browser.new_page()
         page.on("request", lambda r: requests.append(r.url))
@@ -118,12 +121,20 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#login-result")).to_contain_text("docs is logged in", timeout=30_000)
         assert urlsplit(page.url).path == "/v1/oauth/callback"
         page.screenshot(path=str(SHOTS / "4-logged-in.png"))
+        pages.append(page.content())
         page.click("text=Back to the console")
         _state(page, "docs", "ready")
         expect(page.locator("#conn-docs .oauth")).to_contain_text("logged in, expires in")
         expect(page.locator("#conn-docs .tools")).to_contain_text("echo")
         page.screenshot(path=str(SHOTS / "5-after-login.png"), full_page=True)
+        pages.append(page.content())
     assert violations == []
+    # Stored where `serve` reads (its state root's mcp-auth.json, 0600), and never shown on the page.
+    store = gateway.state_root / "mcp-auth.json"
+    assert stat.S_IMODE(store.stat().st_mode) == 0o600
+    tokens = stored_tokens(gateway.state_root)
+    assert len(tokens) == 2  # the access and the refresh token of the one grant
+    assert not any(token in content for token in tokens for content in pages)
 
 
 def test_a_page_on_another_origin_can_neither_read_the_console_data_nor_restart_a_connection(
@@ -141,3 +152,23 @@ def test_a_page_on_another_origin_can_neither_read_the_console_data_nor_restart_
         after = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
     assert after["opens"] == opens  # the no-cors POST reached the gateway and was refused: nothing restarted
     assert after["state"] == "ready"
+
+
+def test_behind_a_bearer_token_the_page_asks_for_it_and_then_shows_the_connections(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
+    token = "console-browser-token-0123456789"
+    everything = str(node_bin("mcp-server-everything"))
+    connections = {"everything": _connection(f"command={everything!r}, args=['stdio'], advertise_tools=True")}
+    with serving(tmp_path_factory, "console-bearer", connections, "--bearer-token", token) as served:
+        with chromium(tmp_path / "profile") as browser:
+            page = browser.new_page()
+            page.goto(f"{served.url}/")
+            expect(page.locator("#token-form")).to_be_visible(timeout=30_000)
+            expect(page.locator("#conn-everything")).to_have_count(0)
+            page.screenshot(path=str(SHOTS / "0-token.png"))
+            page.fill("#token", token)
+            page.click("#token-form button[type='submit']")
+            _state(page, "everything", "ready")
+            expect(page.locator("#who")).to_have_text("you: bearer (operator)")
+            assert token not in page.content()
