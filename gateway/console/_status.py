@@ -4,7 +4,8 @@
 States: `ready` (a session is open), `opening`, `not_opened` (lazy: never used yet), `needs_login`
 (an `oauth=True` connection without usable tokens), `failing` (the last open or operation failed;
 `cause` is the sentence), `paused` (restarts paused after a crash loop). Listing uses the pool's
-listing cache, so a poll costs no upstream round trip while the listing is fresh.
+listing cache, so a poll costs no upstream round trip while the listing is fresh; a connection whose
+last open failed is not retried by looking (a real use or a restart retries it).
 """
 
 from __future__ import annotations
@@ -71,7 +72,10 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     oauth = await _oauth_status(services, defn)
     out["oauth"] = oauth
     error: Exception | None = None
-    if defn.auth is None:
+    before = host.status(defn.name)
+    # Look without hammering: list an open connection (from the cache) or one never tried; one whose
+    # last open failed (or that is paused) keeps its verdict until a real use or a restart retries it.
+    if defn.auth is None and (before.state == "open" or (before.state == "idle" and before.last_error is None)):
         with anyio.move_on_after(_LIST_WAIT):
             try:
                 tools = await host.list_tools(defn.name, use_cache=True)

@@ -5,9 +5,12 @@ redirect the gateway did not start."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
+import httpx2
 import pytest
 
+from tests.conftest import free_port
 from tests.peers import node_bin
 
 from .conftest import Served, serving
@@ -19,7 +22,9 @@ def _everything() -> dict[str, str]:
     command = str(node_bin("mcp-server-everything"))
     return {
         "everything": "from connections import define_connection\n\n"
-        f"connection = define_connection(command={command!r}, args=['stdio'], advertise_tools=True)\n"
+        f"connection = define_connection(command={command!r}, args=['stdio'], advertise_tools=True)\n",
+        "broken": "from connections import define_connection\n\n"
+        f"connection = define_connection(url='http://127.0.0.1:{free_port()}/mcp')\n",
     }
 
 
@@ -117,3 +122,20 @@ def test_a_redirect_the_gateway_did_not_start_completes_no_login(bearer: Served)
     assert "matches no login started from the console" in forged.text
     assert "default-src 'none'" in forged.headers["content-security-policy"]
     assert not (bearer.state_root / "mcp-auth.json").exists()
+
+
+def test_looking_at_a_failing_connection_does_not_retry_it_but_a_restart_does(bearer: Served) -> None:
+    def broken(http: httpx2.Client) -> dict[str, Any]:
+        return next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "broken")
+
+    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        first = broken(http)
+        assert first["state"] == "failing"
+        assert "cannot connect" in first["cause"]
+        for _ in range(3):
+            again = broken(http)
+            assert (again["state"], again["opens"], again["cause"]) == ("failing", first["opens"], first["cause"])
+        assert http.post("/v1/connections/broken/restart", json={}).status_code == 200
+        retried = broken(http)
+        assert retried["state"] == "failing"
+        assert retried["opens"] == first["opens"] + 1
