@@ -11,7 +11,7 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import httpx2
 import pytest
@@ -172,3 +172,21 @@ def test_behind_a_bearer_token_the_page_asks_for_it_and_then_shows_the_connectio
             _state(page, "everything", "ready")
             expect(page.locator("#who")).to_have_text("you: bearer (operator)")
             assert token not in page.content()
+
+
+def test_a_refused_consent_or_a_replayed_redirect_stores_nothing(gateway: Served, auth_server: AuthServer) -> None:
+    before = stored_tokens(gateway.state_root)
+    with httpx2.Client(base_url=gateway.url, timeout=30) as http:
+        started = http.post("/v1/connections/docs/login", json={})
+        assert started.status_code == 200, started.text
+        query = dict(parse_qsl(urlsplit(started.json()["authorizationUrl"]).query))
+        assert query["redirect_uri"] == f"{gateway.url}/v1/oauth/callback"
+        assert query["code_challenge_method"] == "S256"
+        denied = {"error": "access_denied", "state": query["state"], "iss": auth_server.issuer}
+        first = http.get("/v1/oauth/callback", params=denied)
+        assert first.status_code == 400
+        assert "denied" in first.text
+        again = http.get("/v1/oauth/callback", params={**denied, "error": "", "code": "x"})
+        assert again.status_code == 400
+        assert "matches no login started from the console" in again.text  # a state is used once
+    assert stored_tokens(gateway.state_root) == before

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import free_port
 from tests.peers import node_bin
 
-from .conftest import Served, serving
+from .conftest import Served, assert_clean, serving
 
 TOKEN = "console-test-token-0123456789"
 
@@ -25,6 +25,8 @@ def _everything() -> dict[str, str]:
         f"connection = define_connection(command={command!r}, args=['stdio'], advertise_tools=True)\n",
         "broken": "from connections import define_connection\n\n"
         f"connection = define_connection(url='http://127.0.0.1:{free_port()}/mcp')\n",
+        "locked": "from connections import define_connection\n\n"
+        f"connection = define_connection(url='http://127.0.0.1:{free_port()}/mcp', oauth=True)\n",
     }
 
 
@@ -139,3 +141,15 @@ def test_looking_at_a_failing_connection_does_not_retry_it_but_a_restart_does(be
         retried = broken(http)
         assert retried["state"] == "failing"
         assert retried["opens"] == first["opens"] + 1
+
+
+def test_a_login_to_an_unreachable_server_is_one_sentence(bearer: Served) -> None:
+    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+        status = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "locked")
+        assert status["state"] == "needs_login"
+        assert status["oauth"]["loggedIn"] is False
+        failed = http.post("/v1/connections/locked/login", json={})
+    assert failed.status_code == 502
+    assert failed.json()["error"] == "login_failed"
+    assert "cannot reach http://127.0.0.1:" in failed.json()["message"]
+    assert_clean(failed.text)
