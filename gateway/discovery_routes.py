@@ -43,6 +43,8 @@ async def info(request: Request) -> JSONResponse:
             "tools": "/v1/tools",
             "sessions": "/v1/sessions",
             "accountBridge": "/v1/account/{connection}/mcp",
+            "console": "/",
+            "connections": "/v1/connections",
         },
     }
     accounts = getattr(request.state, "accounts", None)

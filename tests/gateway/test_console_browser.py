@@ -95,6 +95,7 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#conn-broken .cause")).to_contain_text("cannot connect")
         expect(page.locator("#conn-everything .tools")).to_contain_text("echo")
         expect(page.locator("#conn-docs .oauth")).to_contain_text("not logged in")
+        expect(page.locator("#about")).to_contain_text("auth loopback-strict")  # from /v1/info
         page.screenshot(path=str(SHOTS / "1-connections.png"), full_page=True)
 
         # The first load: the page, its script and style, then the JSON routes it polls.

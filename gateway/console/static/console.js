@@ -44,10 +44,14 @@ async function post(path, body) {
   return data;
 }
 
-function problem(text) {
+const problems = new Map(); // source -> sentence; a source's next success clears its own
+
+function problem(text, source = "action") {
+  if (text) problems.set(source, text);
+  else problems.delete(source);
   const p = $("problem");
-  p.textContent = text || "";
-  p.hidden = !text;
+  p.textContent = [...problems.values()].join(" · ");
+  p.hidden = problems.size === 0;
 }
 
 // ---- connections ----
@@ -301,17 +305,25 @@ function every(ms, fn) {
     if (stopped) return;
     try {
       await fn();
+      problem("", fn.name);
     } catch (e) {
-      problem(e.message);
+      problem(e.message, fn.name);
     }
     setTimeout(tick, ms);
   };
   tick();
 }
 
+async function showInfo() {
+  const info = await (await api("/v1/info")).json();
+  const r = info.runtime || {};
+  $("about").textContent = `${info.agent ? info.agent.name : ""} · auth ${r.auth || "?"} · runner ${r.runner || "?"} · up since ${r.startedAt || "?"}`;
+}
+
 function start() {
   stopped = false;
   problem("");
+  showInfo().catch((e) => problem(e.message, "showInfo"));
   every(3000, refreshConnections);
   every(5000, refreshMetrics);
   every(5000, refreshSessions);
