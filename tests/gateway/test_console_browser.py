@@ -110,6 +110,20 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#run-result .result-text")).to_have_text("Echo: hello from the console", timeout=30_000)
         page.screenshot(path=str(SHOTS / "2-tool-run.png"), full_page=True)
         page.click("#run-close")
+        # Number fields send numbers; an enum is a list; an image result is shown as an image.
+        page.locator("#conn-everything button.run[data-tool='get-sum']").click()
+        page.fill("#arg-a", "2")
+        page.fill("#arg-b", "3.5")
+        page.click("#run-submit")
+        expect(page.locator("#run-result .result-text")).to_contain_text("5.5", timeout=30_000)
+        page.click("#run-close")
+        page.locator("#conn-everything button.run[data-tool='get-annotated-message']").click()
+        page.select_option("#arg-messageType", label="success")
+        page.check("#arg-includeImage")
+        page.click("#run-submit")
+        expect(page.locator("#run-result img")).to_have_count(1, timeout=30_000)
+        assert page.locator("#run-result img").evaluate("img => img.complete && img.naturalWidth") > 0
+        page.click("#run-close")
 
         # Log in to the OAuth connection: oidc-provider's login and consent pages, then our callback.
         page.locator("#conn-docs button.login").click()
