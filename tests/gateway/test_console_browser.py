@@ -86,6 +86,10 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         page.on("response", lambda r: loaded.append(r))
         page.on("console", lambda m: violations.append(m.text) if "Content Security Policy" in m.text else None)
 
+        with httpx2.Client(base_url=origin, timeout=30) as http:  # the same principal as the browser: loopback
+            started = http.post("/v1/session", json={"message": "hello", "title": "before the login"})
+            assert started.status_code == 200, started.text
+            session_id = started.json()["sessionId"]
         page.goto(f"{origin}/", wait_until="load")
         shell = ("document", "script", "stylesheet")
         first_load = sum(len(r.body()) for r in loaded if r.request.resource_type in shell)
@@ -96,6 +100,10 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#conn-everything .tools")).to_contain_text("echo")
         expect(page.locator("#conn-docs .oauth")).to_contain_text("not logged in")
         expect(page.locator("#about")).to_contain_text("auth loopback-strict")  # from /v1/info
+        expect(page.locator("#sessions")).to_contain_text(session_id, timeout=30_000)
+        # Fail-closed: the turn fails while an advertised connection needs a login, and says why.
+        expect(page.locator("#failures")).to_contain_text("connection 'docs'")
+        expect(page.locator("#failures")).to_contain_text("no valid OAuth tokens")
         page.screenshot(path=str(SHOTS / "1-connections.png"), full_page=True)
 
         # The first load: the page, its script and style, then the JSON routes it polls.
