@@ -48,7 +48,11 @@ class LoginFailed(ApiError):
 
 
 def _redirect_uri(request: Request) -> str:
-    # The exact URI the browser reaches this server at (its Host passed the auth chain's guard).
+    """The callback at the origin the browser sees: its `Origin` (the request guard checked it is this
+    server's own; behind a TLS proxy it says `https`, which the socket cannot), else scheme and `Host`."""
+    origin = request.headers.get("origin")
+    if origin:
+        return f"{origin.rstrip('/')}{CALLBACK_PATH}"
     return f"{request.url.scheme}://{request.headers.get('host', '')}{CALLBACK_PATH}"
 
 

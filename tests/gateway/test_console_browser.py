@@ -204,6 +204,12 @@ def test_a_refused_consent_or_a_replayed_redirect_stores_nothing(gateway: Served
         assert started.status_code == 200, started.text
         query = dict(parse_qsl(urlsplit(started.json()["authorizationUrl"]).query))
         assert query["redirect_uri"] == f"{gateway.url}/v1/oauth/callback"
+        # The callback is at the origin the browser sees (its Origin), e.g. another name for this server.
+        named = f"http://localhost:{gateway.port}"
+        other = http.post("/v1/connections/docs/login", json={}, headers={"Origin": named, "Host": named[7:]})
+        assert other.status_code == 200, other.text
+        other_query = dict(parse_qsl(urlsplit(other.json()["authorizationUrl"]).query))
+        assert other_query["redirect_uri"] == f"{named}/v1/oauth/callback"
         assert query["code_challenge_method"] == "S256"
         denied = {"error": "access_denied", "state": query["state"], "iss": auth_server.issuer}
         first = http.get("/v1/oauth/callback", params=denied)
