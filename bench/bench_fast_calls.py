@@ -42,7 +42,7 @@ async def measure(url: str, fast: bool, calls: int, concurrency: int) -> tuple[f
             while remaining > 0:
                 remaining -= 1
                 result = await pool.call_tool("everything", "echo", {"message": "benchmark"})
-                if result.is_error:
+                if result.get("isError"):
                     raise SystemExit(f"error result: {result}")
 
         cpu, wall = time.process_time(), time.perf_counter()

@@ -5,9 +5,10 @@ against this one (B), over one upstream, phases alternating, so machine drift hi
     .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base              # 30 s
     .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base --seconds 60
 
-Upstream: `server-everything streamableHttp` (from `.peers/`), its `echo` tool; each gateway is
-`agent-sdk serve` on a project whose one connection advertises it, driven by 16 raw JSON-RPC
-clients as `bench_mcp_tools.py` drives one. Prints each gateway's CPU per call (from `/proc`
+Upstream (`--upstream`): the fast `mcp` 2.x server of `bench/fast_upstream.py` (default) or
+`server-everything streamableHttp`, its `echo` tool; each gateway is `agent-sdk serve` on a project
+whose one connection advertises it, driven by 16 raw JSON-RPC clients at `--version` (2025-11-25
+or 2026-07-28) as `bench_mcp_tools.py` drives one. Prints each gateway's CPU per call (from `/proc`
 around each of its phases), B/A, what the upstream and the clients spent per call while each
 gateway ran (a gateway's answers cost its neighbours too), and the p50 and p99 latency of each.
 """
@@ -53,9 +54,11 @@ def start_gateway(checkout: Path, project: Path, state: Path) -> tuple[subproces
     return proc, f"http://127.0.0.1:{port}/v1/mcp/tools"
 
 
-async def drive(urls: list[str], pids: list[int], upstream: int, seconds: float) -> None:
+async def drive(urls: list[str], pids: list[int], upstream: int, seconds: float, version: str) -> None:
     clients = [httpx2.AsyncClient(timeout=60) for _ in range(CLIENTS * len(urls))]
-    peers = [[bench.Peer(url, clients[j * CLIENTS + i]) for i in range(CLIENTS)] for j, url in enumerate(urls)]
+    peers = [
+        [bench.RawPeer(url, clients[j * CLIENTS + i], version) for i in range(CLIENTS)] for j, url in enumerate(urls)
+    ]
     for group in peers:
         for peer in group:
             await peer.open()
@@ -92,18 +95,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--base", type=Path, required=True, help="checkout of the gateway to compare against (A)")
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--upstream", choices=("fast", "everything"), default="fast")
+    parser.add_argument("--version", choices=(bench.HANDSHAKE, bench.MODERN), default=bench.HANDSHAKE)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         up_port = bench.free_port()
+        if args.upstream == "fast":
+            cmd = [sys.executable, str(bench.FAST_UPSTREAM), str(up_port)]
+        else:
+            cmd = [str(bench.EVERYTHING), "streamableHttp"]
         upstream = subprocess.Popen(
-            [str(bench.EVERYTHING), "streamableHttp"],
-            env={**os.environ, "PORT": str(up_port)},
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            cmd, env={**os.environ, "PORT": str(up_port)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         procs = [upstream]
         try:
-            bench.wait_port(up_port, upstream, "server-everything")
+            bench.wait_port(up_port, upstream, args.upstream)
             project = Path(tmp) / "project"
             (project / "agent" / "mcp-connections").mkdir(parents=True)
             (project / "agent" / "mcp-connections" / "everything.py").write_text(
@@ -115,7 +121,7 @@ def main() -> None:
                 proc, url = start_gateway(checkout, project, Path(tmp) / f"state-{name}")
                 procs.append(proc)
                 urls.append(url)
-            anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds)
+            anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds, args.version)
         finally:
             for proc in procs:
                 proc.terminate()

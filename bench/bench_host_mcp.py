@@ -3,9 +3,11 @@
     .venv/bin/python bench/bench_host_mcp.py              # stdio and Streamable HTTP, 300 calls each
     .venv/bin/python bench/bench_host_mcp.py --calls 500 --concurrency 16
 
-Upstream: the MCP reference server `@modelcontextprotocol/server-everything` (installed into
+Upstreams: the MCP reference server `@modelcontextprotocol/server-everything` (installed into
 .peers/ by `bash scripts/test`), its `echo` tool, over stdio (one child for host.mcp, one for
-the direct client) and over Streamable HTTP (one server shared by both). Warm calls are
+the direct client) and over Streamable HTTP (one server shared by both; it speaks the handshake
+only), and `http-2026`: the fast `mcp` 2.x server of `bench/fast_upstream.py`, which both clients
+reach at 2026-07-28. Warm calls are
 interleaved (host, direct, direct, host, ...) so drift on a busy machine hits both sides alike.
 Prints a Markdown table; docs/performance.md holds the figures of a reference run.
 """
@@ -155,10 +157,14 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def start_http() -> tuple[subprocess.Popen[bytes], str]:
+KINDS = ("stdio", "http", "http-2026")
+
+
+def start_http(modern: bool = False) -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
+    cmd = [sys.executable, str(ROOT / "bench" / "fast_upstream.py"), str(port)] if modern else None
     proc = subprocess.Popen(
-        [str(EVERYTHING), "streamableHttp"],
+        cmd or [str(EVERYTHING), "streamableHttp"],
         env={**os.environ, "PORT": str(port)},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -171,26 +177,26 @@ def start_http() -> tuple[subprocess.Popen[bytes], str]:
                 return proc, f"http://127.0.0.1:{port}/mcp"
         time.sleep(0.05)
     proc.kill()
-    raise SystemExit("server-everything (streamableHttp) did not start within 30 s")
+    raise SystemExit(f"{cmd or 'server-everything (streamableHttp)'} did not start within 30 s")
 
 
-async def run(args: argparse.Namespace, url: str) -> None:
+async def run(args: argparse.Namespace, urls: dict[str, str | None]) -> None:
     only = set(args.only or ("warm", "cold", "concurrent"))
     if "warm" in only:
-        await run_warm(args, url)
+        await run_warm(args, urls)
     if "cold" in only:
-        await run_cold(args, url)
+        await run_cold(args, urls)
     if "concurrent" in only:
-        await run_concurrent(args, url)
+        await run_concurrent(args, urls)
 
 
-async def run_warm(args: argparse.Namespace, url: str) -> None:
-    print(f"# host.mcp vs direct SDK client (server-everything `echo`; {args.calls} warm calls each, interleaved)\n")
+async def run_warm(args: argparse.Namespace, urls: dict[str, str | None]) -> None:
+    print(f"# host.mcp vs direct SDK client (`echo`; {args.calls} warm calls each, interleaved)\n")
     print("| upstream | host p50 ms | SDK p50 ms | p50 ratio | host p99 ms | SDK p99 ms | p99 ratio |")
     print("|---|---|---|---|---|---|---|")
     results: dict[str, dict[str, float]] = {}
-    for kind in ("stdio", "http"):
-        r = await warm(kind, url if kind == "http" else None, args.calls)
+    for kind in KINDS:
+        r = await warm(kind, urls[kind], args.calls)
         results[kind] = r
         print(
             f"| {kind} | {ms(r['host_p50'])} | {ms(r['sdk_p50'])} | {r['ratio_p50']:.3f} | "
@@ -200,24 +206,24 @@ async def run_warm(args: argparse.Namespace, url: str) -> None:
     print(f"\nworst p50 ratio: {worst:.3f} (target <= 1.15)")
 
 
-async def run_cold(args: argparse.Namespace, url: str) -> None:
+async def run_cold(args: argparse.Namespace, urls: dict[str, str | None]) -> None:
     print(f"\n## Cold open: first call on a fresh client (median of {args.cold_rounds})\n")
     print("| upstream | host.mcp ms | SDK ms |")
     print("|---|---|---|")
-    for kind in ("stdio", "http"):
-        r = await cold(kind, url if kind == "http" else None, args.cold_rounds)
+    for kind in KINDS:
+        r = await cold(kind, urls[kind], args.cold_rounds)
         print(f"| {kind} | {ms(r['host_cold'])} | {ms(r['sdk_cold'])} |")
 
 
-async def run_concurrent(args: argparse.Namespace, url: str) -> None:
+async def run_concurrent(args: argparse.Namespace, urls: dict[str, str | None]) -> None:
     print(
         f"\n## {args.concurrency} concurrent callers on one connection ({args.per_caller} calls each, "
         "6 alternating batches per side)\n"
     )
     print("| upstream | host p50 ms | host p99 ms | host calls/s | SDK p50 ms | SDK p99 ms | SDK calls/s | sessions |")
     print("|---|---|---|---|---|---|---|---|")
-    for kind in ("stdio", "http"):
-        r = await concurrent(kind, url if kind == "http" else None, args.concurrency, args.per_caller)
+    for kind in KINDS:
+        r = await concurrent(kind, urls[kind], args.concurrency, args.per_caller)
         print(
             f"| {kind} | {ms(r['host_conc_p50'])} | {ms(r['host_conc_p99'])} | {r['host_conc_rps']:.0f} | "
             f"{ms(r['sdk_conc_p50'])} | {ms(r['sdk_conc_p99'])} | {r['sdk_conc_rps']:.0f} | "
@@ -238,11 +244,13 @@ def main() -> None:
     if not EVERYTHING.exists():
         raise SystemExit(f"{EVERYTHING} is missing; run `bash scripts/test` once to install the peers")
     proc, url = start_http()
+    modern, modern_url = start_http(modern=True)
     try:
-        anyio.run(run, args, url)
+        anyio.run(run, args, {"stdio": None, "http": url, "http-2026": modern_url})
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        for each in (proc, modern):
+            each.terminate()
+            each.wait(timeout=10)
 
 
 if __name__ == "__main__":

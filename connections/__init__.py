@@ -60,10 +60,8 @@ from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
 from ._one_off import call_tool_once as call_tool_once
 from ._one_off import list_tools_once as list_tools_once
-from ._outcomes import outcome_from_mcp as outcome_from_mcp
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
-from ._raw_results import RawToolResult as RawToolResult
 from ._redact import RedactingFilter as RedactingFilter
 from ._redact import redact as redact
 from ._redact import remember_secret as remember_secret
@@ -120,7 +118,6 @@ __all__ = [
     "OAuthConfig",
     "Project",
     "ProjectError",
-    "RawToolResult",
     "RedactingFilter",
     "RestartPolicy",
     "ServerTool",
@@ -152,7 +149,6 @@ __all__ = [
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",
-    "outcome_from_mcp",
     "redact",
     "remember_secret",
     "save_account_login",

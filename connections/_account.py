@@ -316,7 +316,7 @@ class AccountConnections:
         self._state[defn.name].routes = routes
         return tools
 
-    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
+    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
         """Call `tool` on the connector that listed it (listing first when it is not known yet).
 
         Raises `UnknownConnection`, `UnknownTool`, the `AccountError`s, `UpstreamError`,

@@ -22,7 +22,6 @@ from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
 from ._one_off import call_tool_once, list_tools_once
 from ._pool import ClientPool
-from ._raw_results import RawToolResult
 from ._turns import TurnBuilder
 
 __all__ = ["Broker", "Host"]
@@ -88,7 +87,6 @@ class Broker:
             list_tools=self._list_tools,
             call_tool=self._call_tool,
             host=self.host,
-            call_tool_raw=self._call_tool_raw,
         )
 
     async def __aenter__(self) -> Broker:
@@ -133,21 +131,13 @@ class Broker:
             return await self.host.mcp.list_tools(defn.name, use_cache=True)
         return await list_tools_once(defn, headers=headers, environ=self.environ)
 
-    def _call_tool_raw(
-        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
-    ) -> Awaitable[RawToolResult]:
-        if defn.kind == "account":
-            return self._account_call_raw(defn, tool, arguments)
-        return self.pool.call_tool_raw(defn.name, tool, arguments)  # the coroutine itself: one frame fewer
-
-    async def _account_call_raw(
-        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
-    ) -> RawToolResult:
-        return RawToolResult.from_model(await self.accounts.call_tool(defn.name, tool, arguments))
-
-    async def _call_tool(
+    def _call_tool(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
-    ) -> mt.CallToolResult:
+    ) -> Awaitable[dict[str, Any]]:
+        # The coroutine itself, not awaited here: one frame fewer on every pooled call. The result
+        # stays JSON whichever side serves the connection (`host.mcp` is where it becomes a model).
         if headers is None:
-            return await self.host.mcp.call_tool(defn.name, tool, arguments)
-        return await call_tool_once(defn, tool, arguments, headers=headers, environ=self.environ)
+            if defn.kind == "account":
+                return self.accounts.call_tool(defn.name, tool, arguments)
+            return self.pool.call_tool(defn.name, tool, arguments)
+        return call_tool_once(defn, tool, arguments, headers=headers, environ=self.environ)

@@ -4,14 +4,16 @@ A pooled call through `mcp.Client` crosses the client's dispatcher (memory strea
 stream, a task per request) and the Streamable HTTP transport (a task group per message, `httpx2`,
 an `EventSource` over text decoders): about 2 ms of CPU per call, more than the upstream itself
 spends on it. This module swaps only the wire under the two requests the pool sends all the time.
-Once a handshake-era session is open, its `ClientSession` keeps its own dispatcher for everything
-else (initialize, notifications, the GET listener, DELETE on close), but `tools/call` and
-`tools/list` go through `FastCalls`,
+Once a session is open (either protocol generation), its `ClientSession` keeps its own dispatcher
+for everything else (initialize or server/discover, notifications, the GET listener, DELETE on
+close), but `tools/call` and `tools/list` go through `FastCalls`,
 which posts the JSON-RPC request on a keep-alive `Http1Origin` connection and reads the JSON or
 SSE answer itself. Everything above the wire is still the SDK's: the request is built, stamped,
 and its result validated (the negotiated version's schema, the tool's output schema) by
-`ClientSession` (`call_tool`, `list_tools`); server requests met on the answer stream (ping, sampling, elicitation,
-roots) are answered by the session's own `_on_request`, and notifications go to its `_on_notify`
+`ClientSession` (its stamp writes the `_meta` envelope and, at 2026-07-28, `Mcp-Method`,
+`Mcp-Name` and the `Mcp-Param-*` headers from the tool's listed input schema; `call_tool_json`,
+`list_tools`); server requests met on the answer stream (ping, sampling, elicitation, roots) are
+answered by the session's own `_on_request`, and notifications go to its `_on_notify`
 (so `tools/list_changed` still clears the pool's listing cache).
 
 Where the wire path differs from `streamable_http_client`, it does what that transport does: the
@@ -23,20 +25,20 @@ the request). `tests/connections/test_fast_calls.py` runs each case both ways ag
 upstreams and requires the same result or error.
 
 Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in the environment, no
-userinfo in the URL, an asyncio event loop, and a session that negotiated a handshake-era version.
+userinfo in the URL, an asyncio event loop. At 2026-07-28 there is no session id, a 404 without a
+JSON-RPC body is METHOD_NOT_FOUND, and a caller's cancel closes the POST instead of posting
+`notifications/cancelled` (the 2026 wire has no client-to-server notifications), as in the SDK.
 An OAuth connection's `httpx2.Auth` runs on this wire as httpx2 runs it (`FastCalls._send`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import codecs
 import itertools
 import logging
 import os
 from collections.abc import Awaitable, Iterable, Mapping
 from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,27 +46,15 @@ import anyio
 import httpx2
 import pydantic_core
 from mcp import Client
-from mcp.client.streamable_http import (
-    DEFAULT_MAX_SSE_EVENT_SIZE,
-    DEFAULT_RECONNECTION_DELAY_MS,
-    MAX_RECONNECTION_ATTEMPTS,
-)
 from mcp.shared._otel import inject_trace_context, otel_span  # what the SDK's dispatcher traces with
 from mcp.shared.exceptions import MCPError
-from mcp.shared.inbound import MCP_NAME_HEADER, MCP_PROTOCOL_VERSION_HEADER, encode_header_value
-from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
-    CONNECTION_CLOSED,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
     ErrorData,
     JSONRPCError,
-    JSONRPCNotification,
-    JSONRPCRequest,
-    JSONRPCResponse,
-    RequestId,
     jsonrpc_message_adapter,
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
@@ -73,14 +63,10 @@ from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
+from ._fast_answers import FastAnswers, plain_result, sse_parser_found
 from ._http1 import Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._tracing import tracing_enabled
-
-try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
-    from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
-except ImportError:  # pragma: no cover
-    _SSEParser = None  # type: ignore[assignment,misc]
 
 __all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
 
@@ -88,9 +74,8 @@ logger = logging.getLogger(__name__)
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _FAST_METHODS = frozenset({"tools/call", "tools/list"})
-_MERGED_HEADERS_KEPT = 256
-_UTF8 = codecs.getincrementaldecoder("utf-8")
 """The two requests the pool sends on every call and every turn build; anything else stays on the SDK transport."""
+_MERGED_HEADERS_KEPT = 256
 _TAKEN_OPTIONS = frozenset({"headers"})
 """Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
 _CANCEL_WRITE_TIMEOUT = 5.0
@@ -102,7 +87,7 @@ _USER_AGENT = f"python-httpx2/{httpx2.__version__}"
 
 def fast_calls_apply(defn: ConnectionDefinition, headers: Mapping[str, str]) -> bool:
     """Whether `defn`'s pooled session may send `tools/call` over `_http1` (see the module docstring)."""
-    if _SSEParser is None or defn.kind != "http" or defn.url is None:
+    if not sse_parser_found() or defn.kind != "http" or defn.url is None:
         return False
     parts = urlsplit(defn.url)
     if parts.scheme not in ("http", "https") or parts.username is not None or parts.password is not None:
@@ -132,64 +117,29 @@ def install_fast_calls(
     inner = getattr(session, "_dispatcher", None)
     if inner is None or not hasattr(session, "_on_request") or not hasattr(session, "_on_notify"):
         return None  # pragma: no cover - a future SDK reshaped its session
-    if client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS:
-        return None  # 2026-07-28 calls carry Mcp-Param-* headers and their own exchange: the SDK's
     base = {k.lower(): v for k, v in headers.items()}
     base.setdefault("user-agent", _USER_AGENT)
     base["accept"] = "application/json, text/event-stream"
     base["content-type"] = "application/json"
-    if session_id:
+    modern = client.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+    if session_id and not modern:
         base["mcp-session-id"] = session_id
+    # The session's stamp sets it on every request too (and, at 2026-07-28, `Mcp-Method`, `Mcp-Name`
+    # and `Mcp-Param-*`, which arrive as the call's own headers); here it also covers resumption GETs.
     base["mcp-protocol-version"] = client.protocol_version
-    fast = FastCalls(inner, session, origin, base, http_status, auth)
+    fast = FastCalls(inner, session, origin, base, http_status, auth, modern=modern)
     session._dispatcher = fast  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]  # by delegation
     return fast
-
-
-_RESPONSE_KEYS = frozenset({"jsonrpc", "id", "result"})
-
-
-def _plain_result(data: str | bytes) -> dict[str, Any] | None:
-    """The result of `data` when it is a plain JSON-RPC response, else None (then the SDK's adapter decides).
-
-    Plain: a JSON object of exactly `jsonrpc` "2.0", a string or (non-bool) integer `id` and an
-    object `result`: the message union takes it as a `JSONRPCResponse` with that result, so the
-    adapter's verdict is known without running it. Anything else (an error, a request, a
-    notification, malformed JSON) goes to the adapter, for the same verdict and message as before.
-    """
-    try:
-        message = pydantic_core.from_json(data)
-    except ValueError:
-        return None
-    if type(message) is not dict or len(message) != len(_RESPONSE_KEYS) or not _RESPONSE_KEYS.issuperset(message):
-        return None
-    result = message["result"]
-    if message["jsonrpc"] != "2.0" or type(message["id"]) not in (str, int) or type(result) is not dict:
-        return None
-    return result
-
-
-@dataclass(slots=True)
-class _Context:
-    """The part of a dispatch context the session's `_on_request` / `_on_notify` read."""
-
-    request_id: RequestId | None
-
-
-@dataclass(slots=True)
-class _Stream:
-    """Resumption state of one call's answer stream."""
-
-    last_event_id: str | None = None
-    retry_ms: int | None = None
 
 
 class _Redirected(Exception):
     """The upstream redirected the POST: the request was not processed, so the SDK path sends it."""
 
 
-class FastCalls:
-    """A session dispatcher whose `tools/call` and `tools/list` go over `_http1`; the rest is the SDK's, unchanged."""
+class FastCalls(FastAnswers):
+    """A session dispatcher whose `tools/call` and `tools/list` go over `_http1`; the rest is the SDK's, unchanged.
+
+    Reading an answer stream (SSE, resumption, server requests met on it) is `FastAnswers`'s part."""
 
     def __init__(
         self,
@@ -199,8 +149,12 @@ class FastCalls:
         headers: dict[str, str],
         http_status: list[int],
         auth: httpx2.Auth | None = None,
+        *,
+        modern: bool = False,
     ) -> None:
         self._inner = inner
+        self._modern = modern
+        """The session speaks 2026-07-28: no session id, and a call is cancelled by closing its POST."""
         self._session = session
         self._origin = origin
         self._headers = headers
@@ -222,17 +176,6 @@ class FastCalls:
         if not self.on or method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
             return self._inner.send_raw_request(method, params, opts, **kwargs)
         return self._call(method, params, opts or {})
-
-    def call_tool(self, name: str, arguments: Mapping[str, Any]) -> Awaitable[dict[str, Any]]:
-        """`tools/call` as `ClientSession.call_tool` sends it (the same params, the same stamped
-        headers), the result as the raw dict `ClientSession.send_request` validates. (A plain
-        function handing back the coroutine: no frame of its own on the hot path.)"""
-        params = {"name": name, "arguments": arguments}
-        stamp = {
-            MCP_PROTOCOL_VERSION_HEADER: self._headers["mcp-protocol-version"],
-            MCP_NAME_HEADER: encode_header_value(name),
-        }
-        return self.send_raw_request("tools/call", params, {"headers": stamp})
 
     async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> dict[str, Any]:
         # String ids in their own namespace: never equal to an id the SDK's dispatcher mints on this session.
@@ -259,7 +202,8 @@ class FastCalls:
             try:
                 outcome = await self._exchange(headers, body)
             except anyio.get_cancelled_exc_class():
-                await self._courtesy_cancel(request_id)
+                if not self._modern:  # at 2026-07-28 the closed POST is the signal (its connection is dropped)
+                    await self._courtesy_cancel(request_id)
                 raise
             except _Redirected:
                 self._switch_off()
@@ -373,7 +317,7 @@ class FastCalls:
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
             if content_type.startswith("application/json"):
                 data = await response.read()
-                result = _plain_result(data)
+                result = plain_result(data)
                 if result is not None:
                     return result
                 try:
@@ -389,127 +333,3 @@ class FastCalls:
             return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
         finally:
             response.release()
-
-    async def _stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
-        stream = _Stream()
-        try:
-            outcome = await self._events(response, stream, headers)
-        except httpx2.SSEError as exc:
-            return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
-        except httpx2.TransportError:
-            logger.debug("SSE stream ended", exc_info=True)
-            outcome = None
-        if outcome is not None:
-            await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)  # the connection stays reusable
-            return outcome
-        if stream.last_event_id is None:
-            return ErrorData(code=CONNECTION_CLOSED, message="SSE stream ended without a response")
-        response.release()
-        return await self._resume(stream, headers)
-
-    async def _resume(self, stream: _Stream, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
-        """`StreamableHTTPTransport._handle_reconnection`: GET with `Last-Event-ID` until the answer comes."""
-        attempt = 0
-        # The transport's GET: the session's headers (not the call's own), as `_prepare_headers` builds them.
-        get_headers = [*self._headers.items(), ("cache-control", "no-store")]
-        while True:
-            if attempt >= MAX_RECONNECTION_ATTEMPTS:
-                return ErrorData(
-                    code=CONNECTION_CLOSED, message="SSE stream ended and reconnection attempts were exhausted"
-                )
-            delay_ms = stream.retry_ms if stream.retry_ms is not None else DEFAULT_RECONNECTION_DELAY_MS
-            await anyio.sleep(delay_ms / 1000.0)
-            assert stream.last_event_id is not None
-            try:
-                response = await self._send("GET", [*get_headers, ("last-event-id", stream.last_event_id)])
-            except httpx2.TransportError:
-                attempt += 1
-                continue
-            try:
-                media = response.header("content-type").partition(";")[0].strip().lower()
-                if response.status >= 300 or media != "text/event-stream":
-                    attempt += 1  # raise_for_status, or EventSource's content-type check, in the SDK
-                    continue
-                try:
-                    outcome = await self._events(response, stream, headers)
-                except httpx2.SSEError as exc:
-                    return ErrorData(code=CONNECTION_CLOSED, message=f"SSE stream failed: {exc}")
-                except httpx2.TransportError:
-                    attempt += 1
-                    continue
-                if outcome is not None:
-                    await response.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)
-                    return outcome
-                attempt = 0  # the stream ended again without the answer: reconnect afresh
-            finally:
-                response.release()
-
-    async def _events(
-        self, response: Http1Response, stream: _Stream, headers: list[tuple[str, str]]
-    ) -> dict[str, Any] | ErrorData | None:
-        """Read SSE events until the call's answer (returned); None when the stream ends first."""
-        assert _SSEParser is not None
-        parser = _SSEParser(DEFAULT_MAX_SSE_EVENT_SIZE)
-        decoder = _UTF8(errors="replace")
-        while chunk := await response.next_chunk():
-            for sse in parser.decode(decoder.decode(chunk)):
-                outcome = await self._event(sse, stream, headers)
-                if outcome is not None:
-                    return outcome
-        for sse in itertools.chain(parser.decode(decoder.decode(b"", final=True)), parser.flush()):
-            outcome = await self._event(sse, stream, headers)
-            if outcome is not None:
-                return outcome
-        return None
-
-    async def _event(
-        self, sse: Any, stream: _Stream, headers: list[tuple[str, str]]
-    ) -> dict[str, Any] | ErrorData | None:
-        """One SSE event, as `StreamableHTTPTransport._handle_sse_event` takes it: the answer, or None."""
-        if sse.id:
-            stream.last_event_id = sse.id
-        if sse.retry is not None:
-            stream.retry_ms = sse.retry
-        if sse.event != "message" or not sse.data:
-            return None  # another event type, or a priming event (its id is kept above)
-        result = _plain_result(sse.data)
-        if result is not None:
-            return result
-        try:
-            message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
-        except ValidationError as exc:
-            return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
-        return await self._message(message, headers)
-
-    async def _message(self, message: Any, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData | None:
-        """The answer when `message` is one; a notification or server request is handled and gives None."""
-        if isinstance(message, JSONRPCResponse):
-            return message.result
-        if isinstance(message, JSONRPCError):
-            return message.error
-        if isinstance(message, JSONRPCNotification):
-            if message.method not in ("notifications/progress", "notifications/cancelled"):
-                # Progress and cancellation belong to the SDK's dispatcher (no progress callback is
-                # registered for pooled calls; nothing of ours runs on the server's behalf).
-                await self._session._on_notify(_Context(None), message.method, message.params)  # pyright: ignore[reportPrivateUsage]
-            return None
-        assert isinstance(message, JSONRPCRequest)
-        await self._reply(message, headers)
-        return None
-
-    async def _reply(self, request: JSONRPCRequest, headers: list[tuple[str, str]]) -> None:
-        """Answer a server request met on the answer stream, with the session's own handler, as the SDK does."""
-        reply: JSONRPCResponse | JSONRPCError
-        try:
-            result = await self._session._on_request(_Context(request.id), request.method, request.params)  # pyright: ignore[reportPrivateUsage]
-            reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
-        except Exception as exc:
-            error = handler_exception_to_error_data(exc) or ErrorData(code=INTERNAL_ERROR, message=str(exc))
-            reply = JSONRPCError(jsonrpc="2.0", id=request.id, error=error)
-        body = reply.model_dump_json(by_alias=True, exclude_unset=True).encode()
-        try:
-            answer = await self._send("POST", headers, body)
-        except httpx2.TransportError:
-            logger.debug("could not answer the server's %s request", request.method, exc_info=True)
-            return
-        await answer.finish(seconds=DRAIN_SECONDS, max_bytes=DRAIN_BYTES)

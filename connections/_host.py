@@ -17,6 +17,7 @@ from ._account import AccountConnections
 from ._exceptions import UnknownConnection
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
+from ._tool_results import as_call_tool_result
 
 __all__ = ["HostMcp"]
 
@@ -63,9 +64,10 @@ class HostMcp:
     async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
+        The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return await self._route(name).call_tool(name, tool, args)
+        return as_call_tool_result(await self._route(name).call_tool(name, tool, args))
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

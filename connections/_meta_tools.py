@@ -16,9 +16,8 @@ from ._toolset import ToolOutcome, TurnTool
 __all__ = ["CallTool", "ListTools", "meta_tools"]
 
 ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
-CallTool = Callable[
-    [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[mt.CallToolResult]
-]
+CallTool = Callable[[ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[dict[str, Any]]]
+"""Reaches the upstream: the `tools/call` result as JSON (`call_tool_json`)."""
 
 
 def meta_tools(
@@ -44,8 +43,7 @@ def meta_tools(
         entries = [
             t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
         ]
-        value = {"connection": defn.name, "tools": entries}
-        return authored_outcome(value)
+        return authored_outcome({"connection": defn.name, "tools": entries})
 
     async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
         defn = pick(arguments)

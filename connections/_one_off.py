@@ -17,6 +17,7 @@ from mcp import Client
 from ._clients import list_all_tools, open_client
 from ._definitions import ConnectionDefinition
 from ._exceptions import ClientError, UnknownTool, UpstreamTimeout
+from ._tool_results import call_tool_json
 from ._translate import Operation, describe, translate
 
 __all__ = ["call_tool_once", "list_tools_once"]
@@ -79,8 +80,9 @@ async def call_tool_once(
     headers: Mapping[str, str],
     environ: Mapping[str, str] | None = None,
     auth: httpx2.Auth | None = None,
-) -> mt.CallToolResult:
+) -> dict[str, Any]:
     """Call `tool` through a one-off client carrying `headers` over the static ones; never pooled.
+    The result as JSON (`call_tool_json`).
 
     Raises `UnknownTool` (allow/deny lists), `UpstreamError`, `UpstreamTimeout`,
     `ConnectionUnavailable`, `EnvironmentVariableMissing`.
@@ -88,10 +90,8 @@ async def call_tool_once(
     if not defn.allows_tool(tool):
         raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
 
-    async def run(client: Client) -> mt.CallToolResult:
-        return await client.call_tool(tool, dict(arguments or {}))
+    async def run(client: Client) -> dict[str, Any]:
+        return await call_tool_json(client, tool, dict(arguments or {}))
 
-    result: mt.CallToolResult = await _one_off(
-        defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool
-    )
+    result: dict[str, Any] = await _one_off(defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool)
     return result

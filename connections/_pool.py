@@ -26,7 +26,6 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp.types as mt
-from mcp_types import methods as _methods
 
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
@@ -40,9 +39,9 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
-from ._raw_results import RawToolResult
 from ._restart import RestartPolicy, RestartState, judge, session_expired
 from ._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
+from ._tool_results import call_tool_json
 from ._translate import Operation, answer_lost, describe, translate
 
 __all__ = ["AuthFor", "ClientPool"]
@@ -187,8 +186,8 @@ class ClientPool:
             self._cache.put(name, tools, generation)
         return tools
 
-    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> mt.CallToolResult:
-        """`tools/call` under the `call` timeout; an `isError` result is returned, not raised.
+    async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """`tools/call` under the `call` timeout; the result as JSON (`call_tool_json`), an `isError` one returned.
 
         Raises `UnknownConnection`, `UnknownTool` (hidden by allow/deny, or absent upstream),
         `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
@@ -196,35 +195,11 @@ class ClientPool:
         slot = self._slot(name)
         args = self._call_arguments(slot, tool, arguments)
 
-        async def run(opened: OpenedClient) -> mt.CallToolResult:
-            return await opened.client.call_tool(tool, args)
+        def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
+            return call_tool_json(opened.client, tool, args)  # the coroutine itself: one frame fewer
 
         result = await self._call(slot, tool, run)
-        if result.is_error and await self._lacks_tool(name, tool):
-            raise UnknownTool(name, tool)
-        return result
-
-    async def call_tool_raw(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> RawToolResult:
-        """`call_tool`, with the result as JSON for a surface that forwards it (`RawToolResult`).
-
-        On a fast-wire session, for a tool whose fresh listing declares no output schema, the
-        upstream's answer is validated once against the negotiated version's schema and never
-        becomes a model; otherwise this is `call_tool`'s result, dumped. Raises what `call_tool` raises.
-        """
-        slot = self._slot(name)
-        args = self._call_arguments(slot, tool, arguments)
-        listed = self._cache.tool(name, tool)
-        raw_ok = listed is not None and listed.output_schema is None  # else the SDK checks structured content
-
-        async def run(opened: OpenedClient) -> RawToolResult:
-            if opened.fast is None or not raw_ok:
-                return RawToolResult.from_model(await opened.client.call_tool(tool, args))
-            version = opened.protocol_version
-            raw = await opened.fast.call_tool(tool, args)
-            return RawToolResult(_methods.serialize_server_result("tools/call", version, raw), version)
-
-        result = await self._call(slot, tool, run)
-        if result.is_error and await self._lacks_tool(name, tool):
+        if result.get("isError") and await self._lacks_tool(name, tool):
             raise UnknownTool(name, tool)
         return result
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import mcp.types as mt
-
-from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import Effect
 
@@ -17,22 +15,49 @@ __all__ = ["ToolOutcome", "ToolSource", "Toolset", "TurnTool"]
 ToolSource = Literal["authored", "extension", "advertised", "meta"]
 
 
+_RESERVED_META = "io.modelcontextprotocol/"
+"""Spec-reserved `_meta` keys (MCP 2026-07-28 basic §_meta) describe the upstream's own envelope
+(its `serverInfo` stamp): a forwarding server does not pass them off as its own."""
+
+
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """What a tool call produced. `result` is JSON-able; `is_error` means the tool body failed
-    (an upstream `isError: true`, or an authored `execute` that raised)."""
+    """What a tool call produced; `is_error` means the tool body failed (an upstream `isError: true`,
+    or an authored `execute` that raised).
+
+    `result` is JSON-able. For a passthrough (advertised or meta `mcp_call_tool`) call it is the
+    upstream's MCP `CallToolResult` as JSON, exactly as the pool returned it (`passthrough=True`);
+    for an authored tool it is the value its `execute` returned.
+    """
 
     is_error: bool
     result: Any
-    content: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    """MCP content blocks for MCP surfaces (upstream blocks as is; authored results as JSON text)."""
-    structured: dict[str, Any] | None = None
-    upstream: mt.CallToolResult | None = field(default=None, repr=False, compare=False)
-    """For passthrough outcomes: the upstream's validated result, so an MCP surface need not rebuild it."""
+    passthrough: bool = False
+
+    def mcp_result(self) -> dict[str, Any]:
+        """The MCP `CallToolResult` (JSON, not yet shaped for a version) that an MCP surface answers with.
+
+        A passthrough result as the upstream sent it, `_meta` included except its spec-reserved keys;
+        an authored value as one JSON text block, and as structured content when it is an object.
+        """
+        if self.passthrough:
+            result: dict[str, Any] = self.result
+            meta = result.get("_meta")
+            if isinstance(meta, dict) and any(key.startswith(_RESERVED_META) for key in meta):  # pyright: ignore[reportUnknownVariableType]
+                kept = {k: v for k, v in meta.items() if not k.startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType]
+                result = {k: v for k, v in result.items() if k != "_meta"}
+                if kept:
+                    result["_meta"] = kept
+            return result
+        value = self.result
+        text = value if isinstance(value, str) else json.dumps(value, default=str)
+        out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": self.is_error}
+        if isinstance(value, dict):
+            out["structuredContent"] = value
+        return out
 
 
 Invoke = Callable[[Mapping[str, Any]], Awaitable[ToolOutcome]]
-InvokeRaw = Callable[[Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,19 +75,14 @@ class TurnTool:
     title: str | None = None
     connection: str | None = None
     """For advertised tools: the connection it forwards to (the upstream name equals `name`)."""
-    invoke_raw: InvokeRaw | None = field(default=None, repr=False, compare=False)
-    """For pooled advertised tools: the call with its result kept as JSON (`call_raw`)."""
+    header_params: bool = False
+    """Its input schema marks parameters `x-mcp-header` (MCP 2026-07-28): a server checks the
+    `Mcp-Param-*` headers of a call against them."""
 
-    async def call(self, arguments: Mapping[str, Any] | None = None) -> ToolOutcome:
-        """Run the tool. Raises `ToolInputError` for bad input and the connection errors for upstream failures."""
-        return await self.invoke(arguments or {})
-
-    async def call_raw(self, arguments: Mapping[str, Any] | None = None) -> RawToolResult | None:
-        """For a surface that forwards the result: the passthrough result as JSON, or None (use `call`)
-        when this tool is not a pooled passthrough. Raises what `call` raises."""
-        if self.invoke_raw is None:
-            return None
-        return await self.invoke_raw(arguments or {})
+    def call(self, arguments: Mapping[str, Any] | None = None) -> Awaitable[ToolOutcome]:
+        """Run the tool (a coroutine to await). Raises `ToolInputError` for bad input and the connection
+        errors for upstream failures."""
+        return self.invoke(arguments or {})
 
 
 @dataclass(frozen=True, slots=True)

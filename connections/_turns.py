@@ -17,12 +17,13 @@ from __future__ import annotations
 import inspect
 import re
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
 import mcp.types as mt
+from mcp.shared.inbound import x_mcp_header_map
 
 from ._auth_threads import AuthThreads, AuthThreadsBusy
 from ._definitions import ConnectionDefinition
@@ -31,17 +32,14 @@ from ._loader import RESERVED_TOOL_NAMES, Project
 from ._meta_tools import CallTool, ListTools, meta_tools
 from ._names import NAME_RULE, is_valid_tool_name
 from ._outcomes import authored_outcome, outcome_from_mcp
-from ._raw_results import RawToolResult
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import InvokeRaw, ToolOutcome, Toolset, TurnTool
+from ._toolset import ToolOutcome, Toolset, TurnTool
 
 __all__ = ["TurnBuilder"]
 
 # RFC 9110 §5.1 field-name token; values must not carry CR/LF (header injection).
 _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
-
-CallToolRaw = Callable[[ConnectionDefinition, str, Mapping[str, Any]], Awaitable[RawToolResult]]
 
 
 @dataclass(slots=True)
@@ -51,15 +49,12 @@ class TurnBuilder:
     `list_tools(defn, headers)` / `call_tool(defn, tool, args, headers)` reach the upstream:
     `headers` is None for the shared pool (static headers only) and the evaluated session headers
     for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
-    `call_tool_raw(defn, tool, args)`, when given, is the pooled call with its result kept as JSON
-    (`RawToolResult`), offered on pooled advertised tools as `TurnTool.call_raw`.
     """
 
     project: Project
     list_tools: ListTools
     call_tool: CallTool
     host: Any = None
-    call_tool_raw: CallToolRaw | None = None
     _auth_threads: dict[str, AuthThreads] = field(default_factory=dict[str, AuthThreads], init=False, repr=False)
 
     async def build(self, session: SessionInfo | None) -> Toolset:
@@ -238,6 +233,7 @@ class TurnBuilder:
             title=tool.title,
             source="extension" if "__" in tool.name else "authored",
             invoke=invoke,
+            header_params=bool(x_mcp_header_map(tool.input_schema)),
         )
 
     def _advertised(self, defn: ConnectionDefinition, tool: mt.Tool, headers: Mapping[str, str] | None) -> TurnTool:
@@ -245,15 +241,6 @@ class TurnBuilder:
 
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             return outcome_from_mcp(await call(defn, tool.name, arguments, headers))
-
-        raw: InvokeRaw | None = None
-        if headers is None and self.call_tool_raw is not None:
-            call_raw = self.call_tool_raw
-
-            def invoke_raw(arguments: Mapping[str, Any]) -> Awaitable[RawToolResult]:
-                return call_raw(defn, tool.name, arguments)  # the coroutine itself: one frame fewer
-
-            raw = invoke_raw
 
         annotations = (
             tool.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if tool.annotations else None
@@ -270,7 +257,7 @@ class TurnBuilder:
             source="advertised",
             connection=defn.name,
             invoke=invoke,
-            invoke_raw=raw,
+            header_params=bool(x_mcp_header_map(tool.input_schema)),
         )
 
 

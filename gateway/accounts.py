@@ -39,7 +39,7 @@ from connections import ConnectionDefinition, ConnectionsError, Project, Unknown
 from oauth import Secret
 
 from ._asgi import forwarding_header, header, is_loopback_address, send_json_error, send_rpc_error
-from .hub_keys import HubKey, HubKeyError, HubKeyStore
+from .hub_keys import HubKey, HubKeyError, HubKeys
 from .mcp_endpoints import McpEndpoint, session_manager
 from .proxies import PROXIED_BY
 from .settings import ServeSettings
@@ -106,7 +106,7 @@ class AccountServices:
     host: Any
     """`host.mcp`-like: `list_tools(name, use_cache=)`, `call_tool(name, tool, args)` on the shared pool."""
     bridge: BridgeSecret | None
-    keys: HubKeyStore | None
+    keys: HubKeys | None
     """Set when this gateway serves as a hub."""
     pool: Any = None
     linkable: dict[str, ConnectionDefinition] = field(init=False)
@@ -307,18 +307,24 @@ def account_routes() -> list[BaseRoute]:
 
 
 class AccountGate:
-    """Pure ASGI: the bridge's paths (and the hub's, with `--hub`) go to `direct`, everything else to
-    `chained` (the auth chain). The routes behind `direct` authenticate each request themselves;
-    the request guard in front of this gate has already checked Host and Origin (DNS rebinding)."""
+    """Pure ASGI: the hub's paths (with `--hub`) go to `direct`, the bridge's to `bridge` (the
+    loopback Host guard, then `direct`), everything else to `chained` (the auth chain). The routes
+    behind `direct` authenticate each request themselves; the request guard in front of this gate
+    has already checked the Host's form and the Origin."""
 
-    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool) -> None:
+    def __init__(self, chained: ASGIApp, direct: ASGIApp, *, hub: bool, bridge: ASGIApp | None = None) -> None:
         self.chained = chained
         self.direct = direct
-        self.prefixes = ("/v1/account/", "/v1/hub/") if hub else ("/v1/account/",)
+        self.bridge = bridge or direct
+        self.hub = hub
 
     def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
         # A plain function handing back the app's coroutine (no frame of its own per resume): the
         # request guard in front of it is the outermost app, with the `async def` servers look for.
-        if scope["type"] == "http" and str(scope.get("path", "")).startswith(self.prefixes):
-            return self.direct(scope, receive, send)
+        if scope["type"] == "http":
+            path = str(scope.get("path", ""))
+            if path.startswith("/v1/account/"):
+                return self.bridge(scope, receive, send)
+            if self.hub and path.startswith("/v1/hub/"):
+                return self.direct(scope, receive, send)
         return self.chained(scope, receive, send)

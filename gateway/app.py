@@ -23,24 +23,24 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from connections import Broker, Project
-from oauth import serving_store
 
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
-from .hub_keys import HubKeyStore
-from .mcp_endpoints import McpEndpoint, agent_server, session_manager, tools_server
+from .mcp_endpoints import McpEndpoint, agent_server, session_manager
+from .mcp_tools import tools_server
 from .proxies import TrustedProxies
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
 from .session_routes import session_routes
-from .sessions import FileSessionStore, SessionService
+from .sessions import SessionService
 from .settings import ServeSettings
+from .state import serving_hub_keys, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -53,61 +53,28 @@ BrokerFactory = Callable[[Project], AbstractAsyncContextManager[BrokerLike]]
 
 @asynccontextmanager
 async def default_broker(
-    project: Project, state_root: Path, *, child_env: dict[str, str] | None = None, fast_calls: bool = True
+    project: Project, settings: ServeSettings, *, child_env: dict[str, str] | None = None
 ) -> AsyncGenerator[BrokerLike]:
-    """`connections.Broker` with the serving token store (`oauth.serving_store`): the client pool,
+    """`connections.Broker` with the serving token store (`state.token_store`): the client pool,
     host registry and turn builder; oauth connections read (and refresh) the tokens
     `agent-sdk mcp oauth` stored. `child_env` goes to the stdio children that opt in with `bridge=True`
-    (the account bridge's URL and secret); `fast_calls` is `serve --no-fast-calls` negated."""
-    store = serving_store(state_root)
+    (the account bridge's URL and secret); pooled calls take the fast wire unless `serve --no-fast-calls`."""
+    store = token_store(settings)
     try:
         async with Broker(
-            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=fast_calls
+            project, environ=os.environ, token_store=store, child_env=child_env, fast_calls=settings.fast_calls
         ) as broker:
             yield broker
     finally:
         await store.aclose()
 
 
-_TOOLS_PATH = "/v1/mcp/tools"
-
-
 def _mcp_routes() -> list[BaseRoute]:
     # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
-    return [Route("/v1/mcp", McpEndpoint("agent")), Route(_TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))]
-
-
-class _Direct:
-    """Requests for exactly `path` go straight to `endpoint`, past Starlette's middleware and router
-    (which cost the hottest route, `/v1/mcp/tools`, 3 % of its CPU); everything else goes to `app`.
-
-    An exception before the response started is answered as `ServerErrorMiddleware` answers it
-    (`_internal_error`: a JSON 500, no detail) and re-raised for the server's log, as there.
-    """
-
-    def __init__(self, app: ASGIApp, path: str, endpoint: ASGIApp) -> None:
-        self.app = app
-        self.path = path
-        self.endpoint = endpoint
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != self.path:
-            await self.app(scope, receive, send)
-            return
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = True
-            await send(message)
-
-        try:
-            await self.endpoint(scope, receive, tracked)
-        except Exception as exc:
-            if not started:
-                response = await _internal_error(Request(scope), exc)
-                await response(scope, receive, send)
-            raise
+    return [
+        Route("/v1/mcp", McpEndpoint("agent")),
+        Route("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+    ]
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
@@ -145,7 +112,7 @@ def create_app(
     bridge = BridgeSecret.create(settings)  # per boot; never logged, never in /v1/info
 
     def _serving_broker(p: Project) -> AbstractAsyncContextManager[BrokerLike]:
-        return default_broker(p, settings.state_root, child_env=bridge.child_env(), fast_calls=settings.fast_calls)
+        return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
 
@@ -155,7 +122,7 @@ def create_app(
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
             sessions = await stack.enter_async_context(
-                SessionService.running(FileSessionStore(settings.state_root), builder, chosen)
+                SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
@@ -182,15 +149,15 @@ def create_app(
                 project=project,
                 host=runtime.host.mcp if runtime.host is not None else None,
                 bridge=bridge,
-                keys=HubKeyStore(settings.state_root) if settings.hub else None,
+                keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
             console = await stack.enter_async_context(ConsoleServices.running(settings.state_root))
             yield {"runtime": runtime, "accounts": accounts, "console": console}
 
-    routes: list[BaseRoute] = [
-        *discovery_routes(),
+    routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest
         *_mcp_routes(),
+        *discovery_routes(),
         *tool_routes(),
         *session_routes(),
         *account_routes(),
@@ -204,8 +171,7 @@ def create_app(
     # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
     # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
     app.router.redirect_slashes = False
-    direct = _Direct(app, _TOOLS_PATH, McpEndpoint("tools", fast_tools_call=True))
-    limited = BodyLimit(direct, settings.max_body_bytes)
+    limited = BodyLimit(app, settings.max_body_bytes)
     chained = AuthChain(
         limited,
         mode=settings.auth_mode,
@@ -217,6 +183,8 @@ def create_app(
         public_paths=("/v1/health", CALLBACK_PATH, *(SHELL_PATHS if settings.auth_mode == "bearer" else ())),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
-    # the request guard (Host, Origin, content type, trusted proxies) runs before every route.
-    gated = AccountGate(chained, limited, hub=settings.hub)
+    # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and
+    # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
+    bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
+    gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
     return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))

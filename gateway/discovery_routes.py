@@ -6,8 +6,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from .errors import StateUnavailable
 from .info import project_info
-from .runtime import runtime_of
+from .runtime import Runtime, runtime_of
 
 __all__ = ["discovery_routes"]
 
@@ -26,7 +27,8 @@ async def info(request: Request) -> JSONResponse:
         "auth": settings.auth_mode,
         "bearerTokens": len(settings.bearer_tokens),
         "startedAt": runtime.started_at,
-        "sessions": len(runtime.sessions.owned_by_all()),
+        "sessions": await _session_count(runtime),
+        "state": "files" if settings.state_url is None else "redis",
         "maxBodyBytes": settings.max_body_bytes,
         "maxWaitMs": settings.max_wait_ms,
         "connections": {
@@ -51,6 +53,14 @@ async def info(request: Request) -> JSONResponse:
     if accounts is not None:
         accounts.annotate_info(doc)
     return JSONResponse(doc)
+
+
+async def _session_count(runtime: Runtime) -> int | None:
+    """How many sessions the store holds; None while a shared store is unreachable (info still answers)."""
+    try:
+        return await runtime.sessions.store.count()
+    except StateUnavailable:
+        return None
 
 
 def discovery_routes() -> list[Route]:

@@ -10,7 +10,8 @@ GatewayError
     ├── UnknownTool               404 unknown_tool (carries the available names)
     ├── SessionNotFound           404 session_not_found
     ├── StaleContinuationToken    409 stale_continuation_token
-    └── SessionBusy               409 session_busy
+    ├── SessionBusy               409 session_busy
+    └── StateUnavailable          503 state_unavailable (the shared state store cannot be reached)
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "StaleContinuationToken",
+    "StateUnavailable",
     "UnknownTool",
 ]
 
@@ -97,3 +99,8 @@ class StaleContinuationToken(ApiError):
 class SessionBusy(ApiError):
     status = 409
     code = "session_busy"
+
+
+class StateUnavailable(ApiError):
+    status = 503
+    code = "state_unavailable"

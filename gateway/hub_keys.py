@@ -17,18 +17,29 @@ import os
 import secrets
 import tempfile
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import filelock
 
 from connections import is_valid_tool_name
 from oauth import Secret
 
-__all__ = ["KEY_PREFIX", "HubKey", "HubKeyError", "HubKeyStore"]
+__all__ = [
+    "KEY_PREFIX",
+    "HubKey",
+    "HubKeyError",
+    "HubKeyStore",
+    "HubKeys",
+    "from_record",
+    "match",
+    "new_key",
+    "revoked",
+    "to_record",
+]
 
 KEY_PREFIX = "ask_"
 """Every hub API key starts with this, so a leaked one is recognisable (secret scanners, logs)."""
@@ -77,6 +88,68 @@ def _now() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
+def new_key(account: str, connectors: tuple[str, ...] | None) -> tuple[HubKey, Secret]:
+    """A new key's record and the key itself. Raises `HubKeyError` for a bad account or connector name."""
+    if not is_valid_tool_name(account):
+        raise HubKeyError(f"account name {account[:80]!r} must be 1 to 64 letters, digits, '_' or '-'")
+    for name in connectors or ():
+        if not is_valid_tool_name(name):
+            raise HubKeyError(f"connector name {name[:80]!r} is not a connection name")
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    record = HubKey(
+        id="hk_" + secrets.token_hex(6),
+        account=account,
+        connectors=tuple(dict.fromkeys(connectors)) if connectors is not None else None,
+        created=_now(),
+        revoked=None,
+        digest=_digest(key),
+    )
+    return record, Secret(key)
+
+
+def revoked(k: HubKey) -> HubKey:
+    """`k` revoked now (unchanged if it already was)."""
+    return k if k.revoked else HubKey(k.id, k.account, k.connectors, k.created, _now(), k.digest)
+
+
+def match(records: Iterable[HubKey], presented: str) -> HubKey | None:
+    """The active record whose digest matches `presented`. Every record is compared in constant time,
+    without an early exit, so timing says nothing about which key (or whether a revoked one) matched."""
+    digest = _digest(presented).encode()
+    matched: HubKey | None = None
+    for record in records:
+        if hmac.compare_digest(digest, record.digest.encode()) and record.active:
+            matched = record
+    return matched
+
+
+def to_record(k: HubKey) -> dict[str, Any]:
+    """The stored form of a record (with the key's digest)."""
+    return {**k.to_json(), "sha256": k.digest}
+
+
+def from_record(item: Any, where: str) -> HubKey:
+    """A record from its stored form. Raises `HubKeyError` naming `where` for a malformed one."""
+    try:
+        connectors = item["connectors"]
+        return HubKey(
+            id=str(item["id"]),
+            account=str(item["account"]),
+            connectors=None if connectors == "*" else tuple(str(c) for c in connectors),
+            created=str(item["created"]),
+            revoked=None if item.get("revoked") is None else str(item["revoked"]),
+            digest=str(item["sha256"]),
+        )
+    except (KeyError, TypeError, AttributeError):
+        raise HubKeyError(f"{where} holds a malformed key record; move it aside") from None
+
+
+class HubKeys(Protocol):
+    """What the hub's routes need of a key store: `HubKeyStore` (a file) or `RedisHubKeyStore` (replicas)."""
+
+    def authenticate(self, presented: str) -> HubKey | None: ...
+
+
 class HubKeyStore:
     """The hub's key file. Blocking file I/O: call it from a worker thread in async code."""
 
@@ -97,22 +170,9 @@ class HubKeyStore:
 
         Raises `HubKeyError` for a bad account or connector name, or an unwritable state root.
         """
-        if not is_valid_tool_name(account):
-            raise HubKeyError(f"account name {account[:80]!r} must be 1 to 64 letters, digits, '_' or '-'")
-        for name in connectors or ():
-            if not is_valid_tool_name(name):
-                raise HubKeyError(f"connector name {name[:80]!r} is not a connection name")
-        key = KEY_PREFIX + secrets.token_urlsafe(32)
-        record = HubKey(
-            id="hk_" + secrets.token_hex(6),
-            account=account,
-            connectors=tuple(dict.fromkeys(connectors)) if connectors is not None else None,
-            created=_now(),
-            revoked=None,
-            digest=_digest(key),
-        )
+        record, key = new_key(account, connectors)
         self._modify(lambda keys: [*keys, record])
-        return record, Secret(key)
+        return record, key
 
     def list(self) -> list[HubKey]:
         """Every record, revoked ones included, oldest first. Raises `HubKeyError` for a damaged file."""
@@ -126,7 +186,7 @@ class HubKeyStore:
             out: list[HubKey] = []
             for k in keys:
                 if k.id == key_id:
-                    k = k if k.revoked else HubKey(k.id, k.account, k.connectors, k.created, _now(), k.digest)
+                    k = revoked(k)
                     found.append(k)
                 out.append(k)
             return out
@@ -144,12 +204,7 @@ class HubKeyStore:
         Every record is compared in constant time, without an early exit, so timing says nothing
         about which key (or whether a revoked one) matched. Raises `HubKeyError` for a damaged file.
         """
-        digest = _digest(presented).encode()
-        matched: HubKey | None = None
-        for record in self._current():
-            if hmac.compare_digest(digest, record.digest.encode()) and record.active:
-                matched = record
-        return matched
+        return match(self._current(), presented)
 
     def _current(self) -> list[HubKey]:
         """The records, re-read only when the file changed (the CLI rewrites it by rename)."""
@@ -184,23 +239,7 @@ class HubKeyStore:
         raw = data.get("keys") if isinstance(data, dict) else None
         if not isinstance(raw, list):
             raise HubKeyError(f"{self.path} is not an agent-sdk hub key file; move it aside")
-        out: list[HubKey] = []
-        for item in raw:
-            try:
-                connectors = item["connectors"]
-                out.append(
-                    HubKey(
-                        id=str(item["id"]),
-                        account=str(item["account"]),
-                        connectors=None if connectors == "*" else tuple(str(c) for c in connectors),
-                        created=str(item["created"]),
-                        revoked=None if item.get("revoked") is None else str(item["revoked"]),
-                        digest=str(item["sha256"]),
-                    )
-                )
-            except (KeyError, TypeError):
-                raise HubKeyError(f"{self.path} holds a malformed key record; move it aside") from None
-        return out
+        return [from_record(item, str(self.path)) for item in raw]
 
     def _modify(self, change: Callable[[list[HubKey]], list[HubKey]]) -> None:
         def run() -> None:
@@ -213,7 +252,7 @@ class HubKeyStore:
         self._run(run)
 
     def _write(self, keys: list[HubKey]) -> None:
-        records = [{**k.to_json(), "sha256": k.digest} for k in keys]
+        records = [to_record(k) for k in keys]
         payload = json.dumps({"version": 1, "keys": records}, indent=2).encode()
         fd, tmp = tempfile.mkstemp(prefix=".hub-keys.", suffix=".tmp", dir=self._root)
         try:

@@ -13,8 +13,7 @@ DELETE are 405 here.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -22,158 +21,23 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
-from mcp_types.methods import serialize_server_result
 from starlette.types import Message, Receive, Scope, Send
-
-from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnBuildError, TurnTool
 
 from ._asgi import JsonRefused, loads_bounded, receive_body, send_error, send_rpc_error
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
-from .mcp_fast_path import serve_tools_call
-from .runtime import Runtime
+from .mcp_lane import serve_lane
+from .mcp_tools import SERVER_VERSION, json_result
+from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool
 
-__all__ = [
-    "McpEndpoint",
-    "agent_server",
-    "answer_tools_call",
-    "answer_tools_call_json",
-    "session_manager",
-    "tools_server",
-]
-
-_VERSION = "0.1.0"
-
-
-def _runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
-    request: Any = ctx.request
-    return request.state.runtime
+__all__ = ["McpEndpoint", "agent_server", "session_manager"]
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> str:
     request: Any = ctx.request
     principal = request.scope.get("state", {}).get("principal")
     return principal.id if isinstance(principal, Principal) else "anonymous"
-
-
-def _mcp_tool(tool: TurnTool) -> mt.Tool:
-    data: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": dict(tool.input_schema)}
-    if tool.title:
-        data["title"] = tool.title
-    if tool.output_schema is not None:
-        data["outputSchema"] = dict(tool.output_schema)
-    if tool.annotations:
-        data["annotations"] = dict(tool.annotations)
-    return mt.Tool.model_validate(data)
-
-
-def _error_result(message: str, structured: dict[str, Any] | None = None) -> mt.CallToolResult:
-    return mt.CallToolResult.model_validate(
-        {
-            "content": [{"type": "text", "text": message}],
-            "isError": True,
-            **({"structuredContent": structured} if structured else {}),
-        }
-    )
-
-
-def _outcome_result(outcome: ToolOutcome) -> mt.CallToolResult:
-    if outcome.upstream is not None:  # passthrough: the same fields, without a dump and re-validation
-        upstream = outcome.upstream
-        return mt.CallToolResult(
-            content=upstream.content, structured_content=upstream.structured_content, is_error=outcome.is_error
-        )
-    data: dict[str, Any] = {"content": outcome.content, "isError": outcome.is_error}
-    if outcome.structured is not None:
-        data["structuredContent"] = outcome.structured
-    return mt.CallToolResult.model_validate(data)
-
-
-def _json_result(value: dict[str, Any], *, is_error: bool = False) -> mt.CallToolResult:
-    return mt.CallToolResult.model_validate(
-        {"content": [{"type": "text", "text": json.dumps(value)}], "structuredContent": value, "isError": is_error}
-    )
-
-
-async def _server_tool(runtime: Runtime, name: str) -> TurnTool:
-    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool."""
-    tool, toolset, problems = await runtime.catalog.tool(name, None)
-    if tool is None:
-        data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
-        if problems:
-            data["connectionErrors"] = [p.to_json() for p in problems]
-        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data=data)
-    return tool
-
-
-def _failure_result(exc: Exception) -> mt.CallToolResult:
-    """What the peer sees when a tool call raised: an error result, never a JSON-RPC error."""
-    if isinstance(exc, ToolInputError):
-        return _error_result(str(exc))
-    if isinstance(exc, ConnectionsError):
-        return _error_result(f"{exc.code}: {exc}")
-    return _error_result(f"{type(exc).__name__}: {exc}"[:500])
-
-
-async def answer_tools_call(runtime: Runtime, params: mt.CallToolRequestParams) -> mt.CallToolResult:
-    """`tools/call` on `/v1/mcp/tools`: a server tool through the catalog. Raises `MCPError` for an unknown tool.
-
-    The handler the SDK kernel calls.
-    """
-    tool = await _server_tool(runtime, params.name)
-    try:
-        outcome = await tool.call(params.arguments or {})
-    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
-        return _failure_result(exc)
-    return _outcome_result(outcome)
-
-
-async def answer_tools_call_json(
-    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, version: str
-) -> dict[str, Any]:
-    """`answer_tools_call` with the result as JSON in `version`'s shape, for `mcp_fast_path`.
-
-    A pooled passthrough tool's result stays JSON from the upstream to the peer (`TurnTool.call_raw`);
-    any other tool's is the model `answer_tools_call` builds, dumped. Raises `MCPError` for an unknown
-    tool and `pydantic.ValidationError` for a result that does not fit `version`'s schema.
-    """
-    tool = await _server_tool(runtime, name)
-    try:
-        invoke_raw = tool.invoke_raw  # `TurnTool.call_raw` without its frame
-        raw = None if invoke_raw is None else await invoke_raw(arguments or {})
-        result = _outcome_result(await tool.call(arguments)) if raw is None else None
-    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
-        raw, result = None, _failure_result(exc)
-    if raw is not None:
-        return raw.for_version(version)
-    assert result is not None
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    return serialize_server_result("tools/call", version, dumped)
-
-
-def tools_server() -> Server[Any]:
-    """`/v1/mcp/tools`: native MCP tools, listed live (fail-closed), called through the catalog."""
-
-    async def list_tools(
-        ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None
-    ) -> mt.ListToolsResult:
-        try:
-            toolset = await _runtime(ctx).catalog.live()
-        except TurnBuildError as exc:
-            names = sorted({p.connection for p in exc.problems if p.connection})
-            raise MCPError(
-                mt.INTERNAL_ERROR,
-                f"tools/list failed closed: connection(s) {', '.join(names) or '?'} could not be listed: "
-                + "; ".join(str(p) for p in exc.problems),
-                data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-            ) from None
-        return mt.ListToolsResult(tools=[_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)])
-
-    async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
-        return await answer_tools_call(_runtime(ctx), params)
-
-    return Server("agent-sdk-tools", version=_VERSION, on_list_tools=list_tools, on_call_tool=call)
 
 
 _ASK = {
@@ -271,30 +135,30 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
         if session_id is not None and token is not None:
             raise InvalidRequest("pass sessionId or continuationToken, not both")
         if session_id is not None:
-            live = await runtime.sessions.follow_up(runtime.sessions.get(session_id, principal), message, None)
+            live = await runtime.sessions.follow_up(await runtime.sessions.get(session_id, principal), message, None)
         elif token is not None:
-            live = runtime.sessions.for_follow_up(token, principal)
-            await runtime.sessions.follow_up(live, message, token)
+            live = await runtime.sessions.for_follow_up(token, principal)
+            live = await runtime.sessions.follow_up(live, message, token)
         else:
             live = await runtime.sessions.create(principal, message)
-        await runtime.sessions.wait(live, wait)
+        live = await runtime.sessions.wait(live, wait)
         return {"ok": True, **live.snapshot()}
 
     async def check(runtime: Runtime, principal: str, args: Mapping[str, Any]) -> dict[str, Any]:
-        live = runtime.sessions.get(_string(args, "sessionId", required=True), principal)
-        await runtime.sessions.wait(live, _wait_seconds(runtime, args.get("waitMs", 0)))
+        live = await runtime.sessions.get(_string(args, "sessionId", required=True), principal)
+        live = await runtime.sessions.wait(live, _wait_seconds(runtime, args.get("waitMs", 0)))
         return {"ok": True, **live.snapshot()}
 
-    async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> mt.CallToolResult:
+    async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         if params.name not in names:
             raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {params.name[:64]}", data={"available": sorted(names)})
-        runtime, principal = _runtime(ctx), _principal(ctx)
+        runtime, principal = runtime_of(ctx.request), _principal(ctx)  # pyright: ignore[reportArgumentType]
         args: Mapping[str, Any] = params.arguments or {}
         try:
             if params.name == "ask":
-                return _json_result(await ask(runtime, principal, args))
+                return json_result(await ask(runtime, principal, args))
             if params.name == "check":
-                return _json_result(await check(runtime, principal, args))
+                return json_result(await check(runtime, principal, args))
             name = _string(args, "name", required=True)
             assert name is not None
             envelope = await call_tool(
@@ -305,11 +169,11 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
                 session_id=_string(args, "sessionId"),
                 token=args.get("continuationToken"),
             )
-            return _json_result(envelope, is_error=bool(envelope["isError"]))
+            return json_result(envelope, is_error=bool(envelope["isError"]))
         except ApiError as exc:
-            return _json_result(exc.to_json(), is_error=True)
+            return json_result(exc.to_json(), is_error=True)
 
-    return Server("agent-sdk", version=_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return Server("agent-sdk", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
 
 
 def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPSessionManager:
@@ -349,14 +213,6 @@ def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     return body
 
 
-def _tools_call_handler(
-    scope: Scope, name: str, arguments: Mapping[str, Any] | None, version: str
-) -> Awaitable[dict[str, Any]]:
-    # A plain function handing back the coroutine: no frame of its own for every resume to pass through.
-    runtime: Runtime = scope["state"]["runtime"]
-    return answer_tools_call_json(runtime, name, arguments, version)
-
-
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
@@ -364,10 +220,10 @@ class McpEndpoint:
     reading it whole here to check the JSON-RPC envelope is bounded.
     """
 
-    def __init__(self, key: str, *, fast_tools_call: bool = False) -> None:
+    def __init__(self, key: str, *, lane: bool = False) -> None:
         self.key = key
-        # A handshake-era `tools/call` is answered by `mcp_fast_path` (same kernel, no per-request transport).
-        self.fast_tools_call = fast_tools_call
+        self.lane = lane
+        """`tools/call` and `tools/list` are answered by `mcp_lane` (both generations), the rest by the SDK."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope.get("method") != "POST":
@@ -398,8 +254,6 @@ class McpEndpoint:
 
         runtime: Runtime = scope["state"]["runtime"]
         manager = runtime.mcp[self.key]
-        if self.fast_tools_call and await serve_tools_call(
-            manager, scope, replay, send, raw, message, handler=_tools_call_handler
-        ):
+        if self.lane and await serve_lane(manager, runtime, scope, send, len(raw), message):
             return
         await manager.handle_request(scope, replay, send)

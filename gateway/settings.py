@@ -64,6 +64,12 @@ class ServeSettings(BaseModel):
                 raise ValueError(f"{network!r} is not an IP address or CIDR network (e.g. 10.0.0.0/8)") from None
         return value
 
+    state_url: SecretStr | None = None
+    """`redis://HOST:PORT/DB` (or `rediss://`, `unix://`): sessions, events, hub keys and OAuth tokens shared by
+    every replica (docs/deploy.md). Unset: files under `state_root`. A `SecretStr`: the URL may hold a password."""
+    turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
+    """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
+
     @field_validator("bearer_tokens")
     @classmethod
     def _tokens_not_empty(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
@@ -84,6 +90,13 @@ class ServeSettings(BaseModel):
                 + ("; --allow-anonymous is refused on a hub" if self.allow_anonymous else "")
             )
         return self
+
+    @field_validator("state_url")
+    @classmethod
+    def _redis_url(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and not value.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
+            raise ValueError("must be a redis://HOST:PORT/DB, rediss:// or unix:// URL")
+        return value
 
     @property
     def auth_mode(self) -> AuthMode:
@@ -117,6 +130,8 @@ class ServeSettings(BaseModel):
             "body_timeout_s": "AGENT_SDK_TIMEOUT_BODY",
             "max_header_bytes": "AGENT_SDK_MAX_HEADER_BYTES",
             "max_connections": "AGENT_SDK_MAX_CONNECTIONS",
+            "state_url": "AGENT_SDK_STATE_URL",
+            "turn_lease_s": "AGENT_SDK_TURN_LEASE_S",
         }
         for field, var in simple.items():
             if env.get(var):

@@ -20,7 +20,7 @@ def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
     return [p.to_json() for p in problems]
 
 
-def bind_session(
+async def bind_session(
     runtime: Runtime, principal: str, session_id: object, token: object
 ) -> tuple[LiveSession | None, SessionInfo | None]:
     """The session a call or listing is bound to, and the identity its toolset is built for.
@@ -32,12 +32,12 @@ def bind_session(
     if session_id is not None and token is not None:
         raise InvalidContinuationToken("pass sessionId or continuationToken, not both")
     if session_id is not None:
-        live = runtime.sessions.get(session_id, principal)
+        live = await runtime.sessions.get(session_id, principal)
         return live, live.info()
     if token is not None:
         channel, key = parse_continuation_token(token)
         assert isinstance(token, str)
-        live = runtime.sessions.by_token(token, principal)
+        live = await runtime.sessions.by_token(token, principal)
         if live is not None:
             return live, live.info()
         return None, SessionInfo(id=f"{channel}:{key}", channel_id=channel, auth=principal)
@@ -52,7 +52,7 @@ async def call_tool(
     Raises `ApiError`s: `UnknownTool` (with the available names), `InvalidToolInput`,
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
     """
-    live, info = bind_session(runtime, principal, session_id, token)
+    live, info = await bind_session(runtime, principal, session_id, token)
     tool, toolset, problems = await runtime.catalog.tool(name, info)
     if tool is None:
         extra: dict[str, Any] = {"available": toolset.names()}
@@ -80,7 +80,7 @@ async def call_tool(
         )
     duration_ms = round((time.perf_counter() - started) * 1000)
     if live is not None:
-        runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
+        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
     return {
         "ok": True,
         "toolName": name,

@@ -47,7 +47,7 @@ def _binding(request: Request) -> tuple[object, object]:
 async def list_tools(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     try:
-        _live, info = bind_session(runtime, principal_of(request).id, *_binding(request))
+        _live, info = await bind_session(runtime, principal_of(request).id, *_binding(request))
     except ApiError as exc:
         return error_response(exc)
     toolset, problems = await runtime.catalog.collect(info)
@@ -64,7 +64,7 @@ async def describe_tool(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     name: str = request.path_params["name"]
     try:
-        _live, info = bind_session(runtime, principal_of(request).id, *_binding(request))
+        _live, info = await bind_session(runtime, principal_of(request).id, *_binding(request))
         toolset, problems = await runtime.catalog.collect(info)
         tool = toolset.get(name)
         if tool is None:

@@ -13,7 +13,8 @@ from typing import Any
 
 from ..accounts import linkable_connections
 from ..errors import CliError
-from ..hub_keys import HubKeyError, HubKeyStore
+from ..hub_keys import HubKeyError
+from ..state import hub_key_store
 from ._common import add_project_args, state_root_of
 from .project import load
 
@@ -64,7 +65,7 @@ def create_key(args: argparse.Namespace) -> int:
                 f"{', '.join(linkable) or 'none (mark one with define_connection(..., linkable=True))'}"
             )
     try:
-        record, key = HubKeyStore(state_root_of(args)).create(args.account, connectors)
+        record, key = hub_key_store(state_root_of(args)).create(args.account, connectors)
     except HubKeyError as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -82,7 +83,7 @@ def create_key(args: argparse.Namespace) -> int:
 def list_keys(args: argparse.Namespace) -> int:
     """One line (or JSON object) per key: id, account, connectors, created, revoked."""
     try:
-        records = HubKeyStore(state_root_of(args)).list()
+        records = hub_key_store(state_root_of(args)).list()
     except HubKeyError as exc:
         raise CliError(str(exc)) from None
     if args.json:
@@ -100,7 +101,7 @@ def list_keys(args: argparse.Namespace) -> int:
 def revoke_key(args: argparse.Namespace) -> int:
     """Revoke one key (idempotent)."""
     try:
-        record = HubKeyStore(state_root_of(args)).revoke(args.id)
+        record = hub_key_store(state_root_of(args)).revoke(args.id)
     except HubKeyError as exc:
         raise CliError(str(exc)) from None
     print(f"revoked {record.id} (account {record.account!r}) at {record.revoked}")

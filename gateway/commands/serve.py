@@ -4,8 +4,10 @@ Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
-`--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md). A bearer
-token is better passed through the environment (a flag shows in `ps`).
+`--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md), `--state-url` AGENT_SDK_STATE_URL
+(Redis shared by replicas, docs/deploy.md), `--turn-lease` AGENT_SDK_TURN_LEASE_S; the connection
+limits and `--trusted-proxy` as docs/http-api.md lists them. A bearer token (or a Redis URL with a
+password) is better passed through the environment (a flag shows in `ps`).
 """
 
 from __future__ import annotations
@@ -19,12 +21,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from connections import RedactingFilter
-from oauth import OAuthError, serving_store
+from oauth import OAuthError
 
 from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
+from ..state import token_store
 from ._common import add_project_args, state_root_of
 from .project import load
 
@@ -71,6 +74,21 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         action="store_true",
         default=None,
         help="also serve the account hub API for linkable=True connections (docs/accounts.md); or $AGENT_SDK_HUB=1",
+    )
+    p.add_argument(
+        "--state-url",
+        default=None,
+        metavar="URL",
+        help="redis://HOST:PORT/DB: share sessions, events, hub keys and OAuth tokens with other replicas "
+        "(docs/deploy.md); or $AGENT_SDK_STATE_URL. Default: files under --state-root",
+    )
+    p.add_argument(
+        "--turn-lease",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="with --state-url: a turn's lease; a dead replica's turn ends interrupted within this + 1 s "
+        "(default 10); or $AGENT_SDK_TURN_LEASE_S",
     )
     p.add_argument(
         "--access-log",
@@ -120,6 +138,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             body_timeout_s=args.timeout_body,
             max_header_bytes=args.max_header_bytes,
             max_connections=args.max_connections,
+            state_url=getattr(args, "state_url", None),
+            turn_lease_s=getattr(args, "turn_lease", None),
         )
     except ValidationError as exc:
         problems = "; ".join(
@@ -159,9 +179,14 @@ def serve(args: argparse.Namespace) -> int:
             "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
             "use, and a gateway behind a proxy must authenticate its callers"
         )
+    if settings.state_url is not None:
+        try:
+            import redis  # noqa: F401  # pyright: ignore[reportUnusedImport]
+        except ImportError:
+            raise CliError("--state-url needs the redis client: pip install 'agent-sdk[redis]'") from None
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
-        serving_store(settings.state_root)
+        token_store(settings)
     except OAuthError as exc:
         raise CliError(str(exc)) from None
     try:
@@ -174,8 +199,11 @@ def serve(args: argparse.Namespace) -> int:
     # httpx2 logs every request's full URL at INFO: a key in a query string would reach the log.
     for name in ("httpx2", "httpcore2"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    url = settings.state_url
+    state = "files under --state-root" if url is None else _redacted(url.get_secret_value())
     print(
-        f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} (auth: {settings.auth_mode})"
+        f"agent-sdk: serving {project.root.name} on http://{settings.host}:{settings.port} "
+        f"(auth: {settings.auth_mode}; state: {state})"
     )
     limits = HttpLimits(
         idle_timeout=settings.idle_timeout_s,
@@ -202,6 +230,12 @@ def serve(args: argparse.Namespace) -> int:
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
     return 0
+
+
+def _redacted(url: str) -> str:
+    from .._redis import safe_url
+
+    return safe_url(url)
 
 
 def _bind(host: str) -> socket.socket:

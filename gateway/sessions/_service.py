@@ -1,9 +1,13 @@
 """`SessionService`: chat sessions, their turns and their event streams (reference/sessions.md).
 
-One task group (entered in the app lifespan) runs every turn. A session has at most one running
-turn; a follow-up preempts it (cancel, wait for it to settle, then run the new message), a stop
-cancels it. Every state change is an event `{type, index, sessionId, turnId?, at, data}`
-appended to the store before anyone waiting on the session is woken.
+Sessions live in a `SessionStore` (files, or Redis shared by replicas); this service keeps only
+the turns running in this process. A turn runs on the process that accepted it, under a lease in
+the store that it renews; every write of the turn is checked against that lease, so a replica
+that lost it (it stalled, or another replica declared it dead) can no longer write. A session has
+at most one running turn: a follow-up preempts it (cancel, wait for it to settle, then run the new
+message) and a stop cancels it, wherever it runs: a turn on another replica is asked over the
+store's cancel channel. A lapsed lease (its replica died) is closed by whichever replica notices
+first, with one `turn.interrupted`-style `turn.failed` (status `interrupted`), once.
 """
 
 from __future__ import annotations
@@ -12,20 +16,28 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, TurnBuilder, TurnBuildError
+from connections import SessionInfo, ToolOutcome, TurnBuilder
 
-from ..errors import Forbidden, InvalidContinuationToken, SessionNotFound, StaleContinuationToken
-from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
-from ._store import SESSION_ID, FileSessionStore, SessionRecord
+from ..errors import (
+    Forbidden,
+    InvalidContinuationToken,
+    SessionBusy,
+    SessionNotFound,
+    StaleContinuationToken,
+    StateUnavailable,
+)
+from ..runners import TurnRunner
+from ._protocol import SessionStore
+from ._records import SESSION_ID, SessionRecord, closing_events, interrupted_outcome, new_event, now
+from ._turns import run_turn
 
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
@@ -33,10 +45,8 @@ logger = logging.getLogger("agent_sdk.sessions")
 
 _TOKEN = re.compile(r"([a-z][a-z0-9_-]{0,31}):([A-Za-z0-9_\-.~/#@+=]{1,256})")
 _PREEMPT_GRACE_S = 30.0
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+_REAP_EVERY_S = 1.0
+_NUDGE_EVERY_S = 1.0
 
 
 def parse_continuation_token(token: object) -> tuple[str, str]:
@@ -47,21 +57,10 @@ def parse_continuation_token(token: object) -> tuple[str, str]:
 
 
 @dataclass(slots=True)
-class _Turn:
-    id: str
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-
-
-@dataclass(slots=True)
 class LiveSession:
+    """A session as last read from the store."""
+
     record: SessionRecord
-    events: list[dict[str, Any]]
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    turn: _Turn | None = None
-    lock: anyio.Lock = field(default_factory=anyio.Lock)
-    last_turn: dict[str, Any] | None = None
-    """The last finished turn: `{turnId, status, reply?, error?, message?, problems?}`."""
 
     @property
     def id(self) -> str:
@@ -69,303 +68,316 @@ class LiveSession:
 
     @property
     def busy(self) -> bool:
-        return self.turn is not None
+        return self.record.turn is not None
 
     def info(self) -> SessionInfo:
-        r = self.record
-        return SessionInfo(
-            id=r.id, channel_id=r.channel_id, mode=r.mode, purpose=r.purpose, auth=r.owner, title=r.title
-        )
+        return self.record.info()
 
     def snapshot(self) -> dict[str, Any]:
         """What `check` and the session routes report."""
+        r = self.record
         out: dict[str, Any] = {
-            "sessionId": self.id,
-            "continuationToken": self.record.continuation_token,
-            "title": self.record.title,
-            "createdAt": self.record.created_at,
-            "eventCount": len(self.events),
+            "sessionId": r.id,
+            "continuationToken": r.continuation_token,
+            "title": r.title,
+            "createdAt": r.created_at,
+            "eventCount": r.event_count,
         }
-        if self.turn is not None:
-            out.update(status="running", turnId=self.turn.id)
-        elif self.last_turn is not None:
-            out.update(self.last_turn)
+        if r.turn is not None:
+            out.update(status="running", turnId=r.turn)
+        elif r.last_turn is not None:
+            out.update(r.last_turn)
         else:
             out["status"] = "idle"
         return out
 
 
-class SessionService:
-    """Owns every session of this server. Use `async with SessionService.running(...) as service`."""
+@dataclass(slots=True)
+class Turn:
+    """A turn running in this process."""
 
-    def __init__(self, store: FileSessionStore, builder: TurnBuilder, runner: TurnRunner, tg: TaskGroup) -> None:
+    id: str
+    holder: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    lost: bool = False
+    """The lease was lost (reaped by another replica, or the store stayed away too long): write nothing more."""
+
+
+class SessionService:
+    """Runs this process's turns over a `SessionStore`. Use `async with SessionService.running(...) as service`."""
+
+    def __init__(
+        self, store: SessionStore, builder: TurnBuilder, runner: TurnRunner, tg: TaskGroup, *, lease_s: float
+    ) -> None:
         self.store = store
         self.builder = builder
         self.runner = runner
+        self.lease_s = lease_s
+        self.closing = False
         self._tg = tg
-        self._sessions: dict[str, LiveSession] = {}
-        self._by_token: dict[str, str] = {}
-        self._retired: dict[str, str] = {}
-        """Tokens a follow-up rotated away (this process's lifetime), so a stale one is told apart from a wrong one."""
+        self._replica = secrets.token_hex(6)
+        self._local: dict[str, Turn] = {}
+        self._locks: dict[str, anyio.Lock] = {}
 
     @classmethod
     @asynccontextmanager
     async def running(
-        cls, store: FileSessionStore, builder: TurnBuilder, runner: TurnRunner
+        cls, store: SessionStore, builder: TurnBuilder, runner: TurnRunner, *, lease_s: float = 10.0
     ) -> AsyncGenerator[SessionService]:
-        """Load the stored sessions (closing turns a restart cut off), run turns until exit, then cancel them."""
-        store.open()
-        async with anyio.create_task_group() as tg:
-            service = cls(store, builder, runner, tg)
-            service._restore()
-            try:
-                yield service
-            finally:
-                tg.cancel_scope.cancel()
+        """Open the store (a one-process store closes turns a restart cut off), run turns until exit, then
+        cancel them (they end `interrupted`). Raises `OSError` for an unusable state root."""
+        await store.open()
+        try:
+            async with anyio.create_task_group() as tg:
+                service = cls(store, builder, runner, tg, lease_s=lease_s)
+                tg.start_soon(service._listen_for_cancels)
+                if store.shared:
+                    tg.start_soon(service._reap_lapsed)
+                try:
+                    yield service
+                finally:
+                    service.closing = True
+                    tg.cancel_scope.cancel()
+        finally:
+            await store.aclose()
 
     # -- lookup --------------------------------------------------------------------------------
 
-    def get(self, session_id: object, principal: str) -> LiveSession:
-        """The session, if `principal` owns it. Raises `SessionNotFound` or `Forbidden`."""
-        live = self._sessions.get(session_id) if isinstance(session_id, str) else None
-        if live is None:
+    async def get(self, session_id: object, principal: str) -> LiveSession:
+        """The session, if `principal` owns it. Raises `SessionNotFound`, `Forbidden`, `StateUnavailable`."""
+        record = None
+        if isinstance(session_id, str) and SESSION_ID.fullmatch(session_id):
+            record = await self.store.load(session_id)
+        if record is None:
             raise SessionNotFound(f"no session {str(session_id)[:64]!r}")
-        if live.record.owner != principal:
+        if record.owner != principal:
             raise Forbidden("this session belongs to another principal")
-        return live
+        return LiveSession(record)
 
-    def by_token(self, token: str, principal: str) -> LiveSession | None:
+    async def by_token(self, token: str, principal: str) -> LiveSession | None:
         """The session whose current continuation token this is (owner-checked), or None."""
         parse_continuation_token(token)
-        session_id = self._by_token.get(token)
-        return None if session_id is None else self.get(session_id, principal)
+        found = await self.store.find_token(token)
+        return None if found is None or not found[1] else await self.get(found[0], principal)
 
-    def for_follow_up(self, token: str, principal: str) -> LiveSession:
+    async def for_follow_up(self, token: str, principal: str) -> LiveSession:
         """The session a follow-up by token alone continues. Raises `InvalidContinuationToken`,
-        `StaleContinuationToken` (a rotated-away token), `SessionNotFound`, `Forbidden`."""
-        live = self.by_token(token, principal)
-        if live is not None:
-            return live
-        retired = self._retired.get(token)
-        if retired is not None:
-            self.get(retired, principal)
+        `StaleContinuationToken` (a rotated-away token), `SessionNotFound`, `Forbidden`, `StateUnavailable`."""
+        parse_continuation_token(token)
+        found = await self.store.find_token(token)
+        if found is None:
+            raise SessionNotFound("no session has this continuation token")
+        live = await self.get(found[0], principal)
+        if not found[1]:
             raise StaleContinuationToken("this continuation token is stale; use the one the last reply returned")
-        raise SessionNotFound("no session has this continuation token")
+        return live
 
-    def owned_by_all(self) -> list[LiveSession]:
-        return list(self._sessions.values())
-
-    def owned_by(self, principal: str) -> list[LiveSession]:
-        return sorted(
-            (s for s in self._sessions.values() if s.record.owner == principal), key=lambda s: s.record.created_at
-        )
+    async def page(
+        self, principal: str, before: tuple[int, str] | None, limit: int
+    ) -> tuple[list[LiveSession], tuple[int, str] | None]:
+        """One page of `principal`'s sessions, newest first, and the cursor of the next page (None at the end)."""
+        records, nxt = await self.store.page(principal, before, limit)
+        return [LiveSession(r) for r in records], nxt
 
     # -- sessions and turns --------------------------------------------------------------------
 
     async def create(
         self, principal: str, message: str, *, title: str | None = None, purpose: str = "live"
     ) -> LiveSession:
-        """A new chat session owned by `principal`, its first turn started."""
+        """A new chat session owned by `principal`, its first turn started. Raises `StateUnavailable`."""
         record = SessionRecord(
             id=f"ses_{secrets.token_hex(12)}",
             owner=principal,
             continuation_token=self._new_token(),
-            created_at=_now(),
+            created_at=now(),
             title=title,
             purpose="eval" if purpose == "eval" else "live",
         )
-        self.store.save(record)
-        live = LiveSession(record=record, events=[])
-        self._sessions[record.id] = live
-        self._by_token[record.continuation_token] = record.id
-        self._emit(live, "session.started", {"channelId": record.channel_id, "mode": record.mode, "title": title})
-        self._start_turn(live, message)
-        return live
+        await self.store.create(record)
+        started = {"channelId": record.channel_id, "mode": record.mode, "title": title}
+        # A new session has no turn to settle and no history: its first events and its lease in one write.
+        turn = self._new_turn()
+        first = [new_event(record.id, "session.started", started), self._received(record.id, turn, message)]
+        if not await self.store.begin_turn(record.id, turn.id, turn.holder, self.lease_s, first):
+            raise SessionBusy(f"session {record.id} already runs a turn")  # pragma: no cover - it was just made
+        return self._launch(record, turn, message, [], len(first))
 
     async def follow_up(self, live: LiveSession, message: str, token: str | None) -> LiveSession:
-        """Start a turn on `message`, preempting a running one. With `token`, it must be the current one.
+        """Start a turn on `message`, preempting a running one (here or on another replica). With `token`, it
+        must be the current one; the token rotates either way.
 
-        Raises `InvalidContinuationToken` (malformed) or `StaleContinuationToken` (not the current one).
+        Raises `InvalidContinuationToken` (malformed), `StaleContinuationToken` (not the current one),
+        `SessionBusy` (the running turn did not stop within the grace period), `StateUnavailable`.
         """
         if token is not None:
             parse_continuation_token(token)
-            if not secrets.compare_digest(token.encode(), live.record.continuation_token.encode()):
+        async with self._lock(live.id):
+            if not await self.store.rotate(live.id, token, self._new_token()):
                 raise StaleContinuationToken("this continuation token is stale; use the one the last reply returned")
-        async with live.lock:
-            await self._settle(live)
-            self._by_token.pop(live.record.continuation_token, None)
-            self._retired[live.record.continuation_token] = live.id
-            live.record.continuation_token = self._new_token()
-            self._by_token[live.record.continuation_token] = live.id
-            self.store.save(live.record)
-            self._start_turn(live, message)
-        return live
+            return await self._start(live.id, message)
 
     async def stop(self, live: LiveSession) -> bool:
-        """Cancel the running turn (it ends in `turn.failed` with status `cancelled`); False when idle."""
-        async with live.lock:
-            was_busy = live.busy
-            await self._settle(live)
-            return was_busy
+        """Cancel the running turn, wherever it runs (it ends in `turn.failed` with status `cancelled`); False
+        when idle. Raises `SessionBusy` when it did not stop within the grace period, `StateUnavailable`."""
+        async with self._lock(live.id):
+            if (await self._load(live.id)).turn is None:
+                return False
+            await self._settle(live.id)
+            return True
 
-    async def wait(self, live: LiveSession, seconds: float) -> None:
-        """Return when the running turn settles or `seconds` pass, whichever is first."""
+    async def wait(self, live: LiveSession, seconds: float) -> LiveSession:
+        """The session once its running turn settles or `seconds` pass, whichever is first."""
         with anyio.move_on_after(max(0.0, seconds)):
-            while (turn := live.turn) is not None:
-                await turn.done.wait()
+            while True:
+                record = await self._load(live.id)
+                if record.turn is None:
+                    return LiveSession(record)
+                local = self._local.get(live.id)
+                if local is not None and local.id == record.turn:
+                    await local.done.wait()
+                else:
+                    await self.store.read(live.id, record.event_count, block_s=2.0)
+        return LiveSession(await self._load(live.id))
+
+    async def events(self, live: LiveSession, start: int = 0) -> list[dict[str, Any]]:
+        """The session's events from index `start`, read from the store."""
+        return await self.store.read(live.id, start)
 
     async def follow(self, live: LiveSession, start: int) -> AsyncIterator[dict[str, Any]]:
         """Every event from index `start`, then each new one as it is appended (until cancelled)."""
         index = max(0, start)
         while True:
-            changed = live.changed
-            while index < len(live.events):
-                yield live.events[index]
+            for event in await self.store.read(live.id, index, block_s=10.0, limit=500):
+                yield event
                 index += 1
-            await changed.wait()
 
-    def record_tool_call(
+    async def record_tool_call(
         self, live: LiveSession, call_id: str, name: str, arguments: Any, outcome: ToolOutcome | None, duration_ms: int
     ) -> None:
         """Put a direct (session-bound) tool call on the session's stream under its own turn id."""
-        self._emit(
-            live, "actions.requested", {"actions": [{"callId": call_id, "name": name, "input": arguments}]}, call_id
-        )
         data: dict[str, Any] = {"callId": call_id, "toolName": name, "durationMs": duration_ms, "direct": True}
         if outcome is not None:
             data.update(isError=outcome.is_error, result=outcome.result)
-        self._emit(live, "action.result", data, call_id)
+        requested = {"actions": [{"callId": call_id, "name": name, "input": arguments}]}
+        await self.store.append(
+            live.id,
+            [
+                new_event(live.id, "actions.requested", requested, call_id),
+                new_event(live.id, "action.result", data, call_id),
+            ],
+        )
 
     # -- internals -----------------------------------------------------------------------------
 
     def _new_token(self) -> str:
         return f"http:{secrets.token_urlsafe(24)}"
 
-    async def _settle(self, live: LiveSession) -> None:
-        turn = live.turn
-        if turn is None:
-            return
-        turn.scope.cancel()
-        with anyio.fail_after(_PREEMPT_GRACE_S):
-            await turn.done.wait()
-
-    def _start_turn(self, live: LiveSession, message: str) -> None:
-        turn = _Turn(id=f"turn_{uuid.uuid4().hex[:16]}")
-        history = _history(live.events)
-        live.turn = turn
-        self._emit(live, "message.received", {"text": message}, turn.id)
-        self._tg.start_soon(self._run_turn, live, turn, message, history)
-
-    async def _run_turn(self, live: LiveSession, turn: _Turn, message: str, history: list[tuple[str, str]]) -> None:
-        emit: Callable[[str, dict[str, Any]], None] = lambda kind, data: self._emit(live, kind, data, turn.id)  # noqa: E731
-        outcome: dict[str, Any] = {"status": "cancelled", "error": "turn_interrupted", "message": "turn interrupted"}
+    @asynccontextmanager
+    async def _lock(self, session_id: str) -> AsyncGenerator[None]:
+        # One follow-up or stop at a time per session in this process; across replicas the token's
+        # compare-and-set and the store's turn lease keep them apart. The lock is dropped when no one
+        # holds or waits for it, so memory does not grow with the sessions ever followed up.
+        lock = self._locks.setdefault(session_id, anyio.Lock())
         try:
-            with turn.scope:
-                emit("turn.started", {"runner": self.runner.name})
-                outcome = await self._turn_body(live, turn, message, history, emit)
-        except RunnerError as exc:
-            outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
-        except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
-            logger.error("turn %s of session %s crashed: %s", turn.id, live.id, type(exc).__name__)
-            outcome = {
-                "status": "failed",
-                "error": "internal_error",
-                "message": f"the turn crashed ({type(exc).__name__})",
-            }
+            async with lock:
+                yield
         finally:
-            status = outcome["status"]
-            if status != "completed":
-                emit("turn.failed", outcome)
-            live.last_turn = {"turnId": turn.id, **outcome}
-            live.turn = None
-            emit("session.waiting", {})
+            if not lock.locked() and lock.statistics().tasks_waiting == 0:
+                self._locks.pop(session_id, None)
+
+    async def _load(self, session_id: str) -> SessionRecord:
+        record = await self.store.load(session_id)
+        if record is None:
+            raise SessionNotFound(f"no session {session_id!r}")
+        return record
+
+    async def _settle(self, session_id: str) -> SessionRecord:
+        """Cancel the running turn, wherever it runs, and wait until the session is idle; the idle record.
+
+        A turn on another replica is asked over the store's cancel channel (again each second, in case the
+        request was lost); one whose lease lapsed meanwhile (its replica died) is closed here.
+        """
+        nudged = reaped = float("-inf")
+        try:
+            with anyio.fail_after(_PREEMPT_GRACE_S):
+                while True:
+                    record = await self._load(session_id)
+                    if record.turn is None:
+                        return record
+                    local = self._local.get(session_id)
+                    if local is not None and local.id == record.turn:
+                        local.scope.cancel()
+                        await local.done.wait()
+                        continue
+                    clock = anyio.current_time()
+                    if clock - nudged >= _NUDGE_EVERY_S:
+                        await self.store.request_cancel(session_id, record.turn)
+                        nudged = clock
+                    if self.store.shared and clock - reaped >= _REAP_EVERY_S:
+                        await self._reap(session_id, record.turn)
+                        reaped = clock
+                    await self.store.read(session_id, record.event_count, block_s=0.25)
+        except TimeoutError:
+            raise SessionBusy(
+                f"the running turn of session {session_id} did not stop within {_PREEMPT_GRACE_S:g} s; retry"
+            ) from None
+
+    async def _start(self, session_id: str, message: str) -> LiveSession:
+        while True:
+            record = await self._settle(session_id)
+            history = _history(await self.store.read(session_id, 0))
+            turn = self._new_turn()
+            if await self.store.begin_turn(
+                session_id, turn.id, turn.holder, self.lease_s, [self._received(session_id, turn, message)]
+            ):
+                return self._launch(record, turn, message, history, 1)
+            # Another replica started a turn between our settle and our begin: settle it too.
+
+    def _new_turn(self) -> Turn:
+        turn_id = f"turn_{uuid.uuid4().hex[:16]}"
+        return Turn(id=turn_id, holder=f"{self._replica}:{turn_id}")
+
+    def _received(self, session_id: str, turn: Turn, message: str) -> dict[str, Any]:
+        return new_event(session_id, "message.received", {"text": message}, turn.id)
+
+    def _launch(
+        self, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]], written: int
+    ) -> LiveSession:
+        self._local[record.id] = turn
+        record.turn = turn.id
+        record.event_count += written
+        self._tg.start_soon(self._run, record, turn, message, history)
+        return LiveSession(record)
+
+    async def _run(self, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]]) -> None:
+        try:
+            await run_turn(self, record, turn, message, history)
+        finally:
+            if self._local.get(record.id) is turn:
+                del self._local[record.id]
             turn.done.set()
 
-    async def _turn_body(
-        self,
-        live: LiveSession,
-        turn: _Turn,
-        message: str,
-        history: list[tuple[str, str]],
-        emit: Callable[[str, dict[str, Any]], None],
-    ) -> dict[str, Any]:
-        info = live.info()
-        try:
-            toolset = await self.builder.build(info)
-        except TurnBuildError as exc:
-            return {
-                "status": "failed",
-                "error": exc.code,
-                "message": str(exc),
-                "problems": [p.to_json() for p in exc.problems],
-            }
-        reply = ""
-        usage: dict[str, int] = {}
-        async for event in self.runner.run(info, message, toolset, history=history):
-            if isinstance(event, MessageDelta):
-                emit("message.appended", {"text": event.text})
-            elif isinstance(event, ToolCalled):
-                emit(
-                    "actions.requested",
-                    {"actions": [{"callId": event.call_id, "name": event.name, "input": event.input}]},
-                )
-            elif isinstance(event, ToolReturned):
-                emit(
-                    "action.result",
-                    {
-                        "callId": event.call_id,
-                        "toolName": event.name,
-                        "isError": event.is_error,
-                        "result": event.result,
-                    },
-                )
-            elif isinstance(event, Usage):
-                usage = {"inputTokens": event.input_tokens, "outputTokens": event.output_tokens}
-            elif isinstance(event, FinalText):  # pyright: ignore[reportUnnecessaryIsInstance]
-                reply = event.text
-        emit("message.completed", {"text": reply})
-        outcome = {"status": "completed", "reply": reply, "usage": usage}
-        emit("turn.completed", outcome)
-        return outcome
+    async def _reap(self, session_id: str, turn_id: str) -> None:
+        outcome = interrupted_outcome("owner_lost")
+        last = {"turnId": turn_id, **outcome}
+        if await self.store.reap(session_id, turn_id, last, closing_events(session_id, turn_id, outcome)):
+            logger.warning("closed turn %s of session %s: its replica's lease lapsed", turn_id, session_id)
 
-    def _emit(self, live: LiveSession, kind: str, data: dict[str, Any], turn_id: str | None = None) -> None:
-        event: dict[str, Any] = {"type": kind, "index": len(live.events), "sessionId": live.id}
-        if turn_id is not None:
-            event["turnId"] = turn_id
-        event.update(at=_now(), data=data)
-        try:
-            self.store.append(live.id, event)
-        except OSError as exc:  # a full disk must not kill the turn; the event stays in memory
-            logger.error("could not persist an event of session %s: %s", live.id, type(exc).__name__)
-        live.events.append(event)
-        changed, live.changed = live.changed, anyio.Event()
-        changed.set()
-
-    def _restore(self) -> None:
-        for record, events in self.store.load_all():
-            if not SESSION_ID.fullmatch(record.id):
+    async def _reap_lapsed(self) -> None:
+        while True:
+            await anyio.sleep(_REAP_EVERY_S)
+            try:
+                for session_id, turn_id in await self.store.lapsed():
+                    await self._reap(session_id, turn_id)
+            except StateUnavailable:
                 continue
-            live = LiveSession(record=record, events=events)
-            self._sessions[record.id] = live
-            self._by_token[record.continuation_token] = record.id
-            open_turns: dict[str, None] = {}
-            for event in events:
-                turn_id = event.get("turnId")
-                if event.get("type") == "turn.started" and isinstance(turn_id, str):
-                    open_turns[turn_id] = None
-                elif event.get("type") in ("turn.completed", "turn.failed") and isinstance(turn_id, str):
-                    open_turns.pop(turn_id, None)
-                    data: dict[str, Any] = event.get("data") or {}
-                    live.last_turn = {"turnId": turn_id, **data}
-            for turn_id in open_turns:  # cut off by a crash or a kill: close it, as the stream's reader expects
-                outcome = {
-                    "status": "interrupted",
-                    "error": "server_restarted",
-                    "message": "the server stopped during this turn",
-                }
-                self._emit(live, "turn.failed", outcome, turn_id)
-                live.last_turn = {"turnId": turn_id, **outcome}
-                self._emit(live, "session.waiting", {})
+
+    async def _listen_for_cancels(self) -> None:
+        async for session_id, turn_id in self.store.cancellations():
+            local = self._local.get(session_id)
+            if local is not None and local.id == turn_id:
+                local.scope.cancel()
 
 
 def _history(events: list[dict[str, Any]]) -> list[tuple[str, str]]:

@@ -12,6 +12,7 @@ server-everything for TLS and a redirect, and for an answer stream cut mid-call 
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -20,11 +21,7 @@ from urllib.parse import urlsplit
 
 import anyio
 import httpx2
-import mcp.types as mt
-import pydantic_core
 import pytest
-from mcp_types.methods import SERVER_RESULTS, serialize_server_result
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from opentelemetry import baggage
 from opentelemetry import context as otel_context
 
@@ -32,7 +29,6 @@ from connections import (
     ClientPool,
     ConnectionsError,
     ConnectionUnavailable,
-    RawToolResult,
     UnknownTool,
     UpstreamTimeout,
     define_connection,
@@ -50,6 +46,7 @@ pytestmark = pytest.mark.anyio
 LEGS = ("fast", "sdk")
 
 
+BOTH_ERAS = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "both_eras.py"
 CHATTY = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "chatty_server.mjs"
 
 
@@ -76,7 +73,7 @@ async def outcome(pool: ClientPool, name: str, tool: str, arguments: dict[str, A
         result = await pool.call_tool(name, tool, arguments)
     except ConnectionsError as exc:
         return (type(exc).__name__, exc.code, str(exc))
-    return result.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return result
 
 
 CASES: list[tuple[str, dict[str, Any]]] = [
@@ -111,44 +108,62 @@ async def test_every_answer_equals_the_sdk_transports(everything: str) -> None:
     assert by_tool["no-such-tool"][0] == UnknownTool.__name__
 
 
-async def raw_outcome(pool: ClientPool, name: str, tool: str, arguments: dict[str, Any]) -> Any:
-    """`outcome` for `call_tool_raw`: the `RawToolResult`, or the typed error as `outcome` gives it."""
-    try:
-        return await pool.call_tool_raw(name, tool, arguments)
-    except ConnectionsError as exc:
-        return (type(exc).__name__, exc.code, str(exc))
+@pytest.fixture(scope="module", params=["json", "sse"])
+def both_eras(request: pytest.FixtureRequest) -> Iterator[str]:
+    """An `mcp` 2.x stateless server speaking 2026-07-28 and the handshake, answering JSON or SSE."""
+    port = free_port()
+    cmd = [sys.executable, str(BOTH_ERAS), "--port", str(port), *(["--sse"] if request.param == "sse" else [])]
+    with running(cmd, port=port):
+        yield f"http://127.0.0.1:{port}/mcp"
 
 
-async def test_raw_results_are_what_a_server_sends_for_the_sdk_result_at_every_version(everything: str) -> None:
-    # `call_tool_raw` keeps a schema-less tool's answer as JSON (validated once, never a model); at each
-    # handshake-era version it must give the bytes an MCP server would send for the SDK path's result.
-    defn = define_connection(url=everything).named("everything", None)
-    async with pool_for(defn, "sdk") as pool:
-        expected = [await outcome(pool, "everything", tool, args) for tool, args in CASES]
-    async with pool_for(defn, "fast") as pool:
-        await pool.list_tools("everything", use_cache=True)  # the listing the raw lane consults
-        raws = [await raw_outcome(pool, "everything", tool, args) for tool, args in CASES]
-    versions = [v for v in sorted(HANDSHAKE_PROTOCOL_VERSIONS) if ("tools/call", v) in SERVER_RESULTS]
-    assert "2025-11-25" in versions and "2025-03-26" in versions
-    for (tool, _), want, raw in zip(CASES, expected, raws, strict=True):
-        if isinstance(want, tuple):  # a typed error: the same on both
-            assert raw == want, tool
-            continue
-        assert isinstance(raw, RawToolResult), tool
-        fields = {"content": want["content"], "isError": bool(want.get("isError"))}
-        if want.get("structuredContent") is not None:
-            fields["structuredContent"] = want["structuredContent"]
-        for version in versions:
-            server_sends = serialize_server_result("tools/call", version, fields)
-            assert pydantic_core.to_json(raw.for_version(version)) == pydantic_core.to_json(server_sends), (
-                tool,
-                version,
-            )
-    by_tool = dict(zip((t for t, _ in CASES), raws, strict=False))
-    # Schema-less tools took the raw lane (shaped by the session's version); a tool with an output
-    # schema took the SDK path, which checks its structured content against that schema.
-    assert by_tool["echo"].version == by_tool["get-sum"].version == "2025-11-25"
-    assert by_tool["get-structured-content"].version is None
+BOTH_ERAS_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("echo", {"text": "héllo ✓"}),
+    ("weather", {"city": "Oslo"}),  # structured content, checked against its output schema
+    ("badweather", {}),  # structured content that breaks the tool's output schema: an error
+    ("fails", {}),  # an isError result
+    ("meta", {}),  # the result's own _meta
+    ("progress", {"steps": 3}),  # progress notifications before the answer (SSE mode)
+    ("routed", {"region": "eu-west"}),  # x-mcp-header: Mcp-Param-Region at 2026-07-28
+    ("raises", {}),  # a JSON-RPC error
+    ("no-such-tool", {}),
+]
+
+
+@pytest.mark.parametrize("protocol", ["modern", "legacy"])
+async def test_both_generations_answer_the_same_on_both_wires(both_eras: str, protocol: str) -> None:
+    # 2026-07-28 sessions take the fast wire too: the session's stamp gives each request its `_meta`
+    # envelope and `Mcp-Method` / `Mcp-Name` / `Mcp-Param-*` headers; the answers equal the SDK transport's.
+    defn = define_connection(url=both_eras, protocol=protocol).named("eras", None)
+    seen: dict[str, list[Any]] = {}
+    listed: dict[str, Any] = {}
+    for leg in LEGS:
+        async with pool_for(defn, leg) as pool:
+            tools = await pool.list_tools("eras")  # tools/list on the leg under test, and the Mcp-Param map
+            listed[leg] = [t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in tools]
+            seen[leg] = [await outcome(pool, "eras", tool, args) for tool, args in BOTH_ERAS_CASES]
+            status = pool.status("eras")
+            assert status.fast_calls is (leg == "fast")
+            assert (status.protocol_version == "2026-07-28") is (protocol == "modern")
+    assert listed["fast"] == listed["sdk"] and len(listed["fast"]) == 8
+    for (tool, _), fast, sdk in zip(BOTH_ERAS_CASES, seen["fast"], seen["sdk"], strict=True):
+        assert fast == sdk, tool
+    by_tool = dict(zip((t for t, _ in BOTH_ERAS_CASES), seen["fast"], strict=True))
+    assert by_tool["echo"]["content"] == [{"type": "text", "text": "Echo: héllo ✓"}]
+    assert by_tool["weather"]["structuredContent"] == {"city": "Oslo", "celsius": 21.5}
+    assert by_tool["fails"]["isError"] is True
+    assert by_tool["badweather"][:2] == ("UpstreamError", "upstream_error")
+    assert by_tool["badweather"][2] == "connection 'eras': tools/call 'badweather' failed: RuntimeError"
+    assert by_tool["meta"]["_meta"]["example.com/trace"] == "t-1"
+    assert by_tool["progress"]["content"][0]["text"] == "done after 3"
+    mirrored = "eu-west" if protocol == "modern" else "None"  # the header exists at 2026-07-28 only
+    assert by_tool["routed"]["content"][0]["text"] == f"eu-west via {mirrored}"
+    assert by_tool["raises"][:2] == ("UpstreamError", "upstream_error")
+    assert "raises always refuses" in by_tool["raises"][2]
+    assert by_tool["no-such-tool"][0] == UnknownTool.__name__
+    if protocol == "modern":
+        assert by_tool["echo"]["resultType"] == "complete"
+        assert by_tool["echo"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "both-eras"
 
 
 async def test_large_answers_and_the_sse_event_limit_match_the_sdk_transport(everything: str) -> None:
@@ -179,9 +194,7 @@ async def test_concurrent_calls_each_get_their_own_answer(everything: str) -> No
 
         async def one(i: int) -> None:
             result = await pool.call_tool("everything", "echo", {"message": f"call {i}"})
-            block = result.content[0]
-            assert isinstance(block, mt.TextContent)
-            answers[i] = block.text
+            answers[i] = result["content"][0]["text"]
 
         async with anyio.create_task_group() as tg:
             for i in range(64):
@@ -232,7 +245,7 @@ async def test_static_headers_reach_the_upstream_on_both_legs(leg: str) -> None:
         async with pool_for(defn, leg) as pool:
             result = await pool.call_tool("rec", "record", {"value": "v"})
             assert pool.status("rec").fast_calls is (leg == "fast")
-        assert result.structured_content == {
+        assert result["structuredContent"] == {
             "tool": "record",
             "arguments": {"value": "v"},
             "tenant": "t-7",
@@ -275,7 +288,7 @@ async def test_a_restarted_upstream_gets_a_new_session_and_the_call_goes_through
         with running(everything_cmd(), port=port, env={"PORT": str(port)}):
             # The new server does not know our session id (it answers 400): one retry on a fresh session.
             result = await pool.call_tool("everything", "echo", {"message": "second"})
-        assert not result.is_error
+        assert not result.get("isError")
         assert pool.status("everything").opens == 2
 
 
@@ -298,7 +311,7 @@ async def test_a_slow_call_times_out_and_the_next_call_works(everything: str, le
         with pytest.raises(UpstreamTimeout, match=r"timed out after 0\.5s"):
             await pool.call_tool("everything", "trigger-long-running-operation", {"duration": 3, "steps": 3})
         result = await pool.call_tool("everything", "echo", {"message": "after"})
-        assert not result.is_error
+        assert not result.get("isError")
         assert pool.status("everything").opens == 1
 
 
@@ -308,7 +321,7 @@ async def test_an_idle_connection_the_server_closed_is_not_reused(everything: st
         await pool.call_tool("everything", "echo", {"message": "before"})
         await anyio.sleep(5.5)  # past the server's Keep-Alive timeout (5 s): it closed our connection
         result = await pool.call_tool("everything", "echo", {"message": "after"})
-        assert not result.is_error
+        assert not result.get("isError")
         assert pool.status("everything").opens == 1
 
 
@@ -507,7 +520,7 @@ async def test_a_call_ended_early_is_cancelled_upstream(
         assert cancels, "no notifications/cancelled reached the upstream"
         # The fast wire's own request ids: the cancel names the request it sent.
         assert ("agent-sdk-" in cancels[-1]) is (leg == "fast"), cancels[-1]
-        assert not (await pool.call_tool("logged", "echo", {"message": "after"})).is_error
+        assert not (await pool.call_tool("logged", "echo", {"message": "after"})).get("isError")
         assert pool.status("logged").fast_calls is (leg == "fast")
         assert pool.status("logged").opens == 1
 

@@ -51,7 +51,7 @@ async def test_sequential_calls_share_one_upstream_connection(everything: tuple[
         before = sockets_on(port)
         for i in range(60):
             result = await pool.call_tool("everything", "echo", {"message": f"n{i}"})
-            assert not result.is_error
+            assert not result.get("isError")
         grown = sockets_on(port) - before
     # Without draining the SSE answer, each call left a closed connection behind (60 more sockets).
     assert grown <= 4, f"{grown} new sockets for 60 calls"

@@ -54,7 +54,9 @@ def events(tmp_path: Path, kind: str) -> int:
     return sum(1 for line in lines if line.split()[0] == kind)
 
 
-def text(result: mt.CallToolResult) -> str:
+def text(result: mt.CallToolResult | dict[str, Any]) -> str:
+    if isinstance(result, dict):  # the pool's JSON result
+        result = mt.CallToolResult.model_validate(result)
     return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
 
 

@@ -22,7 +22,9 @@ UPSTREAMS = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams"
 COUNTING = str(UPSTREAMS / "counting_server.py")
 
 
-def text(result: mt.CallToolResult) -> str:
+def text(result: mt.CallToolResult | dict[str, Any]) -> str:
+    if isinstance(result, dict):  # the pool's JSON result
+        result = mt.CallToolResult.model_validate(result)
     return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
 
 

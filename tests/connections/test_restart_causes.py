@@ -46,7 +46,7 @@ async def test_one_tools_cut_answers_fail_those_calls_and_never_pause_the_connec
             with pytest.raises(UpstreamError, match=r"'up': tools/call 'slow' failed: .*answer.* cut off"):
                 await pool.call_tool("up", "slow", {"seconds": 2})
         result = await pool.call_tool("up", "echo", {"text": "still served"})
-        assert result.structured_content == {"result": "still served"}
+        assert result["structuredContent"] == {"result": "still served"}
         status = pool.status("up")
         assert (status.state, status.failures, status.opens, status.fast_calls) == ("open", 0, 1, leg == "fast")
 

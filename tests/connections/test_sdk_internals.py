@@ -1,4 +1,6 @@
-"""The private parts of `mcp` and `httpx2` the fast wire (`connections/_fast_calls.py`) stands on are where it expects.
+"""The private parts of `mcp` and `httpx2` the fast wire stands on are where it expects.
+
+The fast wire is `connections/_fast_calls.py` and `_fast_answers.py`.
 
 `pyproject.toml` pins both to the minor release this was checked against. A new release may move
 any of them; this test then fails naming each one that moved, instead of the fast wire quietly
@@ -17,7 +19,7 @@ import pytest
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
-from connections import _fast_calls
+from connections import _fast_answers
 
 pytestmark = pytest.mark.anyio
 
@@ -59,12 +61,12 @@ async def test_the_sdk_internals_the_fast_wire_uses_are_where_it_expects() -> No
 
     async with Client(server, mode="legacy") as client:
         moved = moved_from_a_session(client)
-    if _fast_calls._SSEParser is None:  # pyright: ignore[reportPrivateUsage]
+    if _fast_answers._SSEParser is None:  # pyright: ignore[reportPrivateUsage]
         moved.append("httpx2._sse._SSEParser (both wires parse SSE with it)")
-    elif [n for n in ("decode", "flush") if not callable(getattr(_fast_calls._SSEParser, n, None))]:  # pyright: ignore[reportPrivateUsage]
+    elif [n for n in ("decode", "flush") if not callable(getattr(_fast_answers._SSEParser, n, None))]:  # pyright: ignore[reportPrivateUsage]
         moved.append("httpx2._sse._SSEParser.decode / .flush")
     versions = f"mcp {metadata.version('mcp')}, httpx2 {metadata.version('httpx2')}"
-    assert moved == [], f"{versions} moved what connections/_fast_calls.py relies on: {'; '.join(moved)}"
+    assert moved == [], f"{versions} moved what the fast wire relies on: {'; '.join(moved)}"
 
 
 def test_the_pins_hold_the_installed_releases() -> None:

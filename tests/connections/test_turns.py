@@ -101,8 +101,8 @@ async def test_passthrough_call_returns_the_upstream_result(tmp_path: Path, ever
         echo = await toolset.tools["echo"].call({"message": "hello upstream"})
         total = await toolset.tools["get-sum"].call({"a": 2, "b": 40})
     assert not echo.is_error
-    assert "hello upstream" in json.dumps(echo.content)
-    assert "42" in json.dumps(total.content)
+    assert "hello upstream" in json.dumps(echo.result["content"])
+    assert "42" in json.dumps(total.result["content"])
 
 
 async def test_read_only_hint_maps_to_read_effect(tmp_path: Path, upstream: str) -> None:
@@ -289,8 +289,8 @@ async def test_rotated_credential_is_live_on_the_next_turn(tmp_path: Path, upstr
         token_file.write_text("second")
         second = await broker.builder.build(session())
         out2 = await second.tools["record"].call({"value": "rotation-2"})
-    assert out1.structured is not None and out1.structured["authorization"] == "Bearer first"
-    assert out2.structured is not None and out2.structured["authorization"] == "Bearer second"
+    assert out1.result["structuredContent"]["authorization"] == "Bearer first"
+    assert out2.result["structuredContent"]["authorization"] == "Bearer second"
     calls = {c["arguments"].get("value"): c for c in await recorded(upstream)}
     assert calls["rotation-2"]["authorization"] == "Bearer second"
 
@@ -359,7 +359,7 @@ async def test_attached_connections_are_reached_through_the_meta_tools_with_sess
             {"connection": "attached", "tool": "record", "arguments": {"value": "via-meta"}}
         )
     assert [t["name"] for t in listing.result["tools"]] == ["record", "lookup"]
-    assert out.structured is not None and out.structured["tenant"] == "meta-m1"
+    assert out.result["structuredContent"]["tenant"] == "meta-m1"
 
 
 async def test_server_tools_reach_host_mcp_with_static_headers_only(tmp_path: Path, upstream: str) -> None:
@@ -391,5 +391,5 @@ async def test_server_tools_reach_host_mcp_with_static_headers_only(tmp_path: Pa
         toolset = await broker.builder.build(session())
         via_session = await toolset.tools["record"].call({"value": "session-call"})
         via_host = await toolset.tools["via_host"].call({})
-    assert via_session.structured is not None and via_session.structured["tenant"] == "from-session"
+    assert via_session.result["structuredContent"]["tenant"] == "from-session"
     assert via_host.result["tenant"] == "static"

@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx2
@@ -35,6 +35,8 @@ class Served:
     port: int
     state_root: Path
     log: Path
+    headers: dict[str, str] = field(default_factory=dict[str, str])
+    """Sent on every request of `client()` (e.g. the operator's bearer token on a hub)."""
 
     def stop(self, sig: int = signal.SIGINT) -> None:
         if self.proc.poll() is None:
@@ -49,7 +51,7 @@ class Served:
         return self.log.read_text(errors="replace")
 
     def client(self, **kwargs: object) -> httpx2.Client:
-        return httpx2.Client(base_url=self.url, timeout=30.0, **kwargs)  # type: ignore[arg-type]
+        return httpx2.Client(base_url=self.url, timeout=30.0, headers=self.headers, **kwargs)  # type: ignore[arg-type]
 
 
 def serve(

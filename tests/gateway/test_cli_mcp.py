@@ -71,7 +71,7 @@ def test_mcp_tools_and_call_against_server_everything(project: Path, capsys: pyt
     assert "get-sum" in capsys.readouterr().out
     assert main(["mcp", "call", "everything", "get-sum", "--args", '{"a": 2, "b": 3}', "--dir", str(project)]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert result["isError"] is False and "5" in result["content"][0]["text"]
+    assert not result.get("isError") and "5" in result["content"][0]["text"]
     assert not matching(str(node_bin("mcp-server-everything")))
 
 

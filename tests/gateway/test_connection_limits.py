@@ -17,6 +17,7 @@ IDLE, HEADER, BODY = 1.0, 1.0, 1.0
 SLACK = 4.0  # a loaded box: closed well before this, or the timeout is not enforced
 MAX_HEAD = 16 * 1024
 MAX_CONNECTIONS = 20
+OPERATOR_TOKEN = "operator-token-for-the-limits-hub"
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,9 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         BASIC, root / "state", "--hub",
         "--timeout-keep-alive", str(IDLE), "--timeout-header", str(HEADER), "--timeout-body", str(BODY),
         "--max-header-bytes", str(MAX_HEAD), "--max-connections", str(MAX_CONNECTIONS),
+        env={"AGENT_SDK_BEARER_TOKEN": OPERATOR_TOKEN},  # a hub never trusts loopback
     )  # fmt: skip
+    served.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
     yield served
     served.stop()
     assert_clean(served.log_text())

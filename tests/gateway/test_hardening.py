@@ -4,6 +4,7 @@ duplicate `Host` headers, forged log lines."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -43,12 +44,16 @@ class Gateway:
     hub_key: str
 
 
+OPERATOR_TOKEN = "operator-token-for-the-hardening-hub"
+
+
 def _write_poisoned_session(state_root: Path) -> None:
     """A record stored before the boundary refused unpaired surrogates (as the fuzz run left one)."""
     sessions = state_root / "sessions"
     sessions.mkdir(parents=True, exist_ok=True)
+    owner = "bearer:" + hashlib.sha256(OPERATOR_TOKEN.encode()).hexdigest()[:12]  # the operator's principal
     record = (
-        '{"id": "ses_0123456789abcdef01234567", "owner": "loopback", "continuation_token": "http:abc", '
+        '{"id": "ses_0123456789abcdef01234567", "owner": "' + owner + '", "continuation_token": "http:abc", '
         '"created_at": "2026-01-01T00:00:00+00:00", "title": "bad \\ud800 title"}'
     )
     (sessions / "ses_0123456789abcdef01234567.json").write_text(record)
@@ -75,7 +80,9 @@ def hub_gateway(root: Path, *flags: str, poisoned: bool = False) -> Iterator[Gat
     done = _cli("hub", "keys", "create", "--dir", str(project), "--state-root", str(state_root), "--account", "a",
                 "--all", "--json")  # fmt: skip
     assert done.returncode == 0, done.stderr
-    served = serve(project, state_root, "--hub", *flags)
+    # A hub never trusts loopback: it serves with the operator's bearer token, which the test client sends.
+    served = serve(project, state_root, "--hub", *flags, env={"AGENT_SDK_BEARER_TOKEN": OPERATOR_TOKEN})
+    served.headers["Authorization"] = f"Bearer {OPERATOR_TOKEN}"
     try:
         yield Gateway(served, json.loads(done.stdout)["key"])
     finally:

@@ -129,6 +129,17 @@ async def test_stop_interrupts_the_turn_and_the_session_takes_another_message(se
 
 
 @pytest.mark.anyio
+async def test_a_runner_error_ends_the_turn_failed_with_its_sentence(server: Served) -> None:
+    async with httpx2.AsyncClient(base_url=server.url, timeout=30) as http:
+        sid = (await http.post("/v1/session", json={"message": "fail the model is away"})).json()["sessionId"]
+        events = await _until(http, sid, "session.waiting")
+        snapshot = (await http.get(f"/v1/session/{sid}")).json()
+    failed = [e["data"] for e in events if e["type"] == "turn.failed"]
+    assert failed == [{"status": "failed", "error": "runner_failed", "message": "the model is away"}]
+    assert snapshot["status"] == "failed" and snapshot["error"] == "runner_failed"
+
+
+@pytest.mark.anyio
 async def test_stream_from_start_index_skips_what_was_read(server: Served) -> None:
     async with httpx2.AsyncClient(base_url=server.url, timeout=30) as http:
         sid = (await http.post("/v1/session", json={"message": "hi"})).json()["sessionId"]
@@ -147,6 +158,31 @@ async def test_sessions_lists_only_the_callers_own(server: Served) -> None:
         listed = (await http.get("/v1/sessions")).json()["sessions"]
     mine = [s for s in listed if s["sessionId"] == sid]
     assert len(mine) == 1 and mine[0]["title"] == "mine" and mine[0]["continuationToken"].startswith("http:")
+
+
+@pytest.mark.anyio
+async def test_sessions_page_newest_first_by_cursor_and_refuse_a_bad_one(tmp_path: Path) -> None:
+    served = serve(BASIC, tmp_path / "state")
+    try:
+        async with httpx2.AsyncClient(base_url=served.url, timeout=30) as http:
+            made = [(await http.post("/v1/session", json={"message": f"m{i}"})).json()["sessionId"] for i in range(5)]
+            pages: list[list[str]] = []
+            cursor = None
+            while True:
+                params = {"limit": 2, **({"cursor": cursor} if cursor else {})}
+                page = (await http.get("/v1/sessions", params=params)).json()
+                pages.append([s["sessionId"] for s in page["sessions"]])
+                if (cursor := page["nextCursor"]) is None:
+                    break
+            bad = [
+                await http.get("/v1/sessions", params=params)
+                for params in ({"limit": 0}, {"limit": 201}, {"limit": "x"}, {"cursor": "not-ours"})
+            ]
+    finally:
+        served.stop()
+    assert pages == [made[4:2:-1], made[2:0:-1], made[:1]]
+    for response in bad:
+        assert response.status_code == 400 and response.json()["error"] == "invalid_request", response.text
 
 
 def test_bad_create_bodies_are_400(server: Served) -> None:

@@ -49,7 +49,7 @@ async def test_a_401_refreshes_once_and_retries_once_on_either_wire(
         resource.reject_next()  # the server drops the current token mid-session
         second = await pool.call_tool("docs", "echo", {"text": "after"})
 
-    assert [first.content[0].model_dump()["text"], second.content[0].model_dump()["text"]] == ["before", "after"]
+    assert [first["content"][0]["text"], second["content"][0]["text"]] == ["before", "after"]
     assert auth.stats.retries_after_401 == 1
     assert auth.stats.refreshes == 1
     assert auth.stats.logins == 0

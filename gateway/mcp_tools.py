@@ -1,0 +1,123 @@
+"""`/v1/mcp/tools`: the deterministic server tools as native MCP tools, and their two answers.
+
+`tools_list_result` and `tools_call_result` are the only bodies of `tools/list` and `tools/call`
+on this endpoint. The lane (`mcp_lane.py`) calls them directly; the SDK server built here
+(`tools_server`) calls them for whatever the lane hands to the SDK, so both paths answer alike.
+Results are JSON, not shaped for a protocol version yet: the caller shapes them for its peer.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as mt
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel import Server
+from mcp.shared.exceptions import MCPError
+
+from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+
+from .runtime import Runtime, runtime_of
+
+__all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
+
+SERVER_VERSION = "0.1.0"
+_COMPLETE = "complete"
+
+
+def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
+    data: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": dict(tool.input_schema)}
+    if tool.title:
+        data["title"] = tool.title
+    if tool.output_schema is not None:
+        data["outputSchema"] = dict(tool.output_schema)
+    if tool.annotations:
+        data["annotations"] = dict(tool.annotations)
+    return data
+
+
+def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
+    """A `CallToolResult` carrying `value` as JSON text and as structured content."""
+    text = json.dumps(value)
+    return {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": value,
+        "isError": is_error,
+        "resultType": _COMPLETE,
+    }
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True, "resultType": _COMPLETE}
+
+
+def _failure_result(exc: Exception) -> dict[str, Any]:
+    """What the peer sees when a tool call raised: an error result, never a JSON-RPC error."""
+    if isinstance(exc, ToolInputError):
+        return _error_result(str(exc))
+    if isinstance(exc, ConnectionsError):
+        return _error_result(f"{exc.code}: {exc}")
+    return _error_result(f"{type(exc).__name__}: {exc}"[:500])
+
+
+async def server_tool(runtime: Runtime, name: str) -> TurnTool:
+    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool."""
+    tool, toolset, problems = await runtime.catalog.tool(name, None)
+    if tool is None:
+        data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
+        if problems:
+            data["connectionErrors"] = [p.to_json() for p in problems]
+        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data=data)
+    return tool
+
+
+async def tools_call_result(runtime: Runtime, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+    """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
+    upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
+    result. Raises `MCPError` for an unknown tool."""
+    tool = await server_tool(runtime, name)
+    try:
+        outcome = await tool.call(arguments)
+    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
+        return _failure_result(exc)
+    result = outcome.mcp_result()
+    if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
+        result = {**result, "resultType": _COMPLETE}
+    return result
+
+
+async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed. Raises `MCPError` naming the
+    connections that could not be listed, never a shorter list."""
+    try:
+        toolset = await runtime.catalog.live()
+    except TurnBuildError as exc:
+        names = sorted({p.connection for p in exc.problems if p.connection})
+        raise MCPError(
+            mt.INTERNAL_ERROR,
+            f"tools/list failed closed: connection(s) {', '.join(names) or '?'} could not be listed: "
+            + "; ".join(str(p) for p in exc.problems),
+            data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
+        ) from None
+    tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
+    # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
+    return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
+
+
+def tools_server() -> Server[Any]:
+    """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself."""
+
+    def runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
+        request: Any = ctx.request  # the Starlette request of a Streamable HTTP POST
+        return runtime_of(request)
+
+    async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
+        return await tools_list_result(runtime(ctx))
+
+    async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
+        return await tools_call_result(runtime(ctx), params.name, params.arguments)
+
+    # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
+    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)

@@ -1,0 +1,275 @@
+"""`RedisSessionStore`: sessions shared by every replica through Redis (`agent-sdk serve --state-url`).
+
+Keys (prefix `agent-sdk:`): the session hash `s:<id>` and its event stream `s:<id>:ev` (layout in
+`_redis_scripts.py`), `tok:<sha256>` / `rtok:<sha256>` from a current / rotated-away continuation
+token to its session (tokens are never key names), `p:<principal>` a sorted set of the principal's
+sessions by creation time (the listing index), `running` the leases, `count` the number of
+sessions, and the pub/sub channel `cancel` that carries "cancel turn T of session S" to its owner.
+
+Every Redis failure becomes `StateUnavailable` (503 `state_unavailable`): callers fail with a
+sentence and the next request, once Redis answers again, works with no restart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import AsyncIterator, Awaitable, Sequence
+from typing import Any, TypeVar
+
+import anyio
+
+from .._redis import redis_client, safe_url
+from ..errors import StateUnavailable
+from . import _redis_scripts as lua
+from ._records import SessionRecord, created_ms
+
+__all__ = ["RedisSessionStore"]
+
+logger = logging.getLogger("agent_sdk.sessions")
+
+_T = TypeVar("_T")
+_RETIRED_S = 30 * 24 * 3600
+"""How long a rotated-away token is remembered, so that it answers 409 stale rather than 404."""
+_BLOCK_CAP_S = 10.0
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _pairs(events: Sequence[dict[str, Any]]) -> list[str]:
+    """Each event as the JSON before and after its index, which the script assigns."""
+    out: list[str] = []
+    for event in events:
+        rest = {k: v for k, v in event.items() if k != "type"}
+        out.append('{"type":' + json.dumps(event["type"]) + ',"index":')
+        out.append("," + json.dumps(rest, separators=(",", ":"), default=str)[1:])
+    return out
+
+
+class RedisSessionStore:
+    """See the module docstring. Use one per process (`async with` or `open`/`aclose`)."""
+
+    shared = True
+
+    def __init__(self, url: str, *, prefix: str = "agent-sdk:", patience_s: float = 10.0) -> None:
+        self.url = url
+        self.patience_s = patience_s
+        """How long a running turn's writes wait out a Redis outage before the turn gives up."""
+        self.name = safe_url(url)
+        self._p = prefix
+        self._client: Any = None
+        self._blocking: Any = None
+        self._scripts: dict[str, Any] = {}
+
+    def __repr__(self) -> str:
+        return f"RedisSessionStore({self.name!r})"
+
+    async def open(self) -> None:
+        self._client = redis_client(self.url)
+        self._blocking = redis_client(self.url, socket_timeout=_BLOCK_CAP_S + 5)
+        for name in ("APPEND", "BEGIN", "END", "LAPSED", "REAP", "RENEW", "ROTATE"):
+            self._scripts[name] = self._client.register_script(getattr(lua, name))
+
+    async def aclose(self) -> None:
+        for client in (self._client, self._blocking):
+            if client is not None:
+                await client.aclose()
+
+    async def _do(self, awaitable: Awaitable[_T]) -> _T:
+        import redis.exceptions
+
+        try:
+            return await awaitable
+        except redis.exceptions.RedisError as exc:
+            raise StateUnavailable(
+                f"the shared state store (Redis at {self.name}) is unavailable ({type(exc).__name__}); retry shortly"
+            ) from None
+
+    def _h(self, sid: str) -> str:
+        return f"{self._p}s:{sid}"
+
+    def _ev(self, sid: str) -> str:
+        return f"{self._p}s:{sid}:ev"
+
+    @property
+    def _running(self) -> str:
+        return f"{self._p}running"
+
+    # -- records ---------------------------------------------------------------------------------
+
+    async def create(self, record: SessionRecord) -> None:
+        digest = _digest(record.continuation_token)
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hset(
+            self._h(record.id),
+            mapping={
+                "rec": json.dumps(record.identity()),
+                "token": record.continuation_token,
+                "tokh": digest,
+                "turn": "",
+                "holder": "",
+                "last": "",
+                "n": 0,
+            },
+        )
+        pipe.set(f"{self._p}tok:{digest}", record.id)
+        pipe.zadd(f"{self._p}p:{record.owner}", {record.id: created_ms(record)})
+        pipe.incr(f"{self._p}count")
+        await self._do(pipe.execute())
+
+    async def load(self, session_id: str) -> SessionRecord | None:
+        return _record(await self._do(self._client.hgetall(self._h(session_id))))
+
+    async def find_token(self, token: str) -> tuple[str, bool] | None:
+        digest = _digest(token)
+        current, retired = await self._do(self._client.mget(f"{self._p}tok:{digest}", f"{self._p}rtok:{digest}"))
+        if current is not None:
+            return current, True
+        if retired is not None:
+            return retired, False
+        return None
+
+    async def rotate(self, session_id: str, expected: str | None, new: str) -> bool:
+        args = ["" if expected is None else _digest(expected), new, _digest(new), session_id, self._p, _RETIRED_S]
+        done = await self._do(self._scripts["ROTATE"](keys=[self._h(session_id)], args=args))
+        return int(done) == 1
+
+    async def page(
+        self, principal: str, before: tuple[int, str] | None, limit: int
+    ) -> tuple[list[SessionRecord], tuple[int, str] | None]:
+        key = f"{self._p}p:{principal}"
+        high: int | str = "+inf" if before is None else before[0]
+        keys: list[tuple[int, str]] = []
+        offset = 0
+        while len(keys) <= limit:
+            batch = await self._do(
+                self._client.zrevrangebyscore(key, high, "-inf", start=offset, num=limit + 16, withscores=True)
+            )
+            for sid, score in batch:
+                item = (int(score), sid)
+                if before is None or item < before:
+                    keys.append(item)
+            if len(batch) < limit + 16:
+                break
+            offset += len(batch)
+        pipe = self._client.pipeline(transaction=False)
+        for _, sid in keys[:limit]:
+            pipe.hgetall(self._h(sid))
+        records = [r for raw in await self._do(pipe.execute()) if (r := _record(raw)) is not None]
+        return records, (keys[limit - 1] if len(keys) > limit else None)
+
+    async def count(self) -> int:
+        return int(await self._do(self._client.get(f"{self._p}count")) or 0)
+
+    # -- events ----------------------------------------------------------------------------------
+
+    async def append(self, session_id: str, events: Sequence[dict[str, Any]], holder: str | None = None) -> bool:
+        keys = [self._h(session_id), self._ev(session_id)]
+        args = [holder or "", secrets.token_hex(8), *_pairs(events)]
+        if holder is None:  # a request's write: fail fast, the caller answers 503
+            return int(await self._do(self._scripts["APPEND"](keys=keys, args=args))) >= 0
+        return int(await self._patient(self._scripts["APPEND"], keys, args)) >= 0
+
+    async def read(self, session_id: str, start: int, *, block_s: float = 0.0, limit: int = 0) -> list[dict[str, Any]]:
+        stream = self._ev(session_id)
+        if block_s > 0:  # XREAD answers at once when there are entries past `start`, else waits: one round trip
+            ms = max(1, int(min(block_s, _BLOCK_CAP_S) * 1000))
+            found = await self._do(self._blocking.xread({stream: f"0-{start}"}, count=limit or None, block=ms))
+            entries = found[0][1] if found else []
+        else:
+            entries = await self._do(self._client.xrange(stream, f"0-{start + 1}", "+", count=limit or None))
+        return [json.loads(fields["e"]) for _, fields in entries]
+
+    # -- turns -----------------------------------------------------------------------------------
+
+    async def begin_turn(
+        self, session_id: str, turn_id: str, holder: str, lease_s: float, events: Sequence[dict[str, Any]]
+    ) -> bool:
+        keys = [self._h(session_id), self._ev(session_id), self._running]
+        args = [session_id, turn_id, holder, int(lease_s * 1000), *_pairs(events)]
+        return int(await self._do(self._scripts["BEGIN"](keys=keys, args=args))) == 1
+
+    async def renew(self, session_id: str, holder: str, lease_s: float) -> bool:
+        keys = [self._h(session_id), self._running]
+        return (
+            int(await self._do(self._scripts["RENEW"](keys=keys, args=[session_id, holder, int(lease_s * 1000)]))) == 1
+        )
+
+    async def end_turn(
+        self, session_id: str, holder: str, last_turn: dict[str, Any], events: Sequence[dict[str, Any]]
+    ) -> bool:
+        keys = [self._h(session_id), self._ev(session_id), self._running]
+        args = [session_id, holder, json.dumps(last_turn, default=str), secrets.token_hex(8), *_pairs(events)]
+        return int(await self._patient(self._scripts["END"], keys, args)) == 1
+
+    async def _patient(self, script: Any, keys: list[str], args: list[Any]) -> Any:
+        """Run a turn's write, retrying through a Redis outage of up to `patience_s` with the same operation
+        id (so a write that landed but whose reply was lost is not made twice). Raises `StateUnavailable` after."""
+        deadline = anyio.current_time() + self.patience_s
+        while True:
+            try:
+                return await self._do(script(keys=keys, args=args))
+            except StateUnavailable:
+                if anyio.current_time() >= deadline:
+                    raise
+                await anyio.sleep(0.25)
+
+    async def lapsed(self) -> list[tuple[str, str]]:
+        flat = await self._do(self._scripts["LAPSED"](keys=[self._running], args=[self._p]))
+        return [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
+
+    async def reap(
+        self, session_id: str, turn_id: str, last_turn: dict[str, Any], events: Sequence[dict[str, Any]]
+    ) -> bool:
+        keys = [self._h(session_id), self._ev(session_id), self._running]
+        args = [session_id, turn_id, json.dumps(last_turn, default=str), *_pairs(events)]
+        return int(await self._do(self._scripts["REAP"](keys=keys, args=args))) == 1
+
+    async def request_cancel(self, session_id: str, turn_id: str) -> None:
+        await self._do(self._client.publish(f"{self._p}cancel", f"{session_id} {turn_id}"))
+
+    async def cancellations(self) -> AsyncIterator[tuple[str, str]]:
+        """Cancel requests, resubscribing after Redis comes back (a lost request is re-sent by its sender)."""
+        import redis.exceptions
+
+        lost = False
+        while True:
+            pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+            try:
+                await pubsub.subscribe(f"{self._p}cancel")
+                if lost:
+                    logger.info("the cancel channel at %s is back", self.name)
+                    lost = False
+                while True:
+                    message = await pubsub.get_message(timeout=1.0)
+                    if message is not None and isinstance(message.get("data"), str):
+                        sid, _, turn = message["data"].partition(" ")
+                        yield sid, turn
+            except redis.exceptions.RedisError as exc:
+                if not lost:  # once per outage, not once per retry
+                    logger.warning("lost the cancel channel at %s (%s); resubscribing", self.name, type(exc).__name__)
+                    lost = True
+                await anyio.sleep(0.5)
+            finally:
+                with anyio.CancelScope(shield=True):
+                    try:
+                        await pubsub.aclose()
+                    except redis.exceptions.RedisError:
+                        pass
+
+
+def _record(raw: dict[str, str] | None) -> SessionRecord | None:
+    if not raw or "rec" not in raw:
+        return None
+    identity = json.loads(raw["rec"])
+    return SessionRecord(
+        **identity,
+        continuation_token=raw.get("token", ""),
+        turn=raw.get("turn") or None,
+        last_turn=json.loads(raw["last"]) if raw.get("last") else None,
+        event_count=int(raw.get("n") or 0),
+    )

@@ -1,0 +1,148 @@
+"""One turn's run: build the toolset, drive the runner, put each step on the stream, keep the lease.
+
+Every write goes through the store with the turn's lease holder, so a turn whose lease was lost
+(another replica closed it as `interrupted`) writes nothing more and is cancelled here.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from connections import TurnBuildError
+
+from ..errors import StateUnavailable
+from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, Usage
+from ._records import SessionRecord, closing_events, interrupted_outcome, new_event
+
+if TYPE_CHECKING:
+    from ._service import SessionService, Turn
+
+__all__ = ["run_turn"]
+
+logger = logging.getLogger("agent_sdk.sessions")
+
+
+class _Writer:
+    """The turn's fenced writes."""
+
+    def __init__(self, service: SessionService, record: SessionRecord, turn: Turn) -> None:
+        self.store = service.store
+        self.sid = record.id
+        self.turn = turn
+
+    async def emit(self, kind: str, data: dict[str, Any]) -> None:
+        if self.turn.lost:
+            return
+        try:
+            kept = await self.store.append(self.sid, [new_event(self.sid, kind, data, self.turn.id)], self.turn.holder)
+        except StateUnavailable:
+            kept = False
+        if not kept:
+            self.lose("its lease was lost")
+
+    def lose(self, why: str) -> None:
+        if not self.turn.lost:
+            logger.warning("turn %s of session %s stops here: %s", self.turn.id, self.sid, why)
+        self.turn.lost = True
+        self.turn.scope.cancel()
+
+
+async def _keep_lease(service: SessionService, writer: _Writer) -> None:
+    """Renew the lease every third of its length; a refused renewal means another replica closed the turn."""
+    turn, every = writer.turn, service.lease_s / 3
+    deadline = anyio.current_time() + service.lease_s
+    while True:
+        await anyio.sleep(every)
+        try:
+            if not await service.store.renew(writer.sid, turn.holder, service.lease_s):
+                writer.lose("another replica closed it after its lease lapsed")
+                return
+            deadline = anyio.current_time() + service.lease_s
+        except StateUnavailable:
+            if anyio.current_time() >= deadline:
+                writer.lose("the state store was unreachable for longer than the lease")
+                return
+            every = 0.25
+
+
+async def run_turn(
+    service: SessionService, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]]
+) -> None:
+    """Run `turn` to its end and close it on the stream (unless its lease was lost)."""
+    writer = _Writer(service, record, turn)
+    outcome: dict[str, Any] = {"status": "cancelled", "error": "turn_interrupted", "message": "turn interrupted"}
+    try:
+        async with anyio.create_task_group() as tg:
+            if service.store.shared:
+                tg.start_soon(_keep_lease, service, writer)
+            try:  # inside the task group, so that a runner's error is not wrapped in an exception group
+                with turn.scope:
+                    await writer.emit("turn.started", {"runner": service.runner.name})
+                    outcome = await _body(service, record, writer, message, history)
+            except RunnerError as exc:
+                outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
+            except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
+                logger.error("turn %s of session %s crashed: %s", turn.id, record.id, type(exc).__name__)
+                crashed = f"the turn crashed ({type(exc).__name__})"
+                outcome = {"status": "failed", "error": "internal_error", "message": crashed}
+            finally:
+                tg.cancel_scope.cancel()
+    finally:
+        if service.closing and outcome.get("error") == "turn_interrupted":
+            outcome = interrupted_outcome("server_stopping")
+        with anyio.CancelScope(shield=True):
+            await _close(service, record, turn, outcome)
+
+
+async def _close(service: SessionService, record: SessionRecord, turn: Turn, outcome: dict[str, Any]) -> None:
+    if turn.lost:
+        return
+    try:
+        with anyio.fail_after(service.lease_s + 5):
+            closed = await service.store.end_turn(
+                record.id, turn.holder, {"turnId": turn.id, **outcome}, closing_events(record.id, turn.id, outcome)
+            )
+    except (StateUnavailable, TimeoutError):
+        closed = False
+    if not closed:  # another replica closes it as interrupted once the lease lapses
+        logger.warning("could not close turn %s of session %s; its lease will lapse", turn.id, record.id)
+
+
+async def _body(
+    service: SessionService, record: SessionRecord, writer: _Writer, message: str, history: list[tuple[str, str]]
+) -> dict[str, Any]:
+    info = record.info()
+    try:
+        toolset = await service.builder.build(info)
+    except TurnBuildError as exc:
+        return {
+            "status": "failed",
+            "error": exc.code,
+            "message": str(exc),
+            "problems": [p.to_json() for p in exc.problems],
+        }
+    reply = ""
+    usage: dict[str, int] = {}
+    async for event in service.runner.run(info, message, toolset, history=history):
+        if isinstance(event, MessageDelta):
+            await writer.emit("message.appended", {"text": event.text})
+        elif isinstance(event, ToolCalled):
+            actions = [{"callId": event.call_id, "name": event.name, "input": event.input}]
+            await writer.emit("actions.requested", {"actions": actions})
+        elif isinstance(event, ToolReturned):
+            result = {
+                "callId": event.call_id,
+                "toolName": event.name,
+                "isError": event.is_error,
+                "result": event.result,
+            }
+            await writer.emit("action.result", result)
+        elif isinstance(event, Usage):
+            usage = {"inputTokens": event.input_tokens, "outputTokens": event.output_tokens}
+        elif isinstance(event, FinalText):  # pyright: ignore[reportUnnecessaryIsInstance]
+            reply = event.text
+    await writer.emit("message.completed", {"text": reply})
+    return {"status": "completed", "reply": reply, "usage": usage}  # `turn.completed` is written with the close
