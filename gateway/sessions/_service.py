@@ -18,7 +18,7 @@ import secrets
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -37,7 +37,7 @@ from ..errors import (
 from ..runners import TurnRunner
 from ._protocol import SessionStore
 from ._records import SESSION_ID, SessionRecord, closing_events, interrupted_outcome, new_event, now
-from ._turns import run_turn
+from ._turns import Turn, run_turn
 
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
@@ -90,18 +90,6 @@ class LiveSession:
         else:
             out["status"] = "idle"
         return out
-
-
-@dataclass(slots=True)
-class Turn:
-    """A turn running in this process."""
-
-    id: str
-    holder: str
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    lost: bool = False
-    """The lease was lost (reaped by another replica, or the store stayed away too long): write nothing more."""
 
 
 class SessionService:

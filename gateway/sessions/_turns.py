@@ -7,20 +7,42 @@ Every write goes through the store with the turn's lease holder, so a turn whose
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import anyio
 
-from connections import TurnBuildError
+from connections import TurnBuilder, TurnBuildError
 
 from ..errors import StateUnavailable
-from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, Usage
+from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
+from ._protocol import SessionStore
 from ._records import SessionRecord, closing_events, interrupted_outcome, new_event
 
-if TYPE_CHECKING:
-    from ._service import SessionService, Turn
+__all__ = ["Turn", "TurnHost", "run_turn"]
 
-__all__ = ["run_turn"]
+
+@dataclass(slots=True)
+class Turn:
+    """A turn running in this process."""
+
+    id: str
+    holder: str
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    lost: bool = False
+    """The lease was lost (reaped by another replica, or the store stayed away too long): write nothing more."""
+
+
+class TurnHost(Protocol):
+    """What a turn needs of the service that runs it (`SessionService`)."""
+
+    store: SessionStore
+    builder: TurnBuilder
+    runner: TurnRunner
+    lease_s: float
+    closing: bool
+
 
 logger = logging.getLogger("agent_sdk.sessions")
 
@@ -28,7 +50,7 @@ logger = logging.getLogger("agent_sdk.sessions")
 class _Writer:
     """The turn's fenced writes."""
 
-    def __init__(self, service: SessionService, record: SessionRecord, turn: Turn) -> None:
+    def __init__(self, service: TurnHost, record: SessionRecord, turn: Turn) -> None:
         self.store = service.store
         self.sid = record.id
         self.turn = turn
@@ -50,7 +72,7 @@ class _Writer:
         self.turn.scope.cancel()
 
 
-async def _keep_lease(service: SessionService, writer: _Writer) -> None:
+async def _keep_lease(service: TurnHost, writer: _Writer) -> None:
     """Renew the lease every third of its length; a refused renewal means another replica closed the turn."""
     turn, every = writer.turn, service.lease_s / 3
     deadline = anyio.current_time() + service.lease_s
@@ -69,7 +91,7 @@ async def _keep_lease(service: SessionService, writer: _Writer) -> None:
 
 
 async def run_turn(
-    service: SessionService, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]]
+    service: TurnHost, record: SessionRecord, turn: Turn, message: str, history: list[tuple[str, str]]
 ) -> None:
     """Run `turn` to its end and close it on the stream (unless its lease was lost)."""
     writer = _Writer(service, record, turn)
@@ -97,7 +119,7 @@ async def run_turn(
             await _close(service, record, turn, outcome)
 
 
-async def _close(service: SessionService, record: SessionRecord, turn: Turn, outcome: dict[str, Any]) -> None:
+async def _close(service: TurnHost, record: SessionRecord, turn: Turn, outcome: dict[str, Any]) -> None:
     if turn.lost:
         return
     try:
@@ -112,7 +134,7 @@ async def _close(service: SessionService, record: SessionRecord, turn: Turn, out
 
 
 async def _body(
-    service: SessionService, record: SessionRecord, writer: _Writer, message: str, history: list[tuple[str, str]]
+    service: TurnHost, record: SessionRecord, writer: _Writer, message: str, history: list[tuple[str, str]]
 ) -> dict[str, Any]:
     info = record.info()
     try:

@@ -8,7 +8,6 @@ reach Redis answers `StateUnavailable`, and works again when Redis is back, with
 
 from __future__ import annotations
 
-import argparse
 import secrets
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -16,6 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
+from gateway.cli import build_parser
 from gateway.commands.serve import settings_from_args
 from gateway.errors import CliError, StateUnavailable
 from gateway.sessions import FileSessionStore, RedisSessionStore, SessionRecord, SessionStore
@@ -208,10 +208,7 @@ async def test_a_redis_password_never_reaches_an_error_a_repr_or_the_settings(tm
     for text in (str(caught.value), repr(store), repr(settings), str(settings.model_dump())):
         assert "pass-sekret-123" not in text
     assert "127.0.0.1" in str(caught.value) and "retry" in str(caught.value)
-    fields = ("host", "port", "bearer_token", "allow_anonymous", "runner", "hub", "access_log", "turn_lease")
-    args = argparse.Namespace(
-        dir=str(tmp_path), state_root=None, state_url="http://:pass-sekret-123@x/", **dict.fromkeys(fields)
-    )
+    args = build_parser().parse_args(["serve", "--dir", str(tmp_path), "--state-url", "http://:pass-sekret-123@x/"])
     with pytest.raises(CliError) as bad:  # what `serve` prints for a URL that is not Redis
         settings_from_args(args)
     assert "state_url" in str(bad.value) and "redis://" in str(bad.value) and "pass-sekret-123" not in str(bad.value)
