@@ -42,8 +42,13 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
         yield served
 
 
+def _operator(served: Served) -> httpx2.Client:
+    """A client that sends the bearer token on every request."""
+    return httpx2.Client(base_url=served.url, timeout=30.0, headers={"Authorization": f"Bearer {TOKEN}"})
+
+
 def _opens(served: Served) -> int:
-    with served.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    with _operator(served) as http:
         data = http.get("/v1/connections").json()
     return next(c["opens"] for c in data["connections"] if c["name"] == "everything")
 
@@ -68,9 +73,8 @@ def test_without_the_bearer_token_the_console_serves_its_shell_but_no_data_and_n
 
 def test_a_foreign_origin_cannot_read_the_console_data_or_act_even_with_the_token(bearer: Served) -> None:
     opens = _opens(bearer)
-    authorized = {"Authorization": f"Bearer {TOKEN}"}
     other_port = f"http://127.0.0.1:{bearer.port + 1}"
-    with bearer.client(headers=authorized) as http:
+    with _operator(bearer) as http:
         for origin in ("https://evil.example", other_port, "null"):
             data = http.get("/v1/connections", headers={"Origin": origin})
             assert data.status_code == 403, origin
@@ -90,7 +94,7 @@ def test_a_foreign_origin_cannot_read_the_console_data_or_act_even_with_the_toke
 
 
 def test_an_operator_restarts_a_connection_and_it_reopens_on_the_next_look(bearer: Served) -> None:
-    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    with _operator(bearer) as http:
         before = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "everything")
         assert before["state"] == "ready" and before["pid"]
         done = http.post("/v1/connections/everything/restart", json={})
@@ -130,7 +134,7 @@ def test_looking_at_a_failing_connection_does_not_retry_it_but_a_restart_does(be
     def broken(http: httpx2.Client) -> dict[str, Any]:
         return next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "broken")
 
-    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    with _operator(bearer) as http:
         first = broken(http)
         assert first["state"] == "failing"
         assert "cannot connect" in first["cause"]
@@ -144,7 +148,7 @@ def test_looking_at_a_failing_connection_does_not_retry_it_but_a_restart_does(be
 
 
 def test_a_login_to_an_unreachable_server_is_one_sentence(bearer: Served) -> None:
-    with bearer.client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
+    with _operator(bearer) as http:
         status = next(c for c in http.get("/v1/connections").json()["connections"] if c["name"] == "locked")
         assert status["state"] == "needs_login"
         assert status["oauth"]["loggedIn"] is False
