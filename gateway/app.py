@@ -152,7 +152,7 @@ def create_app(
                 keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
-            console = await stack.enter_async_context(ConsoleServices.running(settings.state_root))
+            console = await stack.enter_async_context(ConsoleServices.running(settings))
             yield {"runtime": runtime, "accounts": accounts, "console": console}
 
     routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest

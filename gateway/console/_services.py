@@ -1,8 +1,8 @@
 """`ConsoleServices`: what the console's routes share, made in the app's lifespan.
 
-The token store is the one `serve` reads (`oauth.serving_store(state_root)`: `mcp-auth.json`, the
-keyring or Redis, as `AGENT_SDK_TOKEN_STORE` chooses), so a browser login is stored where the
-connections read it. Pending browser logins live here, in memory, for `LOGIN_TTL` seconds.
+The token store is the one `serve` reads (`state.token_store(settings)`: `mcp-auth.json`, the
+keyring or Redis, as `--state-url` and `AGENT_SDK_TOKEN_STORE` choose), so a browser login is
+stored where the connections read it. Pending browser logins live here, in memory, for `LOGIN_TTL` seconds.
 """
 
 from __future__ import annotations
@@ -11,12 +11,14 @@ import time
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import httpx2
 from starlette.requests import Request
 
-from oauth import ClientRegistration, ServerMetadata, StoreKey, TokenStore, serving_store
+from oauth import ClientRegistration, ServerMetadata, StoreKey, TokenStore
+
+from ..settings import ServeSettings
+from ..state import token_store
 
 __all__ = ["LOGIN_TTL", "ConsoleServices", "PendingLogin", "console_of"]
 
@@ -63,9 +65,11 @@ class ConsoleServices:
 
     @classmethod
     @asynccontextmanager
-    async def running(cls, state_root: Path) -> AsyncGenerator[ConsoleServices]:
-        """Open the serving token store and an HTTP client for the authorization servers; close both after."""
-        store = serving_store(state_root)
+    async def running(cls, settings: ServeSettings) -> AsyncGenerator[ConsoleServices]:
+        """Open the serving token store and an HTTP client for the authorization servers; close both after.
+
+        Raises `oauth.StoreError` for a bad store choice (`serve` checks it before it starts)."""
+        store = token_store(settings)
         try:
             async with httpx2.AsyncClient(timeout=30.0) as http:
                 yield cls(store=store, http=http)

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx2
 import pytest
 from playwright.sync_api import Page, Response, expect
+from redis import Redis
 
 from tests.browser import ARTIFACTS, chromium
 from tests.conftest import free_port
@@ -25,6 +26,7 @@ from tests.peers import node_bin
 from tests.processes import running
 
 from .conftest import Served, assert_clean, make_project, serve, serving
+from .replicas import BEARER, redis_server, replica
 
 SHOTS = ARTIFACTS / "console"
 ATTACKER = Path(__file__).resolve().parent / "console_attacker"
@@ -134,16 +136,7 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         page.click("#run-close")
 
         # Log in to the OAuth connection: oidc-provider's login and consent pages, then our callback.
-        page.locator("#conn-docs button.login").click()
-        page.wait_for_url(lambda url: not url.startswith(origin), timeout=30_000)
-        page.fill("input[name='login']", "operator")
-        page.fill("input[name='password']", "any")
-        page.screenshot(path=str(SHOTS / "3-authorization-server.png"))
-        page.locator("button[type='submit']").first.click()
-        page.locator("button[type='submit']").first.click()  # consent
-        expect(page.locator("#login-result")).to_contain_text("docs is logged in", timeout=30_000)
-        assert urlsplit(page.url).path == "/v1/oauth/callback"
-        page.screenshot(path=str(SHOTS / "4-logged-in.png"))
+        _log_in(page, origin, "docs", shots=True)
         pages.append(page.content())
         page.click("text=Back to the console")
         _state(page, "docs", "ready")
@@ -158,6 +151,22 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
     tokens = stored_tokens(gateway.state_root)
     assert len(tokens) == 2  # the access and the refresh token of the one grant
     assert not any(token in content for token in tokens for content in pages)
+
+
+def _log_in(page: Page, origin: str, name: str, *, shots: bool = False) -> None:
+    """Press *Log in*, pass oidc-provider's login and consent pages, and land on the gateway's callback."""
+    page.locator(f"#conn-{name} button.login").click()
+    page.wait_for_url(lambda url: not url.startswith(origin), timeout=30_000)
+    page.fill("input[name='login']", "operator")
+    page.fill("input[name='password']", "any")
+    if shots:
+        page.screenshot(path=str(SHOTS / "3-authorization-server.png"))
+    page.locator("button[type='submit']").first.click()
+    page.locator("button[type='submit']").first.click()  # consent
+    expect(page.locator("#login-result")).to_contain_text(f"{name} is logged in", timeout=30_000)
+    assert urlsplit(page.url).path == "/v1/oauth/callback"
+    if shots:
+        page.screenshot(path=str(SHOTS / "4-logged-in.png"))
 
 
 def test_a_page_on_another_origin_can_neither_read_the_console_data_nor_restart_a_connection(
@@ -219,3 +228,32 @@ def test_a_refused_consent_or_a_replayed_redirect_stores_nothing(gateway: Served
         assert again.status_code == 400
         assert "matches no login started from the console" in again.text  # a state is used once
     assert stored_tokens(gateway.state_root) == before
+
+
+def test_a_browser_login_on_a_replica_is_stored_in_its_redis_not_on_its_disk(
+    tmp_path: Path, resource: ResourceServer
+) -> None:
+    project = make_project(
+        tmp_path / "project",
+        {"docs": _connection(f"url={resource.url!r}, oauth=True, advertise_tools=True")},
+        tools=False,
+    )
+    with redis_server(tmp_path / "redis") as redis:
+        served = replica(project, tmp_path / "state", redis.url)
+        try:
+            with chromium(tmp_path / "profile") as browser:
+                page = browser.new_page()
+                page.goto(f"{served.url}/")
+                page.fill("#token", BEARER)
+                page.click("#token-form button[type='submit']")
+                _state(page, "docs", "needs_login")
+                expect(page.locator("#conn-docs .oauth")).to_contain_text(f"store: redis://127.0.0.1:{redis.port}/0")
+                _log_in(page, served.url, "docs")
+                page.click("text=Back to the console")
+                _state(page, "docs", "ready")  # the token sent from the tab's sessionStorage again
+            keys = Redis.from_url(redis.url).keys("agent-sdk:mcp-oauth:docs:*")
+            assert [k.decode() for k in keys] == [f"agent-sdk:mcp-oauth:docs:{resource.url}"]
+            assert not (served.state_root / "mcp-auth.json").exists()
+        finally:
+            served.stop()
+        assert_clean(served.log_text(), [BEARER])
