@@ -23,7 +23,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import UnknownConnection
+from connections import UnknownConnection, remember_secret
 from oauth import ClientRegistration, Discovery, Grant, OAuthConfig, OAuthError, StoreKey, printable
 from oauth._login import check_redirect, choose_scopes, configured_client, probe_challenge
 from oauth._registration import register_client
@@ -138,6 +138,11 @@ def _page(status: int, title: str, message: str) -> Response:
 
 async def callback(request: Request) -> Response:
     params = dict(request.query_params)
+    for value in (params.get("code"), params.get("state")):
+        if value:
+            # The one redaction rule masks them from now on: the access log line of this very request
+            # (`--access-log`) is written after this handler ran.
+            remember_secret(value)
     services = console_of(request)
     pending = services.take(params.get("state", ""))
     if pending is None:

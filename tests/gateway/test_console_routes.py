@@ -38,7 +38,7 @@ def bearer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 @pytest.fixture(scope="module")
 def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serving(tmp_path_factory, "console-anonymous", _everything(), "--allow-anonymous") as served:
+    with serving(tmp_path_factory, "console-anonymous", _everything(), "--allow-anonymous", "--access-log") as served:
         yield served
 
 
@@ -157,3 +157,14 @@ def test_a_login_to_an_unreachable_server_is_one_sentence(bearer: Served) -> Non
     assert failed.json()["error"] == "login_failed"
     assert "cannot reach http://127.0.0.1:" in failed.json()["message"]
     assert_clean(failed.text)
+
+
+def test_the_callback_query_never_reaches_the_access_log(anonymous: Served) -> None:
+    code, state = "an-authorization-code-4f9c2e", "a-login-state-value-7d1a3b"
+    with anonymous.client() as http:
+        answer = http.get("/v1/oauth/callback", params={"code": code, "state": state})
+        assert answer.status_code == 400
+        http.get("/v1/health")  # a later line, so the callback's access line has surely been written
+    log = anonymous.log_text()
+    assert "/v1/oauth/callback" in log
+    assert code not in log and state not in log
