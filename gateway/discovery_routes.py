@@ -47,6 +47,7 @@ async def info(request: Request) -> JSONResponse:
             "accountBridge": "/v1/account/{connection}/mcp",
             "console": "/",
             "connections": "/v1/connections",
+            "failures": "/v1/failures",
         },
     }
     accounts = getattr(request.state, "accounts", None)

@@ -19,6 +19,7 @@ from oauth import ClientRegistration, ServerMetadata, StoreKey, TokenStore
 
 from ..settings import ServeSettings
 from ..state import token_store
+from ._recent import RecentFailures
 
 __all__ = ["LOGIN_TTL", "ConsoleServices", "PendingLogin", "console_of"]
 
@@ -44,6 +45,7 @@ class PendingLogin:
 class ConsoleServices:
     store: TokenStore
     http: httpx2.AsyncClient
+    failures: RecentFailures = field(default_factory=RecentFailures)
     pending: dict[str, PendingLogin] = field(default_factory=dict[str, PendingLogin])
 
     def remember(self, state: str, login: PendingLogin) -> None:
@@ -72,7 +74,9 @@ class ConsoleServices:
         store = token_store(settings)
         try:
             async with httpx2.AsyncClient(timeout=30.0) as http:
-                yield cls(store=store, http=http)
+                services = cls(store=store, http=http)
+                with services.failures.watching():
+                    yield services
         finally:
             await store.aclose()
 

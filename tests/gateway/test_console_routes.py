@@ -119,6 +119,7 @@ def test_an_anonymous_principal_may_look_but_not_act(anonymous: Served) -> None:
             refused = http.post(path, json={})
             assert refused.status_code == 403, path
             assert refused.json()["error"] == "operator_required"
+        assert http.get("/v1/failures").json()["error"] == "operator_required"
 
 
 def test_a_redirect_the_gateway_did_not_start_completes_no_login(bearer: Served) -> None:
@@ -168,3 +169,17 @@ def test_the_callback_query_never_reaches_the_access_log(anonymous: Served) -> N
     log = anonymous.log_text()
     assert "/v1/oauth/callback" in log
     assert code not in log and state not in log
+
+
+def test_the_last_failures_are_what_the_log_says_newest_first(bearer: Served) -> None:
+    with bearer.client() as anonymous:
+        assert anonymous.get("/v1/sessions").status_code == 401  # a refusal: logged as a warning
+    with _operator(bearer) as http:
+        failures = http.get("/v1/failures").json()["failures"]
+    assert failures
+    newest = failures[0]
+    assert newest["level"] == "warning"
+    assert "/v1/sessions" in newest["message"] and "unauthorized" in newest["message"]
+    log = bearer.log_text()
+    assert all(f["message"] in log for f in failures)  # the very lines of the log
+    assert [f["at"] for f in failures] == sorted((f["at"] for f in failures), reverse=True)

@@ -291,12 +291,19 @@ async function refreshSessions() {
     const events = ev.events || [];
     rows.push(el("tr", {}, el("td", { text: id }), el("td", { text: s.title || "" }), el("td", { text: s.status || "" }), el("td", { text: events.slice(-3).map((e) => e.type).join(", ") })));
     for (const e of events) {
-      if (e.type === "turn.failed" || (e.type === "action.result" && e.data && e.data.isError)) failures.push(e);
+      if (e.type === "turn.failed" || (e.type === "action.result" && e.data && e.data.isError)) {
+        const d = e.data || {};
+        failures.push({ at: e.at, text: `${e.sessionId} ${e.type}: ${d.message || d.error || ""}`, requestId: d.requestId });
+      }
     }
   }
   $("sessions").replaceChildren(rows.length ? el("table", {}, el("tr", {}, el("th", { text: "session" }), el("th", { text: "title" }), el("th", { text: "status" }), el("th", { text: "last events" })), ...rows) : el("p", { class: "muted", text: "No sessions yet." }));
+  if (operator) {
+    const logged = await (await api("/v1/failures")).json();
+    for (const f of logged.failures || []) failures.push({ at: f.at, text: `${f.level}: ${f.message}`, requestId: f.requestId });
+  }
   failures.sort((a, b) => (a.at < b.at ? 1 : -1));
-  $("failures").replaceChildren(...failures.slice(0, 10).map((e) => el("li", { text: `${e.at} ${e.sessionId} ${e.type}: ${(e.data && (e.data.message || e.data.error)) || ""}${e.data && e.data.requestId ? " (request " + e.data.requestId + ")" : ""}` })));
+  $("failures").replaceChildren(...failures.slice(0, 15).map((f) => el("li", { text: `${f.at} ${f.text}${f.requestId ? " (request " + f.requestId + ")" : ""}` })));
   if (!failures.length) $("failures").replaceChildren(el("li", { class: "muted", text: "None." }));
 }
 
