@@ -3,7 +3,8 @@
 Request path, outermost first: `RequestGuard` (one well-formed Host, a same-origin Origin, JSON
 bodies, trusted proxies; every route) -> `AccountGate` (the hub and bridge routes authenticate
 for themselves) -> `AuthChain` (loopback Host, then loopback | bearer | anonymous; `/v1/health`
-is public) -> `BodyLimit` (413) -> Starlette's router. The lifespan owns
+is public) -> `BodyLimit` (413) -> the routing table (`_routes`): its `Direct` route straight to
+its endpoint, every other route through Starlette's router. The lifespan owns
 every resource: the broker (client pool, stdio children), the session service (turns), and the
 two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 """
@@ -14,6 +15,7 @@ import logging
 import os
 from collections.abc import AsyncGenerator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -23,7 +25,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
-from starlette.types import ASGIApp
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connections import Broker, Project
 
@@ -69,12 +71,61 @@ async def default_broker(
         await store.aclose()
 
 
-def _mcp_routes() -> list[BaseRoute]:
-    # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
+@dataclass(frozen=True, slots=True)
+class Direct:
+    """A route of the table answered before Starlette's middleware and router: exactly `path`, any
+    method (the endpoint answers 405 itself). For the hottest route, `/v1/mcp/tools`: Starlette's two
+    middlewares and its router cost a request more than the endpoint's own dispatch (docs/performance.md)."""
+
+    path: str
+    endpoint: ASGIApp
+
+
+def _routes() -> list[BaseRoute | Direct]:
+    """The gateway's one routing table."""
     return [
+        Direct("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+        # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
         Route("/v1/mcp", McpEndpoint("agent")),
-        Route("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
+        *discovery_routes(),
+        *tool_routes(),
+        *session_routes(),
+        *account_routes(),
+        *console_routes(),
     ]
+
+
+class _Front:
+    """Serves the table's `Direct` routes itself and hands every other request to `app` (Starlette,
+    built from the rest of the table).
+
+    An exception before the response started is answered as `ServerErrorMiddleware` answers it
+    (`_internal_error`: a JSON 500, no detail) and re-raised for the server's log, as there.
+    """
+
+    def __init__(self, app: ASGIApp, direct: dict[str, ASGIApp]) -> None:
+        self.app = app
+        self.direct = direct
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        endpoint = self.direct.get(scope["path"]) if scope["type"] == "http" else None
+        if endpoint is None:
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = True
+            await send(message)
+
+        try:
+            await endpoint(scope, receive, tracked)
+        except Exception as exc:
+            if not started:
+                response = await _internal_error(Request(scope), exc)
+                await response(scope, receive, send)
+            raise
 
 
 async def _http_error(_request: Request, exc: Exception) -> Response:
@@ -155,23 +206,17 @@ def create_app(
             console = await stack.enter_async_context(ConsoleServices.running(settings))
             yield {"runtime": runtime, "accounts": accounts, "console": console}
 
-    routes: list[BaseRoute] = [  # the one routing table; the MCP endpoints first, as the busiest
-        *_mcp_routes(),
-        *discovery_routes(),
-        *tool_routes(),
-        *session_routes(),
-        *account_routes(),
-        *console_routes(),
-    ]
+    table = _routes()
     app = Starlette(
-        routes=routes,
+        routes=[r for r in table if not isinstance(r, Direct)],
         lifespan=lifespan,
         exception_handlers={HTTPException: _http_error, Exception: _internal_error},
     )
     # No route answers a trailing slash with a redirect: Starlette builds that `Location` from the
     # request's `Host`, and the hub and bridge paths are not behind the Host guard (docs/accounts.md).
     app.router.redirect_slashes = False
-    limited = BodyLimit(app, settings.max_body_bytes)
+    front = _Front(app, {r.path: r.endpoint for r in table if isinstance(r, Direct)})
+    limited = BodyLimit(front, settings.max_body_bytes)
     chained = AuthChain(
         limited,
         mode=settings.auth_mode,

@@ -46,7 +46,16 @@ from mcp.shared.inbound import (
     validate_mcp_param_headers,
 )
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
-from mcp_types import DEFAULT_NEGOTIATED_VERSION, HEADER_MISMATCH, INTERNAL_ERROR, SERVER_INFO_META_KEY, ErrorData
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    DEFAULT_NEGOTIATED_VERSION,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    ErrorData,
+)
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
@@ -131,18 +140,17 @@ async def serve_lane(
                 await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
                 return True
             version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
+            if method == "tools/call":  # before the params schema, as in the SDK's entry
+                rejection = await _param_rejection(runtime, scope, params, headers)
+                if rejection is not None:
+                    await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
+                    return True
         else:
             version = requested or DEFAULT_NEGOTIATED_VERSION
         _methods.validate_client_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
-            arguments: Mapping[str, Any] | None = params.get("arguments")
-            if modern and (arguments or any(k.startswith(_PARAM_PREFIX) for k, _ in scope["headers"])):
-                rejection = await _param_rejection(runtime, params["name"], arguments or {}, headers)
-                if rejection is not None:
-                    await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
-                    return True
-            result = await tools_call_result(runtime, params["name"], arguments)
+            result = await tools_call_result(runtime, params["name"], params.get("arguments"))
         else:
             result = await tools_list_result(runtime)
         wire = _shaped(server, method, version, result, modern=modern)
@@ -163,14 +171,37 @@ def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -
 
 
 async def _param_rejection(
-    runtime: Runtime, name: str, arguments: Mapping[str, Any], headers: list[tuple[str, str]]
+    runtime: Runtime, scope: Scope, params: Any, headers: list[tuple[str, str]]
 ) -> InboundLadderRejection | None:
-    """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (an unknown tool
-    is dispatch's to reject), but from the catalog's cached listing rather than a fresh `tools/list`."""
+    """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (malformed params
+    and an unknown tool are dispatch's to reject), but from the catalog's cached listing rather than
+    a fresh `tools/list`. `params` passed the ladder, so it is an object."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, Mapping)):
+        return None
+    if not arguments and not any(k.startswith(_PARAM_PREFIX) for k, _ in scope["headers"]):
+        return None  # no argument values and no `Mcp-Param-*` header: nothing can disagree
     tool, _, _ = await runtime.catalog.tool(name, None)
     if tool is None or not tool.header_params:
         return None  # no annotated parameter: no header can be out of line
-    return validate_mcp_param_headers(tool.input_schema, arguments, _Pairs(headers))
+    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))  # pyright: ignore[reportUnknownArgumentType]
+    if rejection is not None and not _envelope_lists(params["_meta"]):
+        return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
+    return rejection
+
+
+def _envelope_lists(meta: Mapping[str, Any]) -> bool:
+    """Whether the request's envelope passes as a `tools/list` envelope: the SDK reads the schema it
+    checks `Mcp-Param-*` against from such a listing (`_tool_input_schema`) and skips the check otherwise."""
+    version = meta[PROTOCOL_VERSION_META_KEY]
+    envelope = {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: meta[CLIENT_CAPABILITIES_META_KEY]}
+    if meta.get(CLIENT_INFO_META_KEY) is not None:
+        envelope[CLIENT_INFO_META_KEY] = meta[CLIENT_INFO_META_KEY]
+    try:
+        _methods.validate_client_request("tools/list", version, {"_meta": envelope})
+    except ValidationError:
+        return False
+    return True
 
 
 class _Pairs(Mapping[str, str]):

@@ -334,6 +334,16 @@ async def test_the_lane_rejects_2026_07_28_requests_as_the_spec_says(
         stray_param = await _same_answer(
             runtime, _modern_call("routed", {}), _routed("routed", **{"mcp-param-region": "eu-west"})
         )
+        # A wrong header with malformed params: the header check comes first (as in the SDK), unless
+        # the envelope itself is malformed (the SDK then cannot list the schema and skips it).
+        odd_envelope = _modern_call(
+            "routed", {"region": "eu-west"}, meta={"io.modelcontextprotocol/clientCapabilities": 5}
+        )
+        both_wrong = await _same_answer(runtime, odd_envelope, _routed("routed", **{"mcp-param-region": "us-east"}))
+        odd_param = _modern_call("routed", {"region": "eu-west"})
+        odd_param["params"]["inputResponses"] = 5
+        header_first = await _same_answer(runtime, odd_param, _routed("routed", **{"mcp-param-region": "us-east"}))
+        odd_only = await _same_answer(runtime, odd_param, _routed("routed", **{"mcp-param-region": "eu-west"}))
         wrong_name = await _same_answer(runtime, _modern_call("lookup", {"key": "a"}), _routed("echo"))
         wrong_method = await _same_answer(
             runtime, _modern_call("lookup", {"key": "a"}), {**_routed("lookup"), "mcp-method": "tools/list"}
@@ -346,7 +356,8 @@ async def test_the_lane_rejects_2026_07_28_requests_as_the_spec_says(
         }
         unsupported = await _same_answer(runtime, later, {**_routed("lookup"), "mcp-protocol-version": "2099-01-01"})
     assert routed["result"]["content"][0]["text"] == "eu-west via eu-west"
-    for rejected in (missing_param, wrong_param, stray_param, wrong_name, wrong_method):
+    assert odd_only["error"]["code"] == both_wrong["error"]["code"] == -32602
+    for rejected in (missing_param, wrong_param, stray_param, header_first, wrong_name, wrong_method):
         assert rejected["error"]["code"] == -32020, rejected  # HEADER_MISMATCH
     assert no_envelope["error"]["code"] == -32602
     assert unsupported["error"]["code"] == -32022 and unsupported["error"]["data"]["supported"] == [MODERN_VERSION]
