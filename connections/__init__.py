@@ -31,6 +31,7 @@ from ._definitions import Timeouts as Timeouts
 from ._definitions import define_connection as define_connection
 from ._diagnostics import Diagnostic as Diagnostic
 from ._diagnostics import Severity as Severity
+from ._env_check import unset_variables as unset_variables
 from ._exceptions import AccountConnectorMissing as AccountConnectorMissing
 from ._exceptions import AccountError as AccountError
 from ._exceptions import AccountNotConfigured as AccountNotConfigured
@@ -74,10 +75,14 @@ from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
 from ._tools import ToolContext as ToolContext
 from ._tools import define_tool as define_tool
+from ._toolset import CallObserver as CallObserver
 from ._toolset import ToolOutcome as ToolOutcome
 from ._toolset import Toolset as Toolset
 from ._toolset import TurnTool as TurnTool
+from ._toolset import observed as observed
 from ._tracing import tracing_enabled as tracing_enabled
+from ._translate import REOPEN_NOTE as REOPEN_NOTE
+from ._translate import transport_failure as transport_failure
 from ._turns import TurnBuilder as TurnBuilder
 
 __all__ = [
@@ -88,6 +93,7 @@ __all__ = [
     "INHERITED_ENV",
     "KEYRING_SERVICE",
     "NAME_RULE",
+    "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
     "AccountCheck",
     "AccountConnectorMissing",
@@ -100,6 +106,7 @@ __all__ = [
     "AuthCallback",
     "AuthFor",
     "Broker",
+    "CallObserver",
     "ClientError",
     "ClientPool",
     "ConnectionDefinition",
@@ -149,6 +156,7 @@ __all__ = [
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",
+    "observed",
     "redact",
     "remember_secret",
     "save_account_login",
@@ -156,4 +164,6 @@ __all__ = [
     "shown_command",
     "shown_url",
     "tracing_enabled",
+    "transport_failure",
+    "unset_variables",
 ]

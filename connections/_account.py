@@ -55,6 +55,7 @@ from ._names import is_valid_tool_name
 from ._pool import ClientPool
 from ._restart import RestartPolicy
 from ._session_runner import ConnectionStatus
+from ._translate import transport_failure
 
 __all__ = ["HUB_CONNECTORS_PATH", "AccountConnections", "Connector", "parse_connector_list"]
 
@@ -222,7 +223,7 @@ class AccountConnections:
             raise UpstreamTimeout(defn.name, f"the account hub {creds.url} did not list connectors in time") from None
         except httpx2.TransportError as exc:
             raise ConnectionUnavailable(
-                defn.name, f"cannot reach the account hub {creds.url} ({type(exc).__name__})"
+                defn.name, f"cannot reach the account hub {creds.url} ({transport_failure(exc)})"
             ) from None
         if response.status_code == 401:
             raise AccountUnauthorized(

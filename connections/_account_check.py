@@ -19,6 +19,7 @@ from ._account import HUB_CONNECTORS_PATH, parse_connector_list
 from ._account_login import AccountSetupError, load_account_credentials
 from ._diagnostics import Diagnostic
 from ._loader import Project
+from ._translate import transport_failure
 
 __all__ = ["AccountCheck", "check_account_servers"]
 
@@ -46,7 +47,7 @@ def _linked(environ: Mapping[str, str], timeout: float) -> tuple[str, list[str]]
             timeout=timeout,
         )
     except httpx2.HTTPError as exc:
-        return f"account servers not checked: cannot reach {creds.url} ({type(exc).__name__})"
+        return f"account servers not checked: cannot reach {creds.url} ({transport_failure(exc)})"
     if response.status_code != 200:
         return f"account servers not checked: {creds.url} answered HTTP {response.status_code}"
     try:

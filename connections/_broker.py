@@ -109,6 +109,10 @@ class Broker:
             if self._oauth_http is not None:
                 await self._oauth_http.aclose()
 
+    def oauth_refreshes(self) -> dict[str, int]:
+        """Refresh-token grants spent so far, by connection (for the gateway's metrics)."""
+        return {name: auth.stats.refreshes for name, auth in self._auths.items()}
+
     def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
         if defn.oauth is None or defn.url is None or self._store is None:
             return None

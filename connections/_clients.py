@@ -33,7 +33,7 @@ from mcp.types.version import LATEST_MODERN_VERSION
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionUnavailable
-from ._expand import expand_map
+from ._expand import expand_args, expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._keepalive import DrainingTransport
@@ -182,7 +182,7 @@ async def open_client(
         assert defn.command is not None
         transport: AbstractAsyncContextManager[Any] = stdio_transport(
             defn.command,
-            list(defn.args),
+            expand_args(defn.name, defn.args, env_source),
             env=child_environment(defn, env_source) | (dict(child_env or {}) if _bridged(defn) else {}),
             cwd=defn.cwd,
             errlog=_errlog(),

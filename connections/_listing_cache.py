@@ -8,6 +8,7 @@ notification arrived is not stored (the generation counter), so a stale listing 
 from __future__ import annotations
 
 import time
+from collections import Counter
 
 import mcp.types as mt
 from cachetools import TTLCache
@@ -28,6 +29,9 @@ class ListingCache:
             TTLCache(maxsize=maxsize, ttl=ttl, timer=time.monotonic) if ttl > 0 else None
         )
         self._generations: dict[str, int] = {}
+        self.hits: Counter[str] = Counter()
+        """Listings answered from the cache, by connection (for the gateway's metrics)."""
+        self.misses: Counter[str] = Counter()
 
     def generation(self, name: str) -> int:
         """Take this before listing; pass it to `put` so an invalidation in between wins."""
@@ -38,6 +42,7 @@ class ListingCache:
         if self._entries is None:
             return None
         found = self._entries.get(name)
+        (self.hits if found is not None else self.misses)[name] += 1
         return list(found[0]) if found is not None else None
 
     def tool(self, name: str, tool: str) -> mt.Tool | None:

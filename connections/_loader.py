@@ -180,7 +180,8 @@ class _Loading:
             self.diag(
                 path,
                 line,
-                f"importing this file raised {type(exc).__name__}{detail}; fix it (run `python {path.name}` "
+                # This interpreter, not a bare `python`: only one that has agent-sdk installed can import the file.
+                f"importing this file raised {type(exc).__name__}{detail}; fix it (run `{sys.executable} {path.name}` "
                 "in its folder to see the traceback)",
                 "import-error",
             )

@@ -16,7 +16,19 @@ __all__ = ["load_mcp_json"]
 
 # Keys that clients write for their own UI; they do not change the connection.
 _CLIENT_KEYS = {"autoApprove", "alwaysAllow", "disabledTools", "description", "timeout", "envFile", "disabled"}
-_FIELDS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport"}
+_FIELDS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport", "agent-sdk"}
+# The entry's own "agent-sdk" object: the connection fields an mcp.json cannot otherwise say (other
+# clients ignore the key). camelCase, as the rest of mcp.json is written.
+_OWN = {
+    "advertiseTools": "advertise_tools",
+    "hostOnly": "host_only",
+    "allowTools": "allow_tools",
+    "denyTools": "deny_tools",
+    "timeouts": "timeouts",
+    "protocol": "protocol",
+    "description": "description",
+    "oauth": "oauth",
+}
 
 
 def _server_lines(text: str, servers_key: str) -> dict[str, int]:
@@ -124,7 +136,25 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
                 "unsupported-variable",
             )
             continue
+        own = entry_d.get("agent-sdk", {})
+        if not isinstance(own, dict):
+            diag(
+                line,
+                f'server {name!r}: "agent-sdk" must be an object such as {{"advertiseTools": true}}',
+                "bad-mcp-json",
+            )
+            continue
+        own_d: dict[str, Any] = own  # pyright: ignore[reportUnknownVariableType]
+        strange = sorted(set(own_d) - set(_OWN))
+        if strange:
+            diag(
+                line,
+                f'server {name!r}: unknown key {strange[0]!r} in "agent-sdk"; use {", ".join(sorted(_OWN))}',
+                "unknown-field",
+            )
+            continue
         defn = define_connection(
+            **{_OWN[k]: v for k, v in own_d.items()},
             url=entry_d.get("url"),
             transport=transport,
             headers=entry_d.get("headers"),

@@ -29,16 +29,14 @@ def meta_tools(
     """`mcp_list_tools` and `mcp_call_tool` over the `attached` connections, with this session's headers."""
     names = sorted(attached)
 
-    def pick(arguments: Mapping[str, Any]) -> ConnectionDefinition:
+    def pick(arguments: Mapping[str, Any], meta_tool: str) -> ConnectionDefinition:
         name = arguments.get("connection")
         if not isinstance(name, str) or name not in attached:
-            raise ToolInputError(
-                "mcp_list_tools", f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}"
-            )
+            raise ToolInputError(meta_tool, f"'connection' must be one of {', '.join(names)}; got {str(name)[:64]!r}")
         return attached[name]
 
     async def list_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-        defn = pick(arguments)
+        defn = pick(arguments, "mcp_list_tools")
         listing = await list_tools(defn, session_headers.get(defn.name))
         entries = [
             t.model_dump(mode="json", by_alias=True, exclude_none=True) for t in listing if defn.allows_tool(t.name)
@@ -46,7 +44,7 @@ def meta_tools(
         return authored_outcome({"connection": defn.name, "tools": entries})
 
     async def call_invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
-        defn = pick(arguments)
+        defn = pick(arguments, "mcp_call_tool")
         tool = arguments.get("tool")
         args = arguments.get("arguments", {})
         if not isinstance(tool, str) or not tool:

@@ -26,6 +26,7 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp.types as mt
+from mcp.shared.exceptions import MCPError
 
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
@@ -42,7 +43,7 @@ from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._restart import RestartPolicy, RestartState, judge, session_expired
 from ._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
 from ._tool_results import call_tool_json
-from ._translate import Operation, answer_lost, describe, translate
+from ._translate import Operation, answer_lost, describe, leaves, translate
 
 __all__ = ["AuthFor", "ClientPool"]
 
@@ -53,6 +54,8 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
+_EXIT_PEEK_S = 0.5
+"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
 
 
 class ClientPool:
@@ -115,6 +118,10 @@ class ClientPool:
             if slot.session is not None:
                 slot.session.stopping = True
                 slot.session.wake.set()
+                if slot.session.opened is None and slot.session.opening is not None:
+                    # Ctrl-C during a connect to a server that never answers: stop now, not at the
+                    # connect timeout (a stdio child's shutdown stays shielded inside the SDK).
+                    slot.session.opening.cancel()
         # Every runner closes its own client in parallel; a stdio child's shutdown is shielded
         # inside the SDK, so a cancelled owner (Ctrl-C of `serve`) still stops every child.
         with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_GRACE):
@@ -144,6 +151,11 @@ class ClientPool:
     def definition(self, name: str) -> ConnectionDefinition:
         """The definition of `name`. Raises `UnknownConnection`."""
         return self._slot(name).defn
+
+    @property
+    def listing_cache(self) -> ListingCache:
+        """The listing cache (its `hits` and `misses` counters feed the gateway's metrics)."""
+        return self._cache
 
     def status(self, name: str) -> ConnectionStatus:
         """Where `name` stands: idle, opening, open or paused, with its open and failure counts."""
@@ -277,7 +289,12 @@ class ClientPool:
                         # request was not processed: one retry on a fresh session is safe.
                         slot.retire(session, self._cache, "reopen")
                         continue
-                    error = translate(slot.defn, exc, operation, http_status=opened.http_status, tool=tool)
+                    if opened.child is not None and _transport_closed(exc):
+                        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
+                            await opened.child.process.wait()
+                    error = translate(
+                        slot.defn, exc, operation, http_status=opened.http_status, tool=tool, child=opened.child
+                    )
                     cause = judge(slot.defn, exc, error, opened)
                     if cause == "call" and isinstance(error, ConnectionUnavailable):
                         error = answer_lost(slot.defn, exc, operation, tool)
@@ -301,3 +318,8 @@ async def _within(budget: float, run: Callable[[OpenedClient], Awaitable[_T]], o
     with anyio.CancelScope(deadline=anyio.current_time() + budget):  # a bare scope costs a third of fail_after
         return await run(opened)
     raise TimeoutError  # the deadline passed: the scope caught its own cancellation
+
+
+def _transport_closed(exc: BaseException) -> bool:
+    """The session's transport closed under the call (a stdio child exited, a stream ended)."""
+    return any(isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED for e in leaves(exc))

@@ -31,8 +31,11 @@ _MIN_SECRET = 8
 """Shorter values are not remembered: masking every `dev` or `1234` would garble messages."""
 
 _KEY = re.compile(r"ask_[A-Za-z0-9_-]{4,}")
-# The credential after the scheme word, not a challenge's parameters (`Bearer realm="..."`, RFC 6750 §3).
-_SCHEME_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)(?![A-Za-z_]+=[^=\s])[^\s'\",;)}\]]{4,}")
+# The credential after the scheme word, not a challenge's parameters (`Bearer realm="..."`, RFC 6750 §3),
+# nor the word "token(s)" in a sentence ("a bearer token must be ...").
+_SCHEME_CREDENTIAL = re.compile(
+    r"(?i)\b(bearer|basic)(\s+)(?!\*\*\*)(?![A-Za-z_]+=[^=\s])(?!tokens?(?:[\s'\",;:.)}\]]|$))[^\s'\",;)}\]]{4,}"
+)
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"?#]+@")
 _PLAIN_SEGMENT = re.compile(r"[a-z][a-z_-]{0,23}|v[0-9]{1,2}")
 

@@ -30,7 +30,7 @@ from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVariableMissing, UpstreamTimeout
 from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
-from ._translate import translate
+from ._translate import REOPEN_NOTE, translate
 
 __all__ = ["CLOSE_GRACE", "ConnectionStatus", "OpenSettings", "PooledSession", "SessionSlot", "run_session"]
 
@@ -72,6 +72,8 @@ class PooledSession:
     error: ConnectionsError | None = None
     stopping: bool = False
     """Retired: closing (or closed); never handed out again."""
+    opening: anyio.CancelScope | None = None
+    """The open in progress (start, connect, handshake): the pool's `aclose` cancels it rather than wait it out."""
 
     @property
     def usable(self) -> bool:
@@ -164,6 +166,14 @@ class SessionSlot:
         s = PooledSession(started=anyio.current_time())
         self.session = s
         self.opens += 1
+        if self.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
+            logger.warning(
+                "connection %r: reopening its upstream session (open #%d); last error: %s",
+                defn.name,
+                self.opens,
+                self.restarts.last_error or "the session ended",
+                extra={"event": "upstream_restart", "connection": defn.name},
+            )
         cache.invalidate(defn.name)
 
         def list_changed() -> None:
@@ -215,8 +225,10 @@ class SessionSlot:
             return
         cache.invalidate(self.defn.name)
         if cause == "count":
-            what = "the server process exited" if kind == "stdio" else "the connection failed"
-            error = ConnectionUnavailable(self.defn.name, f"{what}; it is reopened on the next use")
+            child = s.opened.child if s.opened is not None else None
+            exited = f"the server process exited{child.exit_text() if child is not None else ''}"
+            what = exited if kind == "stdio" else "the connection failed"
+            error = ConnectionUnavailable(self.defn.name, f"{what}{REOPEN_NOTE}")
             self.restarts.record(self.defn.name, error, anyio.current_time())
 
 
@@ -233,6 +245,7 @@ async def run_session(
     status: list[int] = []
     try:
         with anyio.CancelScope(deadline=anyio.current_time() + defn.timeouts.connect) as scope:
+            s.opening = scope
             try:
                 async with open_client(
                     defn,

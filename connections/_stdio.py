@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -47,6 +48,24 @@ class StdioChild:
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def exit_text(self) -> str:
+        """How it ended, for an error message: " with code 1", " (killed by SIGKILL)", or "" while unknown."""
+        code = self.process.returncode
+        if code is None:
+            try:  # peek without reaping: the event loop's child watcher reaps it
+                info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            except (AttributeError, OSError):
+                return ""
+            if info is None:
+                return ""
+            code = info.si_status if info.si_code == os.CLD_EXITED else -info.si_status
+        if code < 0:
+            try:
+                return f" (killed by {signal.Signals(-code).name})"
+            except ValueError:
+                return f" (killed by signal {-code})"
+        return f" with code {code}"
 
     @property
     def alive(self) -> bool:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, Protocol
 
 from ._session import SessionInfo
 from ._tools import Effect
 
-__all__ = ["ToolOutcome", "ToolSource", "Toolset", "TurnTool"]
+__all__ = ["CallObserver", "ToolOutcome", "ToolSource", "Toolset", "TurnTool", "observed"]
 
 ToolSource = Literal["authored", "extension", "advertised", "meta"]
 
@@ -106,3 +107,32 @@ class Toolset:
 
     def names(self) -> list[str]:
         return sorted(self.tools)
+
+
+class CallObserver(Protocol):
+    """Told about every finished call of a tool a `TurnBuilder` built (the gateway's metrics and log).
+
+    `failure` is the exception the call raised (None when it returned); `is_error` is true for a
+    result with `isError` as well as for a failure. Must not raise, and must be quick.
+    """
+
+    def call_finished(
+        self, tool: TurnTool, seconds: float, failure: Exception | None, is_error: bool
+    ) -> None: ...  # pragma: no cover - protocol
+
+
+def observed(tool: TurnTool, observer: CallObserver) -> TurnTool:
+    """`tool` with its calls reported to `observer`."""
+    invoke = tool.invoke
+
+    async def watched(arguments: Mapping[str, Any]) -> ToolOutcome:
+        started = time.perf_counter()
+        try:
+            result = await invoke(arguments)
+        except Exception as exc:
+            observer.call_finished(tool, time.perf_counter() - started, exc, True)
+            raise
+        observer.call_finished(tool, time.perf_counter() - started, None, result.is_error)
+        return result
+
+    return replace(tool, invoke=watched)

@@ -22,8 +22,9 @@ from oauth import OAuthError
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnauthorized, ConnectionUnavailable, UpstreamError, UpstreamTimeout
 from ._redact import shown_command, shown_url
+from ._stdio import StdioChild
 
-__all__ = ["Operation", "answer_lost", "describe", "leaves", "translate"]
+__all__ = ["REOPEN_NOTE", "Operation", "answer_lost", "describe", "leaves", "translate", "transport_failure"]
 
 Operation = Literal["connect", "list", "call"]
 _SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
@@ -50,6 +51,48 @@ def _where(defn: ConnectionDefinition) -> str:
     return repr(shown_command(defn.command or ""))
 
 
+REOPEN_NOTE = "; it is reopened on the next use"
+"""Ends the message of a session that ended under a call; a one-shot command drops it (there is no next use)."""
+
+
+def _no_endpoint(defn: ConnectionDefinition) -> str:
+    """What a 404/405 on a Streamable HTTP URL usually means, and the fix."""
+    path = (defn.url or "").split("?", 1)[0].rstrip("/")
+    if path.endswith("/sse"):
+        return (
+            'this looks like a legacy HTTP+SSE endpoint: add transport="sse" to the connection (in mcp.json: '
+            '"type": "sse")'
+        )
+    return (
+        "there is no Streamable HTTP MCP endpoint at this URL: check the path (servers often use /mcp), or, for a "
+        'legacy HTTP+SSE server (its URL often ends in /sse), add transport="sse"'
+    )
+
+
+def _endpoint_missing(defn: ConnectionDefinition, operation: Operation, status: int) -> bool:
+    """A 404/405 to the opening request of a Streamable HTTP connection: no MCP endpoint at that URL.
+
+    On an open session a 404 is the SDK transport's "no such method" (or a forgotten session): not this."""
+    return status in (404, 405) and defn.kind == "http" and operation == "connect"
+
+
+def transport_failure(exc: BaseException) -> str:
+    """An HTTP transport failure in words rather than a class name ("connection refused or unreachable")."""
+    words = {
+        "ConnectError": "connection refused or unreachable",
+        "ConnectTimeout": "timed out connecting",
+        "ReadTimeout": "timed out waiting for the answer",
+        "WriteTimeout": "timed out sending the request",
+        "PoolTimeout": "timed out waiting for a free connection",
+        "ReadError": "reading the answer failed",
+        "WriteError": "sending the request failed",
+        "RemoteProtocolError": "the server broke the HTTP protocol",
+        "ProxyError": "the proxy refused",
+        "UnsupportedProtocol": "the URL's scheme is not http or https",
+    }
+    return words.get(type(exc).__name__, "a transport error")
+
+
 def translate(
     defn: ConnectionDefinition,
     exc: BaseException,
@@ -57,6 +100,7 @@ def translate(
     *,
     http_status: list[int] | None = None,
     tool: str | None = None,
+    child: StdioChild | None = None,
 ) -> ConnectionsError:
     """The typed error for `exc`, raised while doing `operation` on `defn`; the message names the connection.
 
@@ -83,11 +127,14 @@ def translate(
         return ConnectionUnavailable(name, f"cannot connect to {_where(defn)} (connection refused or unreachable)")
     if isinstance(leaf, httpx2.HTTPStatusError):
         code = leaf.response.status_code
-        return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {code}")
+        hint = f"; {_no_endpoint(defn)}" if _endpoint_missing(defn, operation, code) else ""
+        return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {code}{hint}")
     if isinstance(leaf, httpx2.SSEError):
         return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP SSE endpoint ({leaf})"[:400])
     if isinstance(leaf, httpx2.TransportError):
-        return ConnectionUnavailable(name, f"{doing} failed: {type(leaf).__name__} talking to {_where(defn)}")
+        return ConnectionUnavailable(
+            name, f"{doing} failed: the connection to {_where(defn)} broke ({transport_failure(leaf)})"
+        )
     if isinstance(leaf, MCPError):
         if leaf.code == mt.CONNECTION_CLOSED and (limit := _SSE_LIMIT.search(leaf.message)):
             # The transport stopped reading an oversized event; the session itself is fine.
@@ -95,14 +142,19 @@ def translate(
                 name, f"{doing} failed: the upstream's answer is over the {limit[1]}-byte limit for one SSE event"
             )
         if leaf.code == mt.CONNECTION_CLOSED:
-            what = "the server process exited" if defn.kind == "stdio" else "the connection closed"
-            return ConnectionUnavailable(name, f"{doing} failed: {what}; it is reopened on the next use")
+            exited = f"the server process exited{child.exit_text() if child is not None else ''}"
+            what = exited if defn.kind == "stdio" else "the connection closed"
+            return ConnectionUnavailable(name, f"{doing} failed: {what}{REOPEN_NOTE}")
         if leaf.code == mt.REQUEST_TIMEOUT:
             return UpstreamTimeout(name, f"{doing} timed out")
         if leaf.code == mt.PARSE_ERROR:
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():
             return UpstreamError(name, f"{doing} failed: {_where(defn)} is not an MCP endpoint ({leaf.message})")
+        if http_status and _endpoint_missing(defn, operation, http_status[-1]):
+            return UpstreamError(
+                name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}; {_no_endpoint(defn)}"
+            )
         if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
         return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
@@ -118,7 +170,7 @@ def answer_lost(
 ) -> UpstreamError:
     """A call whose answer was cut off or unreadable, on a session that is still fine: that call's own failure."""
     leaf = next((e for e in leaves(exc) if isinstance(e, httpx2.TransportError)), None)
-    how = f" ({type(leaf).__name__})" if leaf is not None else ""
+    how = f" ({transport_failure(leaf)})" if leaf is not None else ""
     return UpstreamError(
         defn.name,
         f"{describe(operation, tool)} failed: the upstream's answer was cut off or unreadable{how}; "

@@ -34,7 +34,7 @@ from ._names import NAME_RULE, is_valid_tool_name
 from ._outcomes import authored_outcome, outcome_from_mcp
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
-from ._toolset import ToolOutcome, Toolset, TurnTool
+from ._toolset import CallObserver, ToolOutcome, Toolset, TurnTool, observed
 
 __all__ = ["TurnBuilder"]
 
@@ -55,6 +55,8 @@ class TurnBuilder:
     list_tools: ListTools
     call_tool: CallTool
     host: Any = None
+    observer: CallObserver | None = None
+    """Told about every call of every tool this builder builds (the gateway's metrics and log)."""
     _auth_threads: dict[str, AuthThreads] = field(default_factory=dict[str, AuthThreads], init=False, repr=False)
 
     async def build(self, session: SessionInfo | None) -> Toolset:
@@ -158,6 +160,8 @@ class TurnBuilder:
             tools.update(meta_tools({d.name: d for d in attached}, headers.values, self.list_tools, self.call_tool))
         # Parallel work finishes in any order; report in a stable one so two runs read the same.
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
+        if self.observer is not None:
+            tools = {name: observed(tool, self.observer) for name, tool in tools.items()}
         return Toolset(session=session, tools=tools), problems
 
     # -- per-session auth ---------------------------------------------------------------------
@@ -208,7 +212,8 @@ class TurnBuilder:
                     )
                 )
             except ConnectionsError as exc:
-                detail = getattr(exc, "detail", None) or str(exc)
+                # The problem names the connection already: keep "connection 'x': " out of its message.
+                detail = getattr(exc, "detail", None) or str(exc).removeprefix(f"connection {defn.name!r}: ")
                 problems.append(TurnProblem(exc.code, f"tools/list failed: {detail}", connection=defn.name))
 
         async with anyio.create_task_group() as tg:

@@ -4,6 +4,9 @@
 - **Error writers**: `send_json_error` (`{"ok": false, "error", "message"}`), `send_rpc_error`
   (a JSON-RPC error, `id` null), and `send_error`, which picks the shape the route answers in
   (JSON-RPC on the MCP endpoints: `/v1/mcp`, `/v1/mcp/tools`, the hub's and the bridge's `/mcp`).
+  `json_error` builds the `{"ok": false, ...}` body for routes that answer with a Starlette
+  response. Every error body they write carries the request's id (`request_ids`): `requestId`, or
+  the JSON-RPC error's `data.requestId`.
 - **The bounded JSON reader**: `loads_bounded` parses a body with a cap on nesting depth and
   refuses strings that UTF-8 cannot carry (lone surrogates), so nothing deeper than the cap or
   unencodable gets past the boundary to a recursive encoder, validator or store.
@@ -23,6 +26,8 @@ from typing import Any
 
 from starlette.types import Scope, Send
 
+from .request_ids import note_error
+
 __all__ = [
     "FORWARDING_HEADERS",
     "MAX_JSON_DEPTH",
@@ -34,6 +39,7 @@ __all__ = [
     "is_loopback_address",
     "is_loopback_name",
     "is_mcp_path",
+    "json_error",
     "loads_bounded",
     "loads_stored",
     "receive_body",
@@ -106,11 +112,20 @@ async def _send_json(send: Send, status: int, body: dict[str, Any], headers: Ite
     await send({"type": "http.response.body", "body": payload})
 
 
+def json_error(code: str, message: str, **extra: Any) -> dict[str, Any]:
+    """`{"ok": false, "error": code, "message": message, ...extra}`, with the request's `requestId` when
+    one is known (the answer's `X-Request-Id`)."""
+    body: dict[str, Any] = {"ok": False, "error": code, "message": message, **extra}
+    if (request_id := note_error(code)) is not None:
+        body["requestId"] = request_id
+    return body
+
+
 async def send_json_error(
     send: Send, status: int, code: str, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> None:
-    """`{"ok": false, "error": code, "message": message}` with `status`."""
-    await _send_json(send, status, {"ok": False, "error": code, "message": message}, headers)
+    """`{"ok": false, "error": code, "message": message}` with `status` (and `requestId`: `json_error`)."""
+    await _send_json(send, status, json_error(code, message), headers)
 
 
 async def send_rpc_error(
@@ -121,7 +136,11 @@ async def send_rpc_error(
     data: dict[str, Any] | None = None,
     headers: Iterable[tuple[bytes, bytes]] = (),
 ) -> None:
-    """A JSON-RPC 2.0 error (`id` null: the request's id is unknown or unreadable) with HTTP `status`."""
+    """A JSON-RPC 2.0 error (`id` null: the request's id is unknown or unreadable) with HTTP `status`;
+    `data.requestId` is the request's id when one is known."""
+    data = dict(data or {})
+    if (request_id := note_error(str(data.get("error", rpc_code)))) is not None:
+        data["requestId"] = request_id
     error: dict[str, Any] = {"code": rpc_code, "message": message, **({"data": data} if data else {})}
     await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": error}, headers)
 

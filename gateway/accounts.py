@@ -38,7 +38,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
 from oauth import Secret
 
-from ._asgi import forwarding_header, header, is_loopback_address, send_json_error, send_rpc_error
+from ._asgi import forwarding_header, header, is_loopback_address, json_error, send_json_error, send_rpc_error
 from .hub_keys import HubKey, HubKeyError, HubKeys
 from .mcp_endpoints import McpEndpoint, session_manager
 from .proxies import PROXIED_BY
@@ -274,13 +274,11 @@ async def hub_connectors(request: Request) -> Response:
     """`GET /v1/hub/connectors`: the calling account's connectors."""
     services = _services(request.scope)
     if services.keys is None:
-        return JSONResponse(
-            {"ok": False, "error": "not_found", "message": "this gateway does not serve as a hub"}, status_code=404
-        )
+        return JSONResponse(json_error("not_found", "this gateway does not serve as a hub"), status_code=404)
     record = _hub_key(request.scope, services)
     if record is None:
         return JSONResponse(
-            {"ok": False, "error": "unauthorized", "message": "send a valid hub API key"},
+            json_error("unauthorized", "send a valid hub API key"),
             status_code=401,
             headers={"WWW-Authenticate": 'Bearer realm="agent-sdk-hub"'},
         )

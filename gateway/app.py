@@ -29,13 +29,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connections import Broker, Project
 
+from ._asgi import json_error
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_tools import tools_server
+from .metrics import Metrics, metrics_routes
 from .proxies import TrustedProxies
+from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -91,6 +94,7 @@ def _routes() -> list[BaseRoute | Direct]:
         *tool_routes(),
         *session_routes(),
         *account_routes(),
+        *metrics_routes(),
         *console_routes(),
     ]
 
@@ -131,17 +135,13 @@ class _Front:
 async def _http_error(_request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-    return JSONResponse(
-        {"ok": False, "error": code, "message": str(exc.detail)}, status_code=exc.status_code, headers=exc.headers
-    )
+    return JSONResponse(json_error(code, str(exc.detail)), status_code=exc.status_code, headers=exc.headers)
 
 
 async def _internal_error(_request: Request, exc: Exception) -> Response:
     # No traceback or exception text on the wire: a message may carry a secret.
     logger.error("unhandled %s while serving a request", type(exc).__name__)
-    return JSONResponse(
-        {"ok": False, "error": "internal_error", "message": "the server failed; see its log"}, status_code=500
-    )
+    return JSONResponse(json_error("internal_error", "the server failed; see its log"), status_code=500)
 
 
 def create_app(
@@ -166,15 +166,19 @@ def create_app(
         return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    metrics = Metrics()
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
+            metrics.watch(brk)
+            builder.observer = metrics
             sessions = await stack.enter_async_context(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
+            sessions.on_turn_end = metrics.turn_finished
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
             )
@@ -204,7 +208,7 @@ def create_app(
                 pool=brk,
             )
             console = await stack.enter_async_context(ConsoleServices.running(settings))
-            yield {"runtime": runtime, "accounts": accounts, "console": console}
+            yield {"runtime": runtime, "accounts": accounts, "metrics": metrics, "console": console}
 
     table = _routes()
     app = Starlette(
@@ -232,4 +236,7 @@ def create_app(
     # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
     bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
     gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
-    return RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
+    guarded = RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
+    # Outermost: every answer, the guard's and the auth chain's refusals included, carries its request
+    # id (X-Request-Id), and every log line it causes names it.
+    return RequestIds(guarded, on_refusal=metrics.refused)

@@ -41,9 +41,11 @@ from ._asgi import (
     host_of,
     is_loopback_address,
     is_loopback_name,
+    is_mcp_path,
     send_error,
 )
 from .http_protocol import PEER_UID
+from .mcp_request_checks import content_type_refusal
 from .peer_credentials import own_uid, peer_uid
 from .proxies import PROXIED_BY, TrustedProxies
 
@@ -88,6 +90,12 @@ def _is_json(content_type: str) -> bool:
     return media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
 
 
+def _not_json(scope: Scope, content_type: bytes | None) -> str:
+    if is_mcp_path(scope.get("path", "")):  # the MCP endpoints' own sentence (`mcp_request_checks`)
+        return content_type_refusal(content_type.decode("latin-1") if content_type is not None else None)
+    return "send the body as JSON, with Content-Type: application/json"
+
+
 class RequestGuard:
     """Checks every HTTP request must pass before any route, whatever its auth:
 
@@ -107,7 +115,8 @@ class RequestGuard:
         self.rewrite = trusted.rewrite if trusted else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        # `async def`: the outermost app, which servers tell from an ASGI 2 app by this.
+        # `async def`: an app's outermost layer (here, or under `RequestIds`), which servers tell from an
+        # ASGI 2 app by this.
         if scope["type"] == "websocket":
             await _refuse_websocket(receive, send)
             return
@@ -147,7 +156,7 @@ class RequestGuard:
         has_body = length.strip() not in (b"", b"0") if length is not None else chunked is not None
         if has_body and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
             if not _is_json((content_type or b"").decode("latin-1")):
-                return 415, "unsupported_media_type", "send the body as JSON, with Content-Type: application/json"
+                return 415, "unsupported_media_type", _not_json(scope, content_type)
         return None
 
     @staticmethod

@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from typing import NoReturn
 
 from connections import redact
@@ -39,9 +40,17 @@ def build_parser() -> argparse.ArgumentParser:
         prog="agent-sdk",
         description="MCP gateway and connection broker: load connections, log in, serve tools to peer agents.",
     )
+    parser.add_argument("--version", action="version", version=f"agent-sdk {_version()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     register_all(sub)
     return parser
+
+
+def _version() -> str:
+    try:
+        return metadata.version("agent-sdk")
+    except metadata.PackageNotFoundError:  # run from a checkout without installing
+        return "unknown (not installed; pip install -e .)"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -45,6 +45,7 @@ async def info(request: Request) -> JSONResponse:
             "tools": "/v1/tools",
             "sessions": "/v1/sessions",
             "accountBridge": "/v1/account/{connection}/mcp",
+            "metrics": "/v1/metrics",
             "console": "/",
             "connections": "/v1/connections",
             "failures": "/v1/failures",

@@ -7,14 +7,15 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
-from ._asgi import JsonRefused, loads_bounded
+from ._asgi import JsonRefused, json_error, loads_bounded
 from .errors import ApiError, InvalidRequest
 
 __all__ = ["error_response", "read_object", "string_field"]
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    return JSONResponse(exc.to_json(), status_code=exc.status)
+    """The refusal's JSON body (with the request's id: `_asgi.json_error`) and status."""
+    return JSONResponse(json_error(exc.code, exc.message, **exc.extra), status_code=exc.status)
 
 
 async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:

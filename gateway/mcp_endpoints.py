@@ -23,10 +23,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
-from ._asgi import JsonRefused, loads_bounded, receive_body, send_error, send_rpc_error
+from ._asgi import receive_body, send_error, send_rpc_error
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_lane import serve_lane
+from .mcp_request_checks import envelope_problem, header_problem, serve_batch
 from .mcp_tools import SERVER_VERSION, json_result
 from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool
@@ -183,36 +184,6 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
-def _envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
-    """A JSON-RPC 2.0 error code and sentence when `raw` is not one well-formed message, else the message.
-
-    Checked before the SDK so that every malformed body, in either protocol era, gets the same
-    short answer (JSON-RPC 2.0 §4, §5.1) instead of a validation dump.
-    """
-    try:
-        message = loads_bounded(raw)
-    except JsonRefused as exc:
-        return mt.PARSE_ERROR, f"Parse error: {exc}"
-    if isinstance(message, list):
-        return mt.INVALID_REQUEST, "Invalid Request: batches are not accepted; send one JSON-RPC message per POST"
-    if not isinstance(message, dict):
-        return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
-    body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
-    if body.get("jsonrpc") != "2.0":
-        return mt.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
-    if "id" in body:
-        ident = body["id"]
-        if isinstance(ident, bool) or not isinstance(ident, str | int):
-            return mt.INVALID_REQUEST, "Invalid Request: id must be a string or an integer"
-    if "method" in body and not isinstance(body["method"], str):
-        return mt.INVALID_REQUEST, "Invalid Request: method must be a string"
-    if "method" not in body and "result" not in body and "error" not in body:
-        return mt.INVALID_REQUEST, "Invalid Request: no method"
-    if "params" in body and not isinstance(body["params"], dict):
-        return mt.INVALID_PARAMS, "Invalid params: params must be an object"
-    return body
-
-
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
@@ -236,10 +207,20 @@ class McpEndpoint:
                 [(b"allow", b"POST")],
             )
             return
+        refused = header_problem(scope)
+        if refused is not None:
+            status, rpc_code, text = refused
+            await send_rpc_error(send, status, rpc_code, text)
+            return
         raw = await receive_body(receive)
         if raw is None:
             return  # the client went away
-        message = _envelope_problem(raw)
+        runtime: Runtime = scope["state"]["runtime"]
+        manager = runtime.mcp[self.key]
+        if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
+            await serve_batch(manager.handle_request, scope, raw, send)
+            return
+        message = envelope_problem(raw)
         if isinstance(message, tuple):
             await send_rpc_error(send, 400, *message)
             return
@@ -252,8 +233,6 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        runtime: Runtime = scope["state"]["runtime"]
-        manager = runtime.mcp[self.key]
         if self.lane and await serve_lane(manager, runtime, scope, send, len(raw), message):
             return
         await manager.handle_request(scope, replay, send)

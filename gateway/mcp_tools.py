@@ -9,7 +9,7 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -106,12 +106,17 @@ async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
 
 
-def tools_server() -> Server[Any]:
-    """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself."""
+def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
+    request: Any = ctx.request  # the Starlette request of a Streamable HTTP POST
+    return runtime_of(request)
 
-    def runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
-        request: Any = ctx.request  # the Starlette request of a Streamable HTTP POST
-        return runtime_of(request)
+
+def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime) -> Server[Any]:
+    """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
+
+    `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
+    passes its one runtime (a stdio request has no HTTP request).
+    """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
         return await tools_list_result(runtime(ctx))

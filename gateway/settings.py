@@ -98,6 +98,16 @@ class ServeSettings(BaseModel):
             raise ValueError("must be a redis://HOST:PORT/DB, rediss:// or unix:// URL")
         return value
 
+    @model_validator(mode="after")
+    def _one_policy(self) -> ServeSettings:
+        if self.bearer_tokens and self.allow_anonymous:
+            # Bearer would win and anonymous callers would be refused: say so rather than drop a flag.
+            raise ValueError(
+                "--allow-anonymous (AGENT_SDK_ALLOW_ANONYMOUS) and --bearer-token (AGENT_SDK_BEARER_TOKEN) "
+                "exclude each other: with a token every caller must present it; drop one of them"
+            )
+        return self
+
     @property
     def auth_mode(self) -> AuthMode:
         """Bearer wins over anonymous; loopback-strict is the default."""

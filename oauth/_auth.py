@@ -10,6 +10,7 @@ are, so a rotating refresh token is spent exactly once.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ from ._machine import machine_login
 from ._store import TokenStore
 from ._tokens import refresh_tokens
 from ._transport import require_secure
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
 
@@ -216,6 +219,11 @@ class ConnectionAuth(httpx2.Auth):
             grant = current.with_tokens(fresh)
             await self.store.save(grant)
             self.stats.refreshes += 1
+            logger.info(
+                "connection %r: refreshed its OAuth access token",
+                self.key.connection,
+                extra={"event": "oauth_refresh", "connection": self.key.connection},
+            )
             self._grant = grant
             return grant
 

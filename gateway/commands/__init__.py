@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import hub, login, mcp, project, serve
+from . import hub, init, login, mcp, project, serve, tools
 
 __all__ = ["register_all"]
 
 
 def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     """Add every command to the top-level parser."""
+    init.register(sub)
     project.register(sub)
     serve.register(sub)
     mcp.register(sub)
+    tools.register(sub)
     hub.register(sub)
     login.register(sub)

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 from pathlib import Path
+from typing import Any
 
-__all__ = ["add_project_args", "state_root_of"]
+from ..errors import CliError
+
+__all__ = ["add_project_args", "json_object_arg", "state_root_of"]
 
 
 def add_project_args(parser: argparse.ArgumentParser) -> None:
@@ -28,3 +32,14 @@ def state_root_of(args: argparse.Namespace) -> Path:
     if args.state_root:
         return Path(args.state_root).expanduser().resolve()
     return (Path(args.dir) / ".agent-sdk").resolve()
+
+
+def json_object_arg(text: str, flag: str, example: str) -> dict[str, Any]:
+    """A flag's value parsed as a JSON object. Raises `CliError` naming the flag and showing `example`."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CliError(f"{flag} is not valid JSON ({exc.msg} at position {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise CliError(f"{flag} must be a JSON object, e.g. '{example}'")
+    return value  # pyright: ignore[reportUnknownVariableType]

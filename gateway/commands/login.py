@@ -33,10 +33,12 @@ from connections import (
     normalize_hub_url,
     save_account_login,
     saved_hub_url,
+    transport_failure,
 )
 from oauth import Secret, printable
 
 from ..errors import CliError
+from ._keyring_backend import describe_keyring
 
 __all__ = ["login", "register"]
 
@@ -104,7 +106,7 @@ def _check(url: str, key: Secret) -> tuple[str | None, list[str]]:
         )
     except httpx2.HTTPError as exc:
         raise CliError(
-            f"cannot reach the hub at {url} ({type(exc).__name__}); check the URL, or pass --no-check to store "
+            f"cannot reach the hub at {url} ({transport_failure(exc)}); check the URL, or pass --no-check to store "
             "the key anyway"
         ) from None
     if response.status_code == 401:
@@ -154,7 +156,7 @@ def login(args: argparse.Namespace) -> int:
     who = f" as account {account!r}" if account else ""  # already made printable by _check
     linked = f"; connectors: {', '.join(names) or 'none'}" if not args.no_check else ""
     print(
-        f"logged in to {url}{who}{linked}. The key is in the OS keyring (service {KEYRING_SERVICE!r}, user "
+        f"logged in to {url}{who}{linked}. The key is in {describe_keyring()} (service {KEYRING_SERVICE!r}, user "
         f"{keyring_user(url)!r}); the URL is in {path}"
     )
     return 0
@@ -175,7 +177,7 @@ def _status(saved: str | None) -> int:
         print("no saved account login; run agent-sdk login --url HUB")
     else:
         print(
-            f"saved login: hub {saved} (in {account_file()}); API key in the OS keyring, service "
+            f"saved login: hub {saved} (in {account_file()}); API key in {describe_keyring()}, service "
             f"{KEYRING_SERVICE!r}, user {keyring_user(saved)!r}"
         )
     try:

@@ -10,20 +10,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
-import os
 import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import anyio
 import mcp.types as mt
 
-from connections import Broker, ConnectionDefinition, ConnectionsError, Project, shown_command, shown_url
-from oauth import LocalStore, OAuthError
+from connections import Broker, ConnectionDefinition, Project, shown_command, shown_url
 
-from ..errors import CliError
-from ._common import add_project_args, state_root_of
+from ._broker_run import run_with_broker
+from ._common import add_project_args, json_object_arg
 from .project import load
 
 __all__ = ["mcp_call", "mcp_list", "mcp_tools", "register"]
@@ -87,12 +83,7 @@ def mcp_tools(args: argparse.Namespace) -> int:
 
 def mcp_call(args: argparse.Namespace) -> int:
     """Call `args.tool` on `args.name`; print the result as JSON; exit 1 when the result is an error."""
-    try:
-        arguments = json.loads(args.args)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"--args is not valid JSON ({exc.msg} at position {exc.pos})") from None
-    if not isinstance(arguments, dict):
-        raise CliError('--args must be a JSON object, e.g. \'{"text": "hi"}\'')
+    arguments = json_object_arg(args.args, "--args", '{"text": "hi"}')
     project = load(args.dir)
     _warn_auth(project, args.name)
     result: mt.CallToolResult = _run(
@@ -140,24 +131,4 @@ def _warn_auth(project: Project, name: str) -> None:
 
 
 def _run(project: Project, args: argparse.Namespace, operation: Callable[[Broker], Awaitable[_T]]) -> _T:
-    if os.environ.get("AGENT_SDK_DEBUG") != "1":
-        _quiet_sdk_logs()
-
-    async def main() -> _T:
-        # The local path, reading through to the deployment store for grants moved there with --store.
-        async with LocalStore(state_root_of(args)) as store, Broker(project, token_store=store) as broker:
-            return await operation(broker)
-
-    try:
-        return anyio.run(main)
-    except (ConnectionsError, OAuthError) as exc:
-        raise CliError(str(exc)) from None
-
-
-def _quiet_sdk_logs() -> None:
-    # The SDK logs transport failures with `logger.exception`; with no handler configured, Python's
-    # last-resort handler would print those tracebacks. The error the user needs is ours.
-    for name in ("mcp", "httpx2"):
-        logger = logging.getLogger(name)
-        logger.addHandler(logging.NullHandler())
-        logger.propagate = False
+    return run_with_broker(project, args, operation, what=f"waiting for connection {args.name!r}")

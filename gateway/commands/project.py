@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connections import Project, ProjectError, check_account_servers, load_project
+from connections import Project, ProjectError, check_account_servers, load_project, unset_variables
 
 from ..errors import CliError
 from ..info import project_info
 from ._common import add_project_args
+from ._progress import waiting
 
 __all__ = ["info", "load", "register", "validate"]
 
@@ -21,6 +22,7 @@ __all__ = ["info", "load", "register", "validate"]
 def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[reportPrivateUsage]
     p = sub.add_parser("validate", help="report every problem in the project; exit 1 on any error")
     add_project_args(p)
+    p.add_argument("--strict", action="store_true", help="an unset ${VAR} the project reads is an error, not a warning")
     p.set_defaults(func=validate)
     p = sub.add_parser("info", help="show the connections, tools and extensions the project defines")
     add_project_args(p)
@@ -41,13 +43,16 @@ def validate(args: argparse.Namespace) -> int:
     """Print `path:line: severity: message` for each diagnostic; 1 when any is an error."""
     project = load(args.dir)
     # Optional and cheap: with a hub configured, warn about servers=[...] names it does not list.
-    account = check_account_servers(project, os.environ)
-    for diag in [*project.diagnostics, *account.warnings]:
+    with waiting("asking the account hub"):
+        account = check_account_servers(project, os.environ)
+    unset = unset_variables(project, os.environ, strict=args.strict)
+    found = [*project.diagnostics, *unset, *account.warnings]
+    for diag in found:
         print(diag.format(project.root))
     if account.skipped:
         print(account.skipped, file=sys.stderr)
-    errors = len(project.errors)
-    warnings = len(project.diagnostics) - errors + len(account.warnings)
+    errors = sum(d.severity == "error" for d in found)
+    warnings = len(found) - errors
     summary = (
         f"{len(project.connections)} connection(s), {len(project.tools)} tool(s); "
         f"{errors} error(s), {warnings} warning(s)"
@@ -61,7 +66,8 @@ def info(args: argparse.Namespace) -> int:
     project = load(args.dir)
     doc = project_info(project, show_args=args.show_args)
     # Account connections show the connectors the hub resolves them to, when a hub answers quickly.
-    account = check_account_servers(project, os.environ, resolve_all=True)
+    with waiting("asking the account hub"):
+        account = check_account_servers(project, os.environ, resolve_all=True)
     for entry in doc["connections"]:
         if entry["kind"] == "account":
             entry["connectors"] = (account.resolved or {}).get(entry["name"])

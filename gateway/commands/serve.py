@@ -5,26 +5,31 @@ Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0 (docs/clients.md), `--state-url` AGENT_SDK_STATE_URL
-(Redis shared by replicas, docs/deploy.md), `--turn-lease` AGENT_SDK_TURN_LEASE_S; the connection
-limits and `--trusted-proxy` as docs/http-api.md lists them. A bearer token (or a Redis URL with a
-password) is better passed through the environment (a flag shows in `ps`).
+(Redis shared by replicas, docs/deploy.md), `--turn-lease` AGENT_SDK_TURN_LEASE_S, `--log-format`
+AGENT_SDK_LOG_FORMAT (docs/operations.md); the connection limits and `--trusted-proxy` as
+docs/http-api.md lists them. A bearer token (or a Redis URL with a password) is better passed
+through the environment (a flag shows in `ps`). `--stdio` serves the server tools over stdio
+instead (docs/desktop-clients.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import logging
 import os
 import socket
+import sys
 from typing import Any
 
 from pydantic import ValidationError
 
-from connections import RedactingFilter
+from connections import Project, RedactingFilter, unset_variables
 from oauth import OAuthError
 
 from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
+from ..logs import LogFormat, configure_logging
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ..state import token_store
@@ -115,6 +120,17 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     limits = p.add_argument_group("connection limits (docs/http-api.md)")
     for flag, kind, metavar, text, var in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"{text}; or ${var}")
+    p.add_argument(
+        "--stdio",
+        action="store_true",
+        help="serve the server tools (what /v1/mcp/tools lists) as a stdio MCP server, for desktop clients",
+    )
+    p.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=None,
+        help="text (default) or json (one object per line, for log shippers); or $AGENT_SDK_LOG_FORMAT",
+    )
     p.set_defaults(func=serve)
 
 
@@ -142,11 +158,41 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             turn_lease_s=getattr(args, "turn_lease", None),
         )
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" if e["loc"] else e["msg"].removeprefix("Value error, ")
-            for e in exc.errors()
-        )
-        raise CliError(f"invalid serve settings: {problems}") from None
+        raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None
+
+
+_FLAGS = {
+    "host": "--host",
+    "port": "--port",
+    "state_root": "--state-root",
+    "bearer_tokens": "--bearer-token",
+    "runner": "--runner",
+    "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
+    "trusted_proxies": "--trusted-proxy",
+    "idle_timeout_s": "--timeout-keep-alive",
+    "header_timeout_s": "--timeout-header",
+    "body_timeout_s": "--timeout-body",
+    "max_header_bytes": "--max-header-bytes",
+    "max_connections": "--max-connections",
+}
+
+
+def log_format_of(args: argparse.Namespace) -> LogFormat:
+    """`--log-format`, else `AGENT_SDK_LOG_FORMAT`, else text. Raises `CliError` for another value."""
+    value = args.log_format or os.environ.get("AGENT_SDK_LOG_FORMAT") or "text"
+    if value not in ("text", "json"):
+        raise CliError(f"AGENT_SDK_LOG_FORMAT must be text or json, got {value[:40]!r}")
+    return "json" if value == "json" else "text"
+
+
+def settings_problems(exc: ValidationError) -> str:
+    """One sentence per bad setting, named by its flag; no pydantic wording ("Value error, ...")."""
+    out: list[str] = []
+    for error in exc.errors():
+        message = str(error["msg"]).removeprefix("Value error, ")
+        field = str(error["loc"][0]) if error["loc"] else None
+        out.append(f"{_FLAGS.get(field, field)}: {message}" if field else message)
+    return "; ".join(out)
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -160,13 +206,12 @@ def serve(args: argparse.Namespace) -> int:
         for diag in project.errors:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
+    for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
+        print(diag.format(project.root), file=sys.stderr)
     settings = settings_from_args(args)
-    sock: socket.socket | None = None
-    if settings.port == 0:
-        # Bind now so the real port is known before the app starts: it is printed, and it is in the
-        # account bridge URL handed to stdio children.
-        sock = _bind(settings.host)
-        settings = settings.model_copy(update={"port": sock.getsockname()[1]})
+    log_format = log_format_of(args)
+    if args.stdio:
+        return _serve_stdio(project, settings, log_format)
     if not settings.loopback_bound and settings.auth_mode != "bearer":
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -189,11 +234,17 @@ def serve(args: argparse.Namespace) -> int:
         token_store(settings)
     except OAuthError as exc:
         raise CliError(str(exc)) from None
+    # Bind before the "serving" line: a busy port is one sentence, not a banner and then uvicorn's
+    # Errno 98; and port 0's real port is known before the app starts (printed, and in the account
+    # bridge URL handed to stdio children).
+    sock = _bind(settings.host, settings.port)
+    settings = settings.model_copy(update={"port": sock.getsockname()[1]})
     try:
         app = create_app(project, settings)
     except ValueError as exc:
+        sock.close()
         raise CliError(str(exc)) from None
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    configure_logging(log_format)
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
     logging.getLogger("mcp").setLevel(logging.WARNING)
     # httpx2 logs every request's full URL at INFO: a key in a query string would reach the log.
@@ -221,14 +272,16 @@ def serve(args: argparse.Namespace) -> int:
         host=settings.host,
         port=settings.port,
         log_level="info",
+        log_config=None,  # uvicorn's lines go through our handler: the same format, the request id
         lifespan="on",
         proxy_headers=False,
         access_log=settings.access_log,
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
-    # uvicorn set up its loggers above: every handler now masks keys, tokens and ${VAR} values.
+    # uvicorn's loggers go through the root handler (log_config=None): every handler masks keys, tokens
+    # and ${VAR} values (configure_logging installs the filter; this covers any handler added since).
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
-    uvicorn.Server(config).run(sockets=[sock] if sock is not None else None)
+    uvicorn.Server(config).run(sockets=[sock])
     return 0
 
 
@@ -238,15 +291,33 @@ def _redacted(url: str) -> str:
     return safe_url(url)
 
 
-def _bind(host: str) -> socket.socket:
-    """A listening TCP socket on `host` and a free port; raises `CliError` when the host cannot be bound."""
+def _serve_stdio(project: Project, settings: ServeSettings, log_format: LogFormat) -> int:
+    """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
+    from ..stdio_gateway import serve_stdio
+
+    configure_logging(log_format, level=logging.WARNING)
+    print(f"agent-sdk: serving {project.root.name}'s tools over stdio", file=sys.stderr)
+    try:
+        serve_stdio(project, settings)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    return 0
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on `host`:`port` (0: a free port); raises `CliError` when it cannot be bound."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((host.strip("[]"), 0))
+        sock.bind((host.strip("[]"), port))
     except OSError as exc:
         sock.close()
-        raise CliError(f"cannot listen on {host}: {exc.strerror}; pass a --host this machine has") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise CliError(
+                f"port {port} on {host} is already in use by another process; stop it, or pass --port N "
+                "(--port 0 picks a free one)"
+            ) from None
+        raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; pass a --host this machine has") from None
     sock.listen(2048)
     return sock

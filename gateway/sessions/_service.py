@@ -16,7 +16,7 @@ import logging
 import re
 import secrets
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -107,6 +107,8 @@ class SessionService:
         self._replica = secrets.token_hex(6)
         self._local: dict[str, Turn] = {}
         self._locks: dict[str, anyio.Lock] = {}
+        self.on_turn_end: Callable[[str], None] | None = None
+        """Told each finished turn's status (the gateway's metrics)."""
 
     @classmethod
     @asynccontextmanager

@@ -7,6 +7,7 @@ Every write goes through the store with the turn's lease holder, so a turn whose
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -18,6 +19,7 @@ from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
 from ._protocol import SessionStore
 from ._records import SessionRecord, closing_events, interrupted_outcome, new_event
+from ._turn_log import log_failed_turn
 
 __all__ = ["Turn", "TurnHost", "run_turn"]
 
@@ -42,6 +44,7 @@ class TurnHost(Protocol):
     runner: TurnRunner
     lease_s: float
     closing: bool
+    on_turn_end: Callable[[str], None] | None
 
 
 logger = logging.getLogger("agent_sdk.sessions")
@@ -96,6 +99,7 @@ async def run_turn(
     """Run `turn` to its end and close it on the stream (unless its lease was lost)."""
     writer = _Writer(service, record, turn)
     outcome: dict[str, Any] = {"status": "cancelled", "error": "turn_interrupted", "message": "turn interrupted"}
+    crash: Exception | None = None
     try:
         async with anyio.create_task_group() as tg:
             if service.store.shared:
@@ -107,7 +111,7 @@ async def run_turn(
             except RunnerError as exc:
                 outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
             except Exception as exc:  # boundary: a runner bug ends the turn, not the server; no traceback on the wire
-                logger.error("turn %s of session %s crashed: %s", turn.id, record.id, type(exc).__name__)
+                crash = exc
                 crashed = f"the turn crashed ({type(exc).__name__})"
                 outcome = {"status": "failed", "error": "internal_error", "message": crashed}
             finally:
@@ -115,6 +119,10 @@ async def run_turn(
     finally:
         if service.closing and outcome.get("error") == "turn_interrupted":
             outcome = interrupted_outcome("server_stopping")
+        if outcome["status"] != "completed":
+            log_failed_turn(record.id, turn.id, outcome, crash)
+        if service.on_turn_end is not None:
+            service.on_turn_end(outcome["status"])
         with anyio.CancelScope(shield=True):
             await _close(service, record, turn, outcome)
 

@@ -141,3 +141,34 @@ def test_the_line_is_the_servers_own_key_not_an_env_key_with_its_name(tmp_path: 
 def test_a_server_that_is_not_an_object_is_an_error(tmp_path: Path) -> None:
     [diag] = load_project(project_with(tmp_path, '{"mcpServers": {"x": "npx"}}')).diagnostics
     assert (diag.code, diag.message) == ("bad-mcp-json", "server 'x' must be an object with command or url")
+
+
+def test_an_agent_sdk_key_in_an_entry_advertises_its_tools(tmp_path: Path) -> None:
+    text = (
+        '{"mcpServers": {\n'
+        '  "time": {"command": "uvx", "args": ["mcp-server-time"],\n'
+        '           "agent-sdk": {"advertiseTools": true, "denyTools": ["convert_time"], "timeouts": {"call": 5}}}\n'
+        "}}\n"
+    )
+    project = load_project(project_with(tmp_path, text))
+    assert project.diagnostics == []
+    time = project.connections["time"]
+    assert (time.advertise_tools, time.deny_tools, time.timeouts.call) == (True, frozenset({"convert_time"}), 5)
+
+
+def test_a_bad_agent_sdk_key_is_an_error_naming_the_server_and_the_known_keys(tmp_path: Path) -> None:
+    text = (
+        '{"mcpServers": {\n'
+        '  "a": {"command": "x", "agent-sdk": {"advertise": true}},\n'
+        '  "b": {"command": "x", "agent-sdk": true},\n'
+        '  "c": {"command": "x", "agent-sdk": {"advertiseTools": "yes"}}\n'
+        "}}\n"
+    )
+    project = load_project(project_with(tmp_path, text))
+    assert [(d.line, d.severity, d.message) for d in project.diagnostics] == [
+        (2, "error", "server 'a': unknown key 'advertise' in \"agent-sdk\"; use advertiseTools, allowTools, "
+         "denyTools, description, hostOnly, oauth, protocol, timeouts"),
+        (3, "error", "server 'b': \"agent-sdk\" must be an object such as {\"advertiseTools\": true}"),
+        (4, "error", "server 'c': field 'advertise_tools' must be True or False, got 'yes'"),
+    ]  # fmt: skip
+    assert project.connections == {}

@@ -30,6 +30,8 @@ from connections import (
         ("Authorization: Bearer abc==def", "Authorization: Bearer ***"),
         ("Authorization: Basic abcdefgh==", "Authorization: Basic ***"),
         ("a plain sentence about a token, a task_id and https://example.com/a@b", None),
+        ("a bearer token must be at least 16 characters; bearer tokens are secrets.", None),
+        ("Authorization: Bearer token-0123456789abcdef", "Authorization: Bearer ***"),
     ],
 )
 def test_redact_masks_keys_credentials_and_url_user_info(text: str, expected: str | None) -> None:

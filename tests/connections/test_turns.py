@@ -14,7 +14,7 @@ import anyio
 import httpx2
 import pytest
 
-from connections import Broker, SessionInfo, TurnBuildError, load_project
+from connections import Broker, SessionInfo, ToolInputError, TurnBuildError, load_project
 from connections._auth_threads import AUTH_THREADS  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
@@ -358,8 +358,14 @@ async def test_attached_connections_are_reached_through_the_meta_tools_with_sess
         out = await toolset.tools["mcp_call_tool"].call(
             {"connection": "attached", "tool": "record", "arguments": {"value": "via-meta"}}
         )
+        with pytest.raises(ToolInputError) as wrong:
+            await toolset.tools["mcp_call_tool"].call({"connection": "nope", "tool": "record"})
     assert [t["name"] for t in listing.result["tools"]] == ["record", "lookup"]
     assert out.result["structuredContent"]["tenant"] == "meta-m1"
+    # The refusal names the meta-tool the model called, not its sibling.
+    assert (
+        str(wrong.value) == "invalid input for tool 'mcp_call_tool': 'connection' must be one of attached; got 'nope'"
+    )
 
 
 async def test_server_tools_reach_host_mcp_with_static_headers_only(tmp_path: Path, upstream: str) -> None:

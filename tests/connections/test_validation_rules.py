@@ -7,6 +7,7 @@ projects go through the real `agent-sdk validate` in tests/gateway/test_cli_proj
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -107,12 +108,12 @@ RULES: dict[str, Expected] = {
     "raises-on-import": Expected(
         "agent/mcp-connections/flaky.py", 7, "error", "import-error",
         "importing this file raised RuntimeError: FLAKY_TOKEN is not configured; "
-        "fix it (run `python flaky.py` in its folder to see the traceback)",
+        f"fix it (run `{sys.executable} flaky.py` in its folder to see the traceback)",
     ),
     "syntax-error": Expected(
         "agent/mcp-connections/broken.py", 4, "error", "import-error",
         "importing this file raised SyntaxError: invalid syntax. Perhaps you forgot a comma?; "
-        "fix it (run `python broken.py` in its folder to see the traceback)",
+        f"fix it (run `{sys.executable} broken.py` in its folder to see the traceback)",
     ),
     "no-definition": Expected(
         "agent/mcp-connections/notes.py", None, "error", "no-definition",

@@ -50,8 +50,10 @@ class Served:
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def client(self, **kwargs: object) -> httpx2.Client:
-        return httpx2.Client(base_url=self.url, timeout=30.0, headers=self.headers, **kwargs)  # type: ignore[arg-type]
+    def client(self, headers: dict[str, str] | None = None, **kwargs: object) -> httpx2.Client:
+        """A client of this server; `headers` go on top of `self.headers`."""
+        merged = {**self.headers, **(headers or {})}
+        return httpx2.Client(base_url=self.url, timeout=30.0, headers=merged, **kwargs)  # type: ignore[arg-type]
 
 
 def serve(

@@ -1,4 +1,8 @@
-"""A tiny stdio MCP server for the quickstart: an in-memory notebook. Needs only the `mcp` package."""
+"""A tiny stdio MCP server for the quickstart: an in-memory notebook. Needs only the `mcp` package.
+
+Replace it with any MCP server: a `command=` connection starts it (docs/clients.md, "Environment of
+a stdio server"); or point a connection at a remote one with `url=...`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,9 @@
-"""An authored server tool: greets someone, and counts the words with the notes server."""
+"""Authored server tool `greet`: code of your own, served beside the connections' tools.
+
+`input` is a pydantic model (validated before `execute` runs) or a JSON Schema dict; `ctx.host.mcp`
+reaches every connection, and `ctx.session` is the calling session (or None). docs/connections.md,
+"Fields of define_tool". Try it: agent-sdk tools call greet --input '{"name": "Ada"}'
+"""
 
 from pydantic import BaseModel, Field
 

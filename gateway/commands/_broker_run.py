@@ -1,0 +1,54 @@
+"""Run one operation on a `Broker` for a CLI command: quiet SDK logs, a progress line, one-sentence errors."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import anyio
+
+from connections import REOPEN_NOTE, Broker, ConnectionsError, Project
+from oauth import LocalStore, OAuthError
+
+from ..errors import CliError
+from ._common import state_root_of
+from ._progress import waiting
+
+__all__ = ["run_with_broker"]
+
+_T = TypeVar("_T")
+
+
+def run_with_broker(
+    project: Project, args: argparse.Namespace, operation: Callable[[Broker], Awaitable[_T]], *, what: str
+) -> _T:
+    """`operation(broker)` on a broker over the project (static headers, the state root's OAuth tokens).
+
+    `what` names the wait on the progress line. Raises `CliError` with the connection's error sentence.
+    """
+    if os.environ.get("AGENT_SDK_DEBUG") != "1":
+        _quiet_sdk_logs()
+
+    async def main() -> _T:
+        # The local path, reading through to the deployment store for grants moved there with --store.
+        async with LocalStore(state_root_of(args)) as store, Broker(project, token_store=store) as broker:
+            return await operation(broker)
+
+    try:
+        with waiting(what):
+            return anyio.run(main)
+    except (ConnectionsError, OAuthError) as exc:
+        # This process ends here: there is no next use to reopen a session on.
+        raise CliError(str(exc).replace(REOPEN_NOTE, "")) from None
+
+
+def _quiet_sdk_logs() -> None:
+    # The SDK logs transport failures with `logger.exception`; with no handler configured, Python's
+    # last-resort handler would print those tracebacks. The error the user needs is ours.
+    for name in ("mcp", "httpx2"):
+        logger = logging.getLogger(name)
+        logger.addHandler(logging.NullHandler())
+        logger.propagate = False

@@ -1,0 +1,100 @@
+"""`serve`'s log: one line per event, text for a terminal or JSON for a log shipper.
+
+Every line carries the request id of the request that caused it (`request_ids.current_request_id`;
+turns and tool calls a request started inherit it) and, where there is one, the connection, tool,
+session and turn, passed as `extra={...}` by the code that logs. What the gateway logs, once each:
+
+| event | logger | level |
+|---|---|---|
+| a turn that did not complete (`turn_failed`) | `agent_sdk.turns` | WARNING |
+| a tool call that raised (`tool_failed`) | `agent_sdk.tools` | WARNING |
+| an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
+| an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
+| an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
+
+No secret reaches these lines: the messages are the gateway's own error sentences (which never
+hold a header, token or environment value), and text from outside goes through `oauth.printable`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from connections import RedactingFilter
+from oauth import printable
+
+from .request_ids import current_request_id
+
+__all__ = ["CONTEXT_FIELDS", "LogFormat", "configure_logging"]
+
+LogFormat = Literal["text", "json"]
+CONTEXT_FIELDS = ("event", "connection", "tool", "code", "session_id", "turn_id", "status")
+"""The `extra={...}` keys a log line may carry beside its message."""
+
+
+class _RequestIdFilter(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, "request_id", None) is None:
+            record.request_id = current_request_id()
+        return True
+
+
+def _context(record: logging.LogRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    request_id = getattr(record, "request_id", None)
+    if request_id is not None:
+        out["request_id"] = request_id
+    for key in CONTEXT_FIELDS:
+        value = getattr(record, key, None)
+        if value is not None:
+            out[key] = value
+    return out
+
+
+class _TextFormatter(logging.Formatter):
+    """`LEVEL logger: message key=value ...`, every part made one printable line."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [f"{record.levelname} {record.name}: {printable(record.getMessage(), 2000)}"]
+        parts += [f"{k}={printable(v, 200)}" for k, v in _context(record).items()]
+        text = " ".join(parts)
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+class _JsonFormatter(logging.Formatter):
+    """One JSON object per line: `ts`, `level`, `logger`, `message`, then the context fields."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        doc: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+            **_context(record),
+        }
+        if record.exc_info:
+            doc["traceback"] = self.formatException(record.exc_info)
+        return json.dumps(doc, default=str)
+
+
+def configure_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> None:
+    """Send every log record to stderr in `fmt`, with the request id and context fields.
+
+    Replaces the root logger's handlers (so uvicorn's lines take the same format when it runs with
+    `log_config=None`).
+    """
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
+    handler.addFilter(RedactingFilter())  # keys, tokens and ${VAR} values are masked on every line
+    handler.addFilter(_RequestIdFilter())
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)

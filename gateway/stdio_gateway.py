@@ -1,0 +1,64 @@
+"""`agent-sdk serve --stdio`: the toolset `/v1/mcp/tools` serves, as a plain stdio MCP server.
+
+A desktop client (Claude Desktop, Cursor, VS Code) launches the gateway as it launches any local
+server and sees the project's authored tools and every advertised upstream tool, listed live and
+fail-closed exactly as on `/v1/mcp/tools` (the same `tools_server`, the same catalog and broker).
+stdout carries the protocol only: the log, the children's stderr and any print of a definition
+file go to stderr. The session ends when the client closes stdin; every upstream client and stdio
+child is closed then (as on Ctrl-C).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+from mcp.server.stdio import stdio_server
+
+from connections import Project
+
+from .app import default_broker
+from .mcp_tools import tools_server
+from .runners._select import make_runner
+from .runtime import Runtime
+from .sessions import SessionService
+from .settings import ServeSettings
+from .state import session_store
+from .toolsets import ToolCatalog
+
+__all__ = ["serve_stdio"]
+
+
+async def _serve(project: Project, settings: ServeSettings) -> None:
+    runner = make_runner(settings.runner)
+    async with (
+        default_broker(project, settings) as broker,
+        SessionService.running(session_store(settings), broker.builder, runner) as sessions,
+    ):
+        runtime = Runtime(
+            settings=settings,
+            project=project,
+            builder=broker.builder,
+            catalog=ToolCatalog(broker.builder, ttl=settings.toolset_ttl_s),
+            sessions=sessions,
+            runner=runner,
+            host=getattr(broker, "host", None),
+            started_at=datetime.now(UTC).isoformat(timespec="seconds"),
+            mcp={},
+        )
+
+        def runtime_of(_ctx: Any) -> Runtime:
+            return runtime
+
+        server = tools_server(runtime_of)
+        async with stdio_server() as (read, write):
+            await server.run(read, write, server.create_initialization_options())
+
+
+def serve_stdio(project: Project, settings: ServeSettings) -> None:
+    """Serve `project`'s server tools on stdin/stdout until the client closes stdin.
+
+    Raises `ValueError` for an unknown runner name.
+    """
+    anyio.run(_serve, project, settings)

@@ -1,0 +1,111 @@
+"""`agent-sdk serve --stdio` launched from Claude Desktop's exact `mcp.json` shape, by the TypeScript
+SDK's stdio client and by the MCP Inspector CLI (`--config`/`--server`): both list the project's tools
+and call an authored one (`greet`) and an advertised one (`echo`, from the reference "everything"
+server, imported from the project's own `mcp.json` with `"agent-sdk": {"advertiseTools": true}`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.peers import node20, node_bin, node_module
+
+ROOT = Path(__file__).resolve().parents[2]
+TS_STDIO = ROOT / "tests" / "fixtures" / "peers_js" / "ts_stdio_client.mjs"
+AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
+
+
+@pytest.fixture(scope="module")
+def desktop_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project (authored `greet`, the "everything" server advertised) and Claude Desktop's config for it."""
+    root = tmp_path_factory.mktemp("stdio")
+    project = root / "my-agent"
+    shutil.copytree(ROOT / "examples" / "quickstart" / "agent" / "tools", project / "agent" / "tools")
+    (project / "mcp.json").write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "everything": {
+                        "command": str(node_bin("mcp-server-everything")),
+                        "args": ["stdio"],
+                        "agent-sdk": {"advertiseTools": True},
+                    }
+                }
+            },
+            indent=2,
+        )
+    )
+    assert AGENT_SDK.exists(), "the agent-sdk console script is missing; pip install -e . in the venv"
+    # claude_desktop_config.json, as its "Edit Config" holds it (docs/desktop-clients.md).
+    config = root / "claude_desktop_config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "mcpServers": {
+                    "my-agent": {
+                        "command": str(AGENT_SDK),
+                        "args": ["serve", "--stdio", "--dir", str(project)],
+                        "env": {"AGENT_SDK_STATE_ROOT": str(root / "state")},
+                    }
+                }
+            },
+            indent=2,
+        )
+    )
+    return config
+
+
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+
+
+def test_the_typescript_stdio_client_lists_and_calls_authored_and_advertised_tools(desktop_config: Path) -> None:
+    env = {**_env(), "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
+    done = subprocess.run(
+        [node20(), str(TS_STDIO), str(desktop_config), "my-agent"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out: dict[str, Any] = json.loads(done.stdout)
+    assert {"greet", "echo", "get-sum"} <= set(out["tools"])
+    assert out["greet"]["isError"] is False and out["greet"]["structuredContent"] == {"greeting": "Hello, Ada!"}
+    assert out["echo"]["isError"] is False
+    assert out["echo"]["content"] == [{"type": "text", "text": "Echo: from a desktop"}]
+
+
+def _inspector(config: Path, home: Path, *args: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [str(node_bin("mcp-inspector")), "--cli", "--config", str(config), "--server", "my-agent", *args,
+         "--format", "json", "-q"],
+        env={**_env(), "HOME": str(home)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)["result"]
+
+
+def test_the_inspector_cli_lists_and_calls_authored_and_advertised_tools(desktop_config: Path, tmp_path: Path) -> None:
+    listed = _inspector(desktop_config, tmp_path, "--method", "tools/list")
+    assert {"greet", "echo"} <= {t["name"] for t in listed["tools"]}
+    greet = _inspector(
+        desktop_config, tmp_path, "--method", "tools/call", "--tool-name", "greet", "--tool-arg", "name=Bo"
+    )
+    assert greet["structuredContent"] == {"greeting": "Hello, Bo!"} and not greet.get("isError")
+    echo = _inspector(
+        desktop_config, tmp_path, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=hi"
+    )
+    assert echo["content"] == [{"type": "text", "text": "Echo: hi"}] and not echo.get("isError")
