@@ -18,6 +18,8 @@ from typing import Any
 from connections import redact
 from oauth import printable
 
+from ..request_ids import current_request_id
+
 __all__ = ["WATCHED_LOGGERS", "RecentFailures"]
 
 WATCHED_LOGGERS = ("agent_sdk", "gateway", "connections", "oauth")
@@ -41,9 +43,12 @@ class RecentFailures(logging.Handler):
                 "level": record.levelname.lower(),
                 "logger": record.name,
                 "message": printable(redact(message), 500),
-                "requestId": getattr(record, "request_id", None),
+                # This handler runs before the root handler's filter stamps the id: read it from the context.
+                "requestId": getattr(record, "request_id", None) or current_request_id(),
                 "event": getattr(record, "event", None),
                 "connection": getattr(record, "connection", None),
+                "tool": getattr(record, "tool", None),
+                "code": getattr(record, "code", None),
             }
         )
 

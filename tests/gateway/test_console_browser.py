@@ -7,6 +7,7 @@ Screenshots of each state go to `.artifacts/console/` (docs/console.md shows the
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from collections.abc import Iterator
@@ -134,6 +135,14 @@ def test_the_console_shows_every_state_runs_a_tool_and_logs_in_from_the_browser(
         expect(page.locator("#run-result img")).to_have_count(1, timeout=30_000)
         assert page.locator("#run-result img").evaluate("img => img.complete && img.naturalWidth") > 0
         page.click("#run-close")
+
+        # The calls just made, from /v1/metrics: a rate above zero and a p50 for the connection.
+        charts = page.locator("#charts")
+        expect(charts.locator("h3")).to_have_text(["everything"], timeout=30_000)
+        labels = charts.locator(".chart .label")
+        expect(labels.nth(0)).to_have_text(re.compile(r"calls: (0\.0[1-9]|0\.[1-9]|[1-9])"), timeout=30_000)
+        expect(labels.nth(1)).to_have_text(re.compile(r"p50: ≤ \d+\.\d ms"))
+        charts.screenshot(path=str(SHOTS / "6-calls.png"))
 
         # Log in to the OAuth connection: oidc-provider's login and consent pages, then our callback.
         _log_in(page, origin, "docs", shots=True)

@@ -173,13 +173,16 @@ def test_the_callback_query_never_reaches_the_access_log(anonymous: Served) -> N
 
 def test_the_last_failures_are_what_the_log_says_newest_first(bearer: Served) -> None:
     with bearer.client() as anonymous:
-        assert anonymous.get("/v1/sessions").status_code == 401  # a refusal: logged as a warning
+        refused = anonymous.get("/v1/sessions", headers={"X-Request-Id": "console-trace-1"})
+        assert refused.status_code == 401  # a refusal: logged as a warning, with the request id
     with _operator(bearer) as http:
         failures = http.get("/v1/failures").json()["failures"]
     assert failures
     newest = failures[0]
     assert newest["level"] == "warning"
     assert "/v1/sessions" in newest["message"] and "unauthorized" in newest["message"]
+    assert newest["requestId"] == "console-trace-1" == refused.json()["requestId"]
     log = bearer.log_text()
+    assert "console-trace-1" in log  # the id the log line carries
     assert all(f["message"] in log for f in failures)  # the very lines of the log
     assert [f["at"] for f in failures] == sorted((f["at"] for f in failures), reverse=True)

@@ -244,7 +244,9 @@ function sparkline(label, values, unit) {
   line.setAttribute("points", points);
   svg.append(line);
   const last = values[values.length - 1];
-  return el("div", { class: "chart" }, el("div", { class: "label", text: `${label}: ${last === null || last === undefined ? "–" : last.toFixed(unit === "ms" ? 1 : 2)} ${unit}` }), svg);
+  // Latencies come from histogram buckets: the figure is the bucket's upper bound, hence "≤".
+  const shown = last === null || last === undefined ? "–" : unit === "ms" ? "≤ " + last.toFixed(1) : unit ? last.toFixed(2) : String(Math.round(last));
+  return el("div", { class: "chart" }, el("div", { class: "label", text: `${label}: ${shown} ${unit}`.trim() }), svg);
 }
 
 function renderCharts() {
