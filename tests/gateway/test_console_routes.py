@@ -4,6 +4,7 @@ redirect the gateway did not start."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 
@@ -186,3 +187,23 @@ def test_the_last_failures_are_what_the_log_says_newest_first(bearer: Served) ->
     assert "console-trace-1" in log  # the id the log line carries
     assert all(f["message"] in log for f in failures)  # the very lines of the log
     assert [f["at"] for f in failures] == sorted((f["at"] for f in failures), reverse=True)
+
+
+def test_the_shell_has_no_inline_script_style_or_handler_and_a_strict_policy(bearer: Served) -> None:
+    with bearer.client() as http:
+        page = http.get("/")
+        script = http.get("/console/console.js")
+        style = http.get("/console/console.css")
+    assert [r.status_code for r in (page, script, style)] == [200, 200, 200]
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert style.headers["content-type"].startswith("text/css")
+    html = page.text
+    assert re.findall(r"<script(?![^>]*\bsrc=)[^>]*>", html) == []  # every script is a file of this origin
+    assert re.findall(r"\son[a-z]+\s*=", html) == []  # no inline event handler
+    assert "<style" not in html and "style=" not in html
+    assert re.findall(r"(?:src|href)=\"(?!/)[^\"]*\"", html) == []  # nothing from another origin
+    policy = page.headers["content-security-policy"]
+    for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'", "connect-src 'self'"):
+        assert directive in policy
+    assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+    assert page.headers["x-content-type-options"] == "nosniff"
