@@ -35,6 +35,7 @@ async def test_the_serving_broker_takes_the_setting(tmp_path: Path, fast_calls: 
         f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', protocol='legacy')\n"
     )
     with running(recording_server(port), port=port):
-        async with default_broker(load_project(tmp_path), tmp_path / "state", fast_calls=fast_calls) as broker:
+        settings = ServeSettings(state_root=tmp_path / "state", fast_calls=fast_calls)
+        async with default_broker(load_project(tmp_path), settings) as broker:
             await broker.host.mcp.call_tool("rec", "record", {"value": "v"})
             assert broker.host.mcp.status("rec").fast_calls is fast_calls
