@@ -44,6 +44,16 @@ class HostMcp:
         """Whether `name` is idle, open or paused. Raises `UnknownConnection`."""
         return self._route(name).status(name)
 
+    def restart(self, name: str) -> None:
+        """Close `name`'s pooled session and clear its restart pause; the next use reopens it.
+
+        Raises `UnknownConnection`, or `ValueError` for an account connection (its hub sessions reopen by themselves).
+        """
+        route = self._route(name)
+        if not isinstance(route, ClientPool):
+            raise ValueError(f"connection {name!r} is an account connection: its hub sessions reopen by themselves")
+        route.restart(name)
+
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """The connection's tools (allow/deny lists applied).
 

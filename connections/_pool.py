@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
 from types import TracebackType
@@ -191,6 +192,16 @@ class ClientPool:
     def status(self, name: str) -> ConnectionStatus:
         """Where `name` stands: idle, opening, open or paused, with its open and failure counts."""
         return self._slot(name).status()
+
+    def restart(self, name: str) -> None:
+        """Close `name`'s session (a stdio child is stopped) and forget its counted failures and pause:
+        the next use opens it anew (an operator's restart, docs/console.md). Raises `UnknownConnection`."""
+        slot = self._slot(name)
+        if slot.session is not None:
+            slot.retire(slot.session, self._cache)  # no cause: an operator's restart is not a failure
+        slot.restarts = RestartState(self._policy)
+        slot.open_failed_at = -math.inf
+        self._cache.invalidate(name)
 
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """`tools/list` (all pages) with the allow/deny lists applied, under the `list` timeout.

@@ -102,8 +102,20 @@ class RedactingFilter(logging.Filter):
         except (TypeError, ValueError):  # a malformed record: leave it to the handler's own error path
             return True
         cleaned = redact(message)
-        if cleaned != message:
-            record.msg, record.args = cleaned, None
+        if cleaned == message:
+            return True
+        if isinstance(record.args, tuple) and isinstance(record.msg, str):
+            # Keep the record's shape where that suffices: formatters such as uvicorn's access log
+            # read `record.args` as a tuple of fields.
+            msg, args = redact(record.msg), tuple(redact(a) if isinstance(a, str) else a for a in record.args)
+            try:
+                shaped = msg % args
+            except (TypeError, ValueError):
+                shaped = None
+            if shaped is not None and redact(shaped) == shaped:
+                record.msg, record.args = msg, args
+                return True
+        record.msg, record.args = cleaned, None
         return True
 
     @classmethod

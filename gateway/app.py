@@ -32,6 +32,7 @@ from connections import Broker, Project
 from ._asgi import json_error
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
+from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_tools import tools_server
@@ -102,6 +103,7 @@ def _routes() -> list[BaseRoute | Direct]:
         *session_routes(),
         *account_routes(),
         *metrics_routes(),
+        *console_routes(),
     ]
 
 
@@ -213,7 +215,8 @@ def create_app(
                 keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
-            yield {"runtime": runtime, "accounts": accounts, "metrics": metrics}
+            console = await stack.enter_async_context(ConsoleServices.running(settings))
+            yield {"runtime": runtime, "accounts": accounts, "metrics": metrics, "console": console}
 
     table = _routes()
     app = Starlette(
@@ -231,7 +234,10 @@ def create_app(
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
         loopback_bound=settings.loopback_bound,
-        public_paths=("/v1/health",),
+        # The console's shell is static code with no data in it; in bearer mode the page asks for the
+        # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the
+        # authorization server's redirect and is bound to a login an operator started (its `state`).
+        public_paths=("/v1/health", CALLBACK_PATH, *(SHELL_PATHS if settings.auth_mode == "bearer" else ())),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
     # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and

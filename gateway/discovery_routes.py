@@ -46,6 +46,9 @@ async def info(request: Request) -> JSONResponse:
             "sessions": "/v1/sessions",
             "accountBridge": "/v1/account/{connection}/mcp",
             "metrics": "/v1/metrics",
+            "console": "/",
+            "connections": "/v1/connections",
+            "failures": "/v1/failures",
         },
     }
     accounts = getattr(request.state, "accounts", None)

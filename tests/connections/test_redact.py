@@ -82,3 +82,15 @@ def test_the_log_filter_masks_a_record_with_its_arguments(caplog: pytest.LogCapt
     finally:
         handler.filters.clear()
     assert caplog.messages == ["calling https://***@h.example/ with Bearer ***"]
+
+
+def test_the_log_filter_keeps_a_record_s_argument_tuple_for_formatters_that_read_it() -> None:
+    # uvicorn's access formatter unpacks `record.args` as (client, method, path, version, status).
+    remember_secret("an-authorization-code-in-a-query")
+    record = logging.LogRecord(
+        "uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d',
+        ("127.0.0.1:5", "GET", "/cb?code=an-authorization-code-in-a-query", "1.1", 400), None,
+    )  # fmt: skip
+    assert RedactingFilter().filter(record)
+    assert record.args == ("127.0.0.1:5", "GET", "/cb?code=***", "1.1", 400)
+    assert record.getMessage() == '127.0.0.1:5 - "GET /cb?code=*** HTTP/1.1" 400'

@@ -1,0 +1,31 @@
+"""`GET /v1/failures`: the last warnings and errors this process logged (`_recent.RecentFailures`),
+newest first, each with its request id. Operators only: the messages name sessions and connections
+of every principal.
+"""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ..errors import ApiError
+from ..http_json import error_response
+from ._guard import require_operator
+from ._services import console_of
+
+__all__ = ["failure_routes"]
+
+
+async def failures(request: Request) -> Response:
+    try:
+        require_operator(request)
+    except ApiError as exc:
+        return error_response(exc)
+    recent = list(console_of(request).failures.records)
+    recent.reverse()
+    return JSONResponse({"ok": True, "failures": recent})
+
+
+def failure_routes() -> list[Route]:
+    return [Route("/v1/failures", failures, methods=["GET"])]

@@ -1,0 +1,190 @@
+"""The browser login: an operator logs the gateway in to an `oauth=True` connection from the console.
+
+`POST /v1/connections/{name}/login` (operators only) runs discovery, picks or registers the client
+with this server's own callback as its exact redirect URI (`<origin>/v1/oauth/callback`), and answers
+the authorization URL (PKCE S256, `state`, RFC 8707 `resource`). The page sends the browser there;
+the authorization server sends it back to `GET /v1/oauth/callback`, which checks `state` (one use,
+`LOGIN_TTL`), `iss` (RFC 9207), exchanges the code with the verifier, stores the grant in the store
+`serve` reads, and restarts the connection so its next use opens with the new token.
+
+Discovery, registration, the redirect checks and the code exchange are `oauth`'s own (the CLI login
+uses the same functions); only the redirect target differs: this route instead of a loopback listener.
+"""
+
+from __future__ import annotations
+
+import html
+import time
+from urllib.parse import urlencode, urlsplit
+
+from authlib.common.security import generate_token
+from authlib.oauth2.rfc7636 import create_s256_code_challenge
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from connections import UnknownConnection, remember_secret
+from oauth import ClientRegistration, Discovery, Grant, OAuthConfig, OAuthError, StoreKey, printable
+from oauth._login import check_redirect, choose_scopes, configured_client, probe_challenge
+from oauth._registration import register_client
+from oauth._tokens import exchange_code
+
+from ..errors import ApiError, InvalidRequest
+from ..http_json import error_response
+from ..runtime import runtime_of
+from ._guard import require_operator
+from ._pages import CSP
+from ._services import ConsoleServices, PendingLogin, console_of
+from ._status import ConnectionNotFound
+
+__all__ = ["CALLBACK_PATH", "login_routes"]
+
+CALLBACK_PATH = "/v1/oauth/callback"
+
+
+class LoginFailed(ApiError):
+    status = 502
+    code = "login_failed"
+
+
+def _redirect_uri(request: Request) -> str:
+    """The callback at the origin the browser sees: its `Origin` (the request guard checked it is this
+    server's own; behind a TLS proxy it says `https`, which the socket cannot), else scheme and `Host`."""
+    origin = request.headers.get("origin")
+    if origin:
+        return f"{origin.rstrip('/')}{CALLBACK_PATH}"
+    return f"{request.url.scheme}://{request.headers.get('host', '')}{CALLBACK_PATH}"
+
+
+async def start_login(request: Request) -> Response:
+    name = request.path_params["name"]
+    try:
+        require_operator(request)
+        runtime = runtime_of(request)
+        defn = runtime.project.connections.get(name)
+        if defn is None:
+            raise ConnectionNotFound(f"no connection named {printable(name, 64)!r}")
+        if defn.oauth is None or defn.url is None:
+            raise InvalidRequest(f"connection {name!r} must be define_connection(url=..., oauth=True) to log in")
+        services = console_of(request)
+        redirect_uri = _redirect_uri(request)
+        try:
+            authorization_url = await _begin(services, name, defn.url, defn.oauth, redirect_uri)
+        except OAuthError as exc:
+            raise LoginFailed(printable(str(exc), 500)) from None
+    except ApiError as exc:
+        return error_response(exc)
+    return JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
+
+
+async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthConfig, redirect_uri: str) -> str:
+    """Discovery, the client, and a remembered pending login; the authorization URL to send the browser to.
+
+    Raises `OAuthError` (discovery, PKCE support, registration, a store error)."""
+    http = services.http
+    finder = Discovery(http)
+    challenge = await probe_challenge(http, url)
+    prm = await finder.resource_metadata(url, challenge)
+    parts = urlsplit(url)
+    issuer = prm.authorization_servers[0] if prm else f"{parts.scheme}://{parts.netloc}"  # 2025-03-26: the origin
+    asm = await finder.server_metadata(issuer, legacy=prm is None)
+    resource = prm.resource if prm else url
+    key = StoreKey(name, url)
+    client = configured_client(config, asm)
+    if client is None and config.client_metadata_url and asm.client_id_metadata_document_supported:
+        client = ClientRegistration(config.client_metadata_url, None, "none", source="metadata_document")
+    if client is None:
+        previous = await services.store.load(key)
+        if (
+            previous is not None
+            and previous.issuer == asm.issuer
+            and previous.client.source == "dynamic"
+            and previous.client.redirect_uri == redirect_uri
+        ):
+            client = previous.client
+    if client is None:
+        client = await register_client(http, asm, redirect_uri, config)
+    verifier, state = generate_token(64), generate_token(32)
+    params = {
+        "response_type": "code",
+        "client_id": client.client_id,
+        "redirect_uri": redirect_uri,
+        "state": state,
+        "code_challenge": create_s256_code_challenge(verifier),
+        "code_challenge_method": "S256",
+        "resource": resource,
+    }
+    scope = choose_scopes(None, challenge, prm, config)
+    if scope:
+        params["scope"] = scope
+    params.update(config.extra_authorize_params)
+    services.remember(state, PendingLogin(key, asm, client, redirect_uri, verifier, resource, time.monotonic()))
+    separator = "&" if "?" in asm.authorization_endpoint else "?"
+    return f"{asm.authorization_endpoint}{separator}{urlencode(params)}"
+
+
+_PAGE = (
+    '<!doctype html><html lang="en"><meta charset="utf-8"><title>agent-sdk login</title>'
+    '<link rel="stylesheet" href="/console/console.css"><main class="callback">'
+    '<h1>{title}</h1><p id="login-result">{message}</p><p><a href="/">Back to the console</a></p></main></html>'
+)
+
+
+def _page(status: int, title: str, message: str) -> Response:
+    body = _PAGE.format(title=html.escape(title), message=html.escape(message))
+    headers = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer"}
+    return Response(body, status_code=status, media_type="text/html", headers=headers)
+
+
+async def callback(request: Request) -> Response:
+    params = dict(request.query_params)
+    for value in (params.get("code"), params.get("state")):
+        if value:
+            # The one redaction rule masks them from now on: the access log line of this very request
+            # (`--access-log`) is written after this handler ran.
+            remember_secret(value)
+    services = console_of(request)
+    pending = services.take(params.get("state", ""))
+    if pending is None:
+        return _page(
+            400,
+            "Login not completed",
+            "This redirect matches no login started from the console (it expired, was used already, or was "
+            "not started here); start the login again.",
+        )
+    try:
+        code = check_redirect(params, params.get("state", ""), pending.server)
+        tokens = await exchange_code(
+            services.http,
+            pending.server.token_endpoint,
+            pending.client,
+            code=code,
+            redirect_uri=pending.redirect_uri,
+            code_verifier=pending.verifier,
+            resource=pending.resource,
+        )
+        grant = Grant(
+            pending.key,
+            pending.server.issuer,
+            pending.server.token_endpoint,
+            pending.client,
+            tokens,
+            pending.resource,
+            pending.server.revocation_endpoint,
+        )
+        await services.store.save(grant)
+    except OAuthError as exc:
+        return _page(400, "Login failed", printable(str(exc), 500))
+    name = pending.key.connection
+    try:
+        runtime_of(request).host.mcp.restart(name)
+    except (UnknownConnection, ValueError):
+        pass
+    return _page(200, "Logged in", f"Connection {name} is logged in; tokens are stored in {services.store.name}.")
+
+
+def login_routes() -> list[Route]:
+    return [
+        Route("/v1/connections/{name}/login", start_login, methods=["POST"]),
+        Route(CALLBACK_PATH, callback, methods=["GET"]),
+    ]

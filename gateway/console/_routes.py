@@ -1,0 +1,16 @@
+"""Every route of the console, in one list for `create_app`."""
+
+from __future__ import annotations
+
+from starlette.routing import Route
+
+from ._failures import failure_routes
+from ._login import login_routes
+from ._pages import page_routes
+from ._status import status_routes
+
+__all__ = ["console_routes"]
+
+
+def console_routes() -> list[Route]:
+    return [*page_routes(), *status_routes(), *login_routes(), *failure_routes()]

@@ -1,0 +1,154 @@
+"""`GET /v1/connections` (each connection's transport, state with its cause, tools, OAuth status) and
+`POST /v1/connections/{name}/restart` (operators only). The console reads the first; scripts can too.
+
+States: `ready` (a session is open), `opening`, `not_opened` (lazy: never used yet), `needs_login`
+(an `oauth=True` connection without usable tokens), `failing` (the last open or operation failed;
+`cause` is the sentence), `paused` (restarts paused after a crash loop). Listing uses the pool's
+listing cache, so a poll costs no upstream round trip while the listing is fresh; a connection whose
+last open failed is not retried by looking (a real use or a restart retries it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from connections import ConnectionDefinition, ConnectionsError, ConnectionUnauthorized, UnknownConnection
+from oauth import OAuthError, StoreKey, grant_status, printable
+
+from ..errors import ApiError, InvalidRequest
+from ..http_json import error_response
+from ..runtime import principal_of, runtime_of
+from ._guard import is_operator, require_operator
+from ._services import ConsoleServices, console_of
+
+__all__ = ["status_routes"]
+
+_LIST_WAIT = 10.0
+"""Seconds one status request waits for a listing; a connection still opening then shows `opening`."""
+
+
+class ConnectionNotFound(ApiError):
+    status = 404
+    code = "unknown_connection"
+
+
+async def _oauth_status(services: ConsoleServices, defn: ConnectionDefinition) -> dict[str, Any] | None:
+    if defn.oauth is None or defn.url is None:
+        return None
+    out: dict[str, Any] = {"store": services.store.name, "loggedIn": False, "expiresIn": None, "refreshToken": False}
+    try:
+        grant = await services.store.load(StoreKey(defn.name, defn.url))
+    except OAuthError as exc:
+        out["error"] = printable(str(exc))
+        return out
+    if grant is not None:
+        status = grant_status(grant)
+        out.update(
+            loggedIn=status.has_access_token,
+            expiresIn=None if status.expires_in is None else int(status.expires_in),
+            refreshToken=status.has_refresh_token,
+            issuer=printable(status.issuer),
+        )
+    return out
+
+
+async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
+    runtime = runtime_of(request)
+    services = console_of(request)
+    host = runtime.host.mcp
+    out: dict[str, Any] = {
+        "name": defn.name,
+        "transport": defn.kind,
+        "advertised": defn.advertise_tools,
+        "hostOnly": defn.host_only,
+        "tools": None,
+        "cause": None,
+    }
+    oauth = await _oauth_status(services, defn)
+    out["oauth"] = oauth
+    error: Exception | None = None
+    before = host.status(defn.name)
+    # Look without hammering: list an open connection (from the cache) or one never tried; one whose
+    # last open failed (or that is paused) keeps its verdict until a real use or a restart retries it.
+    if defn.auth is None and (before.state == "open" or (before.state == "idle" and before.last_error is None)):
+        with anyio.move_on_after(_LIST_WAIT):
+            try:
+                tools = await host.list_tools(defn.name, use_cache=True)
+                out["tools"] = [
+                    {"name": t.name, "description": printable(t.description or "", 500), "inputSchema": t.input_schema}
+                    for t in tools
+                ]
+            except ConnectionsError as exc:
+                error = exc
+    status = host.status(defn.name)
+    out.update(opens=status.opens, failures=status.failures, pid=status.pid, protocolVersion=status.protocol_version)
+    if status.state == "paused":
+        state = "paused"
+    elif isinstance(error, ConnectionUnauthorized) or (oauth is not None and not oauth["loggedIn"]):
+        state = "needs_login"
+    elif error is not None:
+        state = "failing"
+    elif status.state == "open":
+        state = "ready"
+    elif status.state == "opening":
+        state = "opening"
+    elif status.last_error is not None:
+        state = "failing"
+    else:
+        state = "not_opened"
+    cause = str(error) if error is not None else status.last_error
+    if defn.auth is not None and cause is None:
+        cause = "per-session auth: listed for each turn with that session's headers"
+    out["state"] = state
+    out["cause"] = printable(cause, 500) if cause else None
+    return out
+
+
+async def connections_status(request: Request) -> Response:
+    project = runtime_of(request).project
+    names = sorted(project.connections)
+    results: dict[str, dict[str, Any]] = {}
+
+    async def fill(name: str) -> None:
+        results[name] = await _one(request, project.connections[name])
+
+    async with anyio.create_task_group() as tg:
+        for name in names:
+            tg.start_soon(fill, name)
+    principal = principal_of(request)
+    return JSONResponse(
+        {
+            "ok": True,
+            "principal": principal.kind,
+            "operator": is_operator(request),
+            "connections": [results[n] for n in names],
+        }
+    )
+
+
+async def restart(request: Request) -> Response:
+    name = request.path_params["name"]
+    try:
+        require_operator(request)
+        host = runtime_of(request).host.mcp
+        try:
+            host.restart(name)
+        except UnknownConnection:
+            raise ConnectionNotFound(f"no connection named {printable(name, 64)!r}") from None
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+    except ApiError as exc:
+        return error_response(exc)
+    return JSONResponse({"ok": True, "connection": name, "restarted": True})
+
+
+def status_routes() -> list[Route]:
+    return [
+        Route("/v1/connections", connections_status, methods=["GET"]),
+        Route("/v1/connections/{name}/restart", restart, methods=["POST"]),
+    ]
