@@ -95,7 +95,7 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
         state = "failing"
     elif status.state == "open":
         state = "ready"
-    elif status.state == "opening":
+    elif status.state in ("opening", "queued"):  # queued: a stdio child waiting for a start slot
         state = "opening"
     elif status.last_error is not None:
         state = "failing"
