@@ -62,6 +62,7 @@ from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
 from ._store import TokenStore as TokenStore
 from ._text import printable as printable
+from ._transport import insecure_transport_warning as insecure_transport_warning
 
 __all__ = [
     "AuthStats",
@@ -111,6 +112,7 @@ __all__ = [
     "finish_login",
     "follow_redirects",
     "grant_status",
+    "insecure_transport_warning",
     "login",
     "logout",
     "open_browser",
