@@ -1,7 +1,7 @@
 """The full MCP hop, measured by the protocol's own conformance suite (0.1.16, server mode, the active suite):
 run against our reference upstream directly and against `/v1/mcp/tools` of `agent-sdk serve` with that
-upstream behind it (over HTTP and over stdio, speaking both protocol generations or the handshake only),
-compared scenario by scenario.
+upstream behind it (over HTTP and over stdio; speaking both protocol generations, the handshake versions
+only, or 2026-07-28 only), compared scenario by scenario.
 
 The scenario groups and the compared set live in tests/conformance.py. #14 and #15 move names from their
 groups into `PASSING_THROUGH_GATEWAY` as they make them pass; `python -m tests.conformance` prints the
@@ -25,7 +25,9 @@ from tests.conformance import (
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(600)]
 
 DIRECT = "direct (http)"
-THROUGH = ("gw<-http (both)", "gw<-stdio (both)", "gw<-http (handshake)", "gw<-stdio (handshake)")
+THROUGH = tuple(
+    f"gw<-{transport} ({era})" for era in ("both", "handshake", "modern") for transport in ("http", "stdio")
+)
 Runs = dict[str, dict[str, Outcome]]
 
 
