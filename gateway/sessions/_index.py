@@ -197,7 +197,12 @@ class SessionIndex:
             return
         self._lines += 1
         if self._lines > 2 * len(self.entries) + _SLACK:
-            self.compact()
+            try:
+                self.compact()
+            except OSError as exc:  # the lines appended so far still hold; try again at the next start
+                logger.error("could not rewrite the session index: %s", type(exc).__name__)
+                with contextlib.suppress(OSError):
+                    self._open_for_append()
 
     def compact(self) -> None:
         """Rewrite the journal with one line per session (atomically). Raises `OSError` when it cannot."""

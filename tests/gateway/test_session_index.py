@@ -82,6 +82,26 @@ async def test_a_restart_reads_the_index_and_no_record(tmp_path: Path, monkeypat
     assert oct((tmp_path / "session-index.ndjson").stat().st_mode & 0o777) == "0o600"
 
 
+async def test_the_index_is_rewritten_when_superseded_lines_pile_up(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = await _opened(tmp_path)
+    record = _record("alice", 1)
+    await store.create(record)
+    token = record.continuation_token
+    for i in range(1500):  # a long conversation: one index line per rotation
+        new = f"http:rotation-{i}"
+        assert await store.rotate(record.id, token, new)
+        token = new
+    lines = (tmp_path / "session-index.ndjson").read_text().splitlines()
+    assert len(lines) < 1100  # rewritten once past 2 x 1 + 1,000 lines, not 1,501 lines long
+    await store.aclose()
+    read = _count_reads(monkeypatch)
+    again = await _opened(tmp_path)
+    assert read == []
+    assert await again.find_token(token) == (record.id, True)
+
+
 async def test_a_missing_index_is_rebuilt_from_the_records(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = await _opened(tmp_path)
     mine = [_record("alice", i) for i in range(5)]
