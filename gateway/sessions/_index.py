@@ -34,6 +34,8 @@ from typing import Any
 
 from pydantic_core import from_json
 
+from oauth import write_private
+
 from ._records import SESSION_ID, SessionRecord, created_ms
 
 __all__ = ["IndexEntry", "SessionIndex", "token_digest"]
@@ -207,14 +209,7 @@ class SessionIndex:
     def compact(self) -> None:
         """Rewrite the journal with one line per session (atomically). Raises `OSError` when it cannot."""
         self.close()
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(_HEADER)
-            fh.writelines(_lines(self.entries.items()))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        write_private(self.path, "".join([_HEADER, *_lines(self.entries.items())]).encode())
         self._lines = len(self.entries)
         self._open_for_append()
 
