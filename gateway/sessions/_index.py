@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import gc
 import hashlib
 import json
 import logging
@@ -107,6 +108,17 @@ class SessionIndex:
         """Build the index from the journal, checked against the records folder; `read` loads one record
         (None when unreadable). Returns how many records had to be read. Raises `OSError` when the
         journal cannot be written."""
+        # Tens of thousands of new objects and no cycle among them: the collections they would
+        # trigger walk the whole process's heap and cost as much as the building itself.
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            return self._load(records, read)
+        finally:
+            if collecting:
+                gc.enable()
+
+    def _load(self, records: Path, read: Callable[[str], SessionRecord | None]) -> int:
         journal = self._read_journal()
         fresh = journal is None
         known = journal or {}
