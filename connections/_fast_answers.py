@@ -47,7 +47,7 @@ try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves i
 except ImportError:  # pragma: no cover
     _SSEParser = None  # type: ignore[assignment,misc]
 
-__all__ = ["FastAnswers", "plain_result", "sse_parser_found"]
+__all__ = ["FastAnswers", "plain_message_result", "plain_result", "sse_parser_found"]
 
 logger = logging.getLogger(__name__)
 
@@ -74,6 +74,11 @@ def plain_result(data: str | bytes) -> dict[str, Any] | None:
         message = pydantic_core.from_json(data)
     except ValueError:
         return None
+    return plain_message_result(message)
+
+
+def plain_message_result(message: Any) -> dict[str, Any] | None:
+    """`plain_result` of a message already parsed from JSON."""
     if type(message) is not dict or len(message) != len(_RESPONSE_KEYS) or not _RESPONSE_KEYS.issuperset(message):
         return None
     result = message["result"]

@@ -64,7 +64,7 @@ from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import ResultTooLarge
-from ._fast_answers import FastAnswers, plain_result, sse_parser_found
+from ._fast_answers import FastAnswers, plain_message_result, sse_parser_found
 from ._http1 import BodyTooLarge, Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._tracing import tracing_enabled
@@ -321,15 +321,17 @@ class FastCalls(FastAnswers):
                     return ErrorData(code=INVALID_REQUEST, message="Session terminated")
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
             if content_type.startswith("application/json"):
-                try:
-                    data = await response.read(self._max_body)
+                try:  # parsed as it arrives: a large answer's bytes and objects are never whole at once
+                    data = await response.read_json(self._max_body)
                 except BodyTooLarge:  # the rest is not read; the connection is dropped, the session stays
                     return ErrorData(code=INTERNAL_ERROR, message=ResultTooLarge.transport_note(self._max_body or 0))
-                result = plain_result(data)
+                except ValueError as exc:
+                    return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
+                result = plain_message_result(data)
                 if result is not None:
                     return result
                 try:
-                    message = jsonrpc_message_adapter.validate_json(data, by_name=False)
+                    message = jsonrpc_message_adapter.validate_python(data, by_name=False)
                 except ValidationError as exc:
                     return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
                 outcome = await self._message(message, headers)

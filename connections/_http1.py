@@ -16,12 +16,14 @@ import asyncio
 import ssl
 import time
 from collections.abc import Iterable
+from typing import Any
 from urllib.parse import urlsplit
 
 import anyio
 import httpx2
 
 from ._http1_connection import MAX_HEAD_BYTES, Connection, readable
+from ._json_chunks import JsonChunks
 
 __all__ = ["MAX_HEAD_BYTES", "BodyTooLarge", "Http1Origin", "Http1Response", "valid_header_value"]
 
@@ -61,8 +63,7 @@ class Http1Response:
 
     async def read(self, limit: int | None = None) -> bytes:
         """The whole body; `BodyTooLarge` as soon as it is over `limit` bytes (announced or received)."""
-        if limit is not None and self.header("content-length").isdigit() and int(self.header("content-length")) > limit:
-            raise BodyTooLarge
+        self._check_announced(limit)
         parts: list[bytes] = []
         seen = 0
         while chunk := await self.next_chunk():
@@ -71,6 +72,21 @@ class Http1Response:
                 raise BodyTooLarge
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
+
+    async def read_json(self, limit: int | None = None) -> Any:
+        """The body parsed as one JSON value as its chunks arrive (`JsonChunks`: a large body is never
+        held whole); `BodyTooLarge` as `read`; `ValueError` for a body that is not one JSON value."""
+        self._check_announced(limit)
+        parts = JsonChunks()
+        while chunk := await self.next_chunk():
+            if limit is not None and parts.size + len(chunk) > limit:
+                raise BodyTooLarge
+            parts.feed(chunk)
+        return parts.finish()
+
+    def _check_announced(self, limit: int | None) -> None:
+        if limit is not None and self.header("content-length").isdigit() and int(self.header("content-length")) > limit:
+            raise BodyTooLarge
 
     async def next_chunk(self) -> bytes:
         """The body bytes that arrived since the last call, waiting for some; `b""` once the response ended.

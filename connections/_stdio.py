@@ -22,7 +22,6 @@ the gateway still stops every child and cannot hang on one.
 
 from __future__ import annotations
 
-import io
 import logging
 import os
 import re
@@ -41,6 +40,7 @@ from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage
 
 from ._exceptions import ResultTooLarge
+from ._json_chunks import HEAD, JsonChunks
 
 __all__ = ["STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
 
@@ -51,7 +51,7 @@ STDIN_GRACE = 2.0
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL to the child's process group."""
 _REAP_WAIT = 2.0
-_EDGE = 256
+_EDGE = HEAD
 """Bytes kept from each end of a line that is skipped, to find the `id` it answers."""
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
@@ -127,7 +127,7 @@ async def stdio_transport(
     limit = max_message_bytes or sys.maxsize
 
     async def reader() -> None:
-        pending = io.BytesIO()  # the current line so far, when it spans reads
+        pending = JsonChunks(replace_invalid_utf8=True)  # the current line so far, when it spans reads
         head = b""  # a skipped line's first bytes (set while skipping)
         tail = b""
         skipping = False
@@ -140,11 +140,11 @@ async def stdio_transport(
                         piece = chunk[start:] if end < 0 else chunk[start:end]
                         if skipping:
                             tail = (tail + piece)[-_EDGE:]
-                        elif pending.tell() + len(piece) > limit:
-                            skipping, head, tail = True, (pending.getvalue() or piece)[:_EDGE], piece[-_EDGE:]
-                            pending = io.BytesIO()
+                        elif pending.size + len(piece) > limit:
+                            skipping, head, tail = True, (pending.head or piece)[:_EDGE], piece[-_EDGE:]
+                            pending = JsonChunks(replace_invalid_utf8=True)
                         elif end < 0:
-                            pending.write(piece)
+                            pending.feed(piece)
                         if end < 0:
                             break
                         start = end + 1
@@ -154,17 +154,17 @@ async def stdio_transport(
                             if refusal is not None:
                                 await read_send.send(refusal)
                             continue
-                        if pending.tell():
-                            pending.write(piece)
-                            line = pending.getvalue()  # the buffer itself, not a copy (its last reference)
-                            pending = io.BytesIO()
+                        if pending.size:  # parsed as it arrived: a long line is never held whole
+                            pending.feed(piece)
+                            del piece
+                            message = _parse_chunks(pending)
+                            pending = JsonChunks(replace_invalid_utf8=True)
+                        elif piece.strip():  # the whole line came in one read: the common case
+                            message = _parse(piece)
                         else:
-                            line = piece  # the whole line came in one read: the common case
-                        if line.strip():
-                            message = _parse(line)
-                            del line  # not held while the session handles the message (or until the next one)
-                            await read_send.send(message)
-                            del message
+                            continue
+                        await read_send.send(message)  # the line is not held while the session handles it
+                        del message
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass  # EOF or our own shutdown: the session sees the read stream end
 
@@ -222,6 +222,14 @@ def _parse(line: bytes) -> SessionMessage | Exception:
             return SessionMessage(mt.jsonrpc_message_adapter.validate_json(text, by_name=False))
         except ValueError:
             return exc
+
+
+def _parse_chunks(line: JsonChunks) -> SessionMessage | Exception:
+    """`_parse` of a line that spanned reads (a blank or non-JSON line is an error, as there)."""
+    try:
+        return SessionMessage(mt.jsonrpc_message_adapter.validate_python(line.finish(), by_name=False))
+    except ValueError as exc:
+        return exc
 
 
 def _refusal(head: bytes, tail: bytes, limit: int) -> SessionMessage | None:
