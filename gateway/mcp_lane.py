@@ -26,12 +26,10 @@ unchanged. `tests/gateway/test_mcp_lane.py` requires every answer equal to the S
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Mapping
 from typing import Any
 
-import pydantic_core
 from mcp.server._otel import OpenTelemetryMiddleware
 from mcp.server.lowlevel import Server
 from mcp.server.runner import modern_error_data
@@ -289,13 +287,9 @@ async def _send_jsonrpc(
 
 
 def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:
-    """`payload` as the bytes of its answer; at the handshake versions a large result in pieces (`json_pieces.py`)."""
-    if not modern:
-        return answer_pieces(payload)
-    data = pydantic_core.to_json(payload)
-    if not data.isascii():  # the SDK's 2026-07-28 entry writes `json.dumps` (ASCII, compact)
-        data = json.dumps(payload, separators=(",", ":")).encode()
-    return [data]
+    """`payload` as the bytes of its answer, a large result in pieces (`json_pieces.py`); the SDK's
+    2026-07-28 entry writes `json.dumps` (ASCII, compact) where `to_json` is not ASCII."""
+    return answer_pieces(payload, modern=modern)
 
 
 async def _write(send: Send, status: int, pieces: list[bytes]) -> None:
