@@ -23,6 +23,7 @@ exactly that way, from its joined chunks.
 
 from __future__ import annotations
 
+import io
 import re
 import secrets
 from typing import Any
@@ -56,7 +57,6 @@ class JsonChunks:
         "_escape",
         "_head",
         "_literal",
-        "_literal_size",
         "_literals",
         "_mark",
         "_replace",
@@ -70,8 +70,7 @@ class JsonChunks:
         self._size = 0
         self._head = b""
         self._skeleton: list[bytes] | None = None  # set once splitting
-        self._literal: list[bytes] | None = None  # the open string's bytes (from its opening quote)
-        self._literal_size = 0
+        self._literal: io.BytesIO | None = None  # the open string's bytes (from its opening quote)
         self._escape = False  # the open string's bytes so far end in the `\` of an escape
         self._literals: list[str] = []
         self._mark = b""
@@ -130,35 +129,31 @@ class JsonChunks:
                     self._skeleton.append(chunk[at:stop])
                 if stop == end:
                     return
-                self._literal, self._literal_size, at = [b'"'], 1, stop + 1  # a string left open: read its body
+                self._literal, at = io.BytesIO(), stop + 1  # a string left open: read its body
+                self._literal.write(b'"')
                 continue
             if self._escape:  # the escaped byte, first in this chunk
                 self._escape = False
-                self._add(chunk[at : at + 1])
+                self._literal.write(chunk[at : at + 1])
                 at += 1
                 continue
             stop = _INSIDE.match(chunk, at).end()  # type: ignore[union-attr]  # always matches
             if stop == end or chunk[stop] == 0x5C:  # the chunk ends inside the string (maybe after a `\`)
-                self._add(chunk[at:end])
+                self._literal.write(chunk[at:end] if at else chunk)
                 self._escape = stop < end
                 return
-            self._add(chunk[at : stop + 1])  # through the closing quote
+            self._literal.write(chunk[at : stop + 1])  # through the closing quote
             self._close()
             at = stop + 1
 
-    def _add(self, piece: bytes) -> None:
-        assert self._literal is not None
-        self._literal.append(piece)
-        self._literal_size += len(piece)
-
     def _close(self) -> None:
         assert self._literal is not None and self._skeleton is not None
-        pieces, self._literal = self._literal, None
-        if self._literal_size < LONG_LITERAL:
-            self._skeleton.extend(pieces)
+        buffer, self._literal = self._literal, None
+        literal = buffer.getvalue()  # the buffer itself, not a copy (its last reference)
+        del buffer
+        if len(literal) < LONG_LITERAL:
+            self._skeleton.append(literal)
             return
-        literal = b"".join(pieces)
-        pieces.clear()
         text = self._loads(literal)
         del literal
         self._skeleton.append(b'"' + self._mark + str(len(self._literals)).encode() + b'"')
