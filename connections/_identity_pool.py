@@ -1,0 +1,392 @@
+"""`IdentityPool`: pooled upstream clients for connections with a per-session `auth` callback, one per identity.
+
+An identity is the set of headers a session's callback returned; clients are keyed by (connection,
+digest of those headers) (`_identity.py`), and the digest is all a log line shows of one. Per
+protocol generation:
+
+- a handshake-era upstream (`initialize`, an `Mcp-Session-Id`) gets one upstream session per
+  identity, opened with that identity's headers and only ever used for its calls: a server may
+  bind a session to the principal that opened it;
+- a 2026-07-28 upstream has no session to bind: one client per connection serves every identity,
+  each request carrying its caller's headers (`IdentityAuth.share()`), on the fast wire's one
+  keep-alive HTTP pool. The first open of a connection tells which generation it is; a connection
+  whose fast wire is off (`serve --no-fast-calls`, a proxy, a redirecting upstream) keeps one
+  client per identity.
+
+Bounds, per connection: at most `max_identities` identities are kept (the least recently used idle
+one is closed to make room; one in use is never closed under its caller), an identity unused for
+`identity_idle_timeout` seconds is closed, a session whose callback now returns other headers
+(rotation) releases its old identity, and `session_ended(id)` releases a session's; an identity no
+session holds any more is closed. Listings are cached per identity (the pool's `listing_ttl`).
+
+Every operation reuses `ClientPool`'s (timeouts, one retry on a forgotten session, errors typed,
+failures judged per cause): an identity's failures count against its own client only, so one
+tenant's 401 never pauses another's. See docs/clients.md#per-session-auth-one-client-per-identity.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+import mcp.types as mt
+from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+
+from ._clients import OpenedClient, list_all_tools
+from ._definitions import ConnectionDefinition
+from ._exceptions import ConnectionUnavailable, UnknownConnection
+from ._identity import IdentityAuth, SessionHeaders, using
+from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+from ._pool import ClientPool
+from ._restart import RestartPolicy, RestartState
+from ._session_runner import OpenSettings, PooledSession, SessionSlot
+from ._tool_results import call_tool_json
+
+__all__ = ["IdentityCounts", "IdentityPool"]
+
+logger = logging.getLogger(__name__)
+
+_SWEEP_MAX = 30.0
+"""The longest pause between two sweeps for idle identities."""
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityCounts:
+    """One connection's identity clients (for `/v1/info`-style views, metrics and tests)."""
+
+    live: int
+    """Identities kept now."""
+    opened: int
+    """Identities admitted so far (a returning identity after its client closed counts again)."""
+    closed: int
+    """Identities closed so far: evicted (cap), expired (idle), rotated away or released by their session."""
+    shared: bool
+    """One client serves every identity (a 2026-07-28 upstream on the fast wire)."""
+
+
+class _Slot(SessionSlot):
+    """A `SessionSlot` that opens with its own settings (its identity's `IdentityAuth`) and listings."""
+
+    def __init__(
+        self, defn: ConnectionDefinition, restarts: RestartState, settings: OpenSettings, listings: ListingCache
+    ) -> None:
+        super().__init__(defn, restarts)
+        self.settings = settings
+        self.listings = listings
+        self.auth: IdentityAuth | None = None
+
+
+class _Forget(ListingCache):
+    """What a slot invalidates when its session opens, ends or says `list_changed`: the listings it served."""
+
+    def __init__(self, forget: Any) -> None:
+        super().__init__(0)
+        self._forget = forget
+
+    def invalidate(self, name: str) -> None:
+        self._forget()
+
+
+@dataclass(slots=True)
+class _Identity:
+    digest: str
+    key: str
+    """The listing cache's key: connection name and digest."""
+    last_used: float
+    slot: _Slot | None = None
+    """Its own client (handshake-era, or no shared client yet); None while the shared one serves it."""
+    holders: set[str] = field(default_factory=set[str])
+    """Ids of the sessions whose latest headers are this identity."""
+    busy: int = 0
+    gone: bool = False
+
+
+@dataclass(slots=True)
+class _Connection:
+    defn: ConnectionDefinition
+    identities: OrderedDict[str, _Identity] = field(default_factory=OrderedDict[str, _Identity])
+    """By digest, least recently used first."""
+    held: dict[str, str] = field(default_factory=dict[str, str])
+    """Session id -> the digest of its latest headers."""
+    shared: _Slot | None = None
+    opened: int = 0
+    closed: int = 0
+
+
+class IdentityPool(ClientPool):
+    """Clients for `auth` connections, keyed by identity; use as `async with IdentityPool(...)`.
+
+    `list_tools(name, headers)` and `call_tool(name, tool, args, headers)` take the headers the
+    session's callback returned (a `SessionHeaders`, or any mapping); `session_ended(id)` closes the
+    identities only that session held.
+    """
+
+    def __init__(
+        self,
+        connections: Mapping[str, ConnectionDefinition],
+        *,
+        environ: Mapping[str, str] | None = None,
+        listing_ttl: float = DEFAULT_LISTING_TTL,
+        restart_policy: RestartPolicy | None = None,
+        fast_calls: bool = True,
+    ) -> None:
+        super().__init__(
+            {}, environ=environ, listing_ttl=listing_ttl, restart_policy=restart_policy, fast_calls=fast_calls
+        )
+        self._conns = {d.name: _Connection(d) for d in connections.values() if d.auth is not None}
+
+    async def __aenter__(self) -> IdentityPool:
+        await super().__aenter__()
+        if self._conns and self._tg is not None:
+            self._tg.start_soon(self._sweeper, name="mcp-identities:sweep")
+        return self
+
+    def serves_identities(self, name: str) -> bool:
+        return name in self._conns
+
+    def identity_counts(self, name: str) -> IdentityCounts:
+        """How many identities `name` keeps now, has opened and has closed. Raises `UnknownConnection`."""
+        conn = self._conn(name)
+        return IdentityCounts(len(conn.identities), conn.opened, conn.closed, conn.shared is not None)
+
+    async def list_identity_tools(
+        self, name: str, headers: Mapping[str, str], *, use_cache: bool = False
+    ) -> list[mt.Tool]:
+        """`tools/list` (all pages, allow/deny applied) as the identity `headers`, from its cached listing when
+        `use_cache` and fresh. Raises what `ClientPool.list_tools` raises."""
+        conn = self._conn(name)
+        entry = self._enter(conn, headers)
+        try:
+            if use_cache:
+                cached = self._cache.get(entry.key)
+                if cached is not None:
+                    return cached
+            generation = 0
+
+            async def run(opened: OpenedClient) -> list[mt.Tool]:
+                nonlocal generation
+                generation = self._cache.generation(entry.key)
+                return await list_all_tools(conn.defn, opened.client)
+
+            with using(headers):
+                tools = await self._operate(self._slot_for(conn, entry, headers), "list", run, conn.defn.timeouts.list)
+            self._cache.put(entry.key, tools, generation)
+            return tools
+        finally:
+            self._leave(conn, entry)
+
+    async def call_identity_tool(
+        self, name: str, tool: str, arguments: Mapping[str, Any] | None, headers: Mapping[str, str]
+    ) -> dict[str, Any]:
+        """`tools/call` as the identity `headers`; the result as JSON. Raises what `ClientPool.call_tool` raises."""
+        conn = self._conn(name)
+        entry = self._enter(conn, headers)
+        try:
+            slot = self._slot_for(conn, entry, headers)
+            args = self._call_arguments(slot, tool, arguments)
+
+            def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
+                return call_tool_json(opened.client, tool, args)
+
+            with using(headers):
+                return await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+        finally:
+            self._leave(conn, entry)
+
+    def session_ended(self, session_id: str) -> None:
+        """Release what session `session_id` held: an identity no other session holds (and no call uses) closes."""
+        for conn in self._conns.values():
+            digest = conn.held.pop(session_id, None)
+            entry = conn.identities.get(digest) if digest is not None else None
+            if entry is not None:
+                entry.holders.discard(session_id)
+                if not entry.holders:
+                    self._close_identity(conn, entry, "its session ended")
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _conn(self, name: str) -> _Connection:
+        conn = self._conns.get(name)
+        if conn is None:
+            known = ", ".join(sorted(self._conns)) or "none"
+            raise UnknownConnection(name, f"no connection with per-session auth by that name (defined: {known})")
+        return conn
+
+    def _enter(self, conn: _Connection, headers: Mapping[str, str]) -> _Identity:
+        """The identity of `headers` on `conn`, admitted (making room under the cap) and marked in use."""
+        now = anyio.current_time()
+        self._expire(conn, now)
+        digest = headers.digest if isinstance(headers, SessionHeaders) else SessionHeaders(headers).digest
+        entry = conn.identities.get(digest)
+        if entry is None or entry.gone:
+            self._make_room(conn)
+            entry = _Identity(digest, f"{conn.defn.name}\x00{digest}", now)
+            conn.identities[digest] = entry
+            conn.opened += 1
+            logger.debug("connection %r: identity %s admitted", conn.defn.name, digest)
+        else:
+            conn.identities.move_to_end(digest)
+        entry.last_used = now
+        entry.busy += 1
+        session_id = headers.session_id if isinstance(headers, SessionHeaders) else None
+        if session_id is not None:
+            before = conn.held.get(session_id)
+            conn.held[session_id] = digest
+            entry.holders.add(session_id)
+            old = conn.identities.get(before) if before is not None and before != digest else None
+            if old is not None:
+                old.holders.discard(session_id)
+                if not old.holders:
+                    self._close_identity(conn, old, "its session's credentials changed")
+        return entry
+
+    def _leave(self, conn: _Connection, entry: _Identity) -> None:
+        entry.busy -= 1
+        entry.last_used = anyio.current_time()
+        if entry.gone and entry.busy == 0:
+            self._retire_slot(entry)
+        elif entry.busy == 0 and len(conn.identities) > conn.defn.max_identities:
+            self._make_room(conn, keep=0)  # back under the cap once the calls that pushed it over are done
+
+    def _slot_for(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
+        shared = conn.shared
+        if shared is not None:
+            if not _misfit(shared):
+                return shared
+            self._unshare(conn)
+        if entry.slot is None:
+            entry.slot = self._new_slot(conn, entry, IdentityAuth(headers))
+        return entry.slot
+
+    def _new_slot(self, conn: _Connection, entry: _Identity, auth: IdentityAuth) -> _Slot:
+        key = entry.key
+
+        def forget() -> None:
+            self._cache.invalidate(key)
+
+        def auth_for(_defn: ConnectionDefinition) -> IdentityAuth:
+            return auth
+
+        settings = replace(self._settings, auth_for=auth_for)
+        slot = _Slot(conn.defn, RestartState(self._policy), settings, _Forget(forget))
+        slot.auth = auth
+        self._slots[key] = slot
+        return slot
+
+    def _acquire(self, slot: SessionSlot) -> Awaitable[tuple[PooledSession, OpenedClient]]:
+        assert isinstance(slot, _Slot)
+        return self._acquire_identity(slot)
+
+    async def _acquire_identity(self, slot: _Slot) -> tuple[PooledSession, OpenedClient]:
+        if self._closed or self._tg is None:
+            raise ConnectionUnavailable(slot.defn.name, "the client pool is closed (or was never entered)")
+        session, opened = await slot.acquire(self._tg, slot.settings, slot.listings)
+        conn = self._conns.get(slot.defn.name)
+        if conn is not None and conn.shared is None and _serves_all(slot):
+            self._share(conn, slot)
+        return session, opened
+
+    def _share(self, conn: _Connection, slot: _Slot) -> None:
+        """A 2026-07-28 client on the fast wire: it serves every identity of `conn` from now on."""
+        assert slot.auth is not None
+        slot.auth.share()
+        for entry in conn.identities.values():
+            if entry.slot is slot:
+                entry.slot = None
+                self._slots.pop(entry.key, None)
+        key = f"{conn.defn.name}\x00shared"
+
+        def forget() -> None:
+            for entry in conn.identities.values():
+                self._cache.invalidate(entry.key)
+
+        slot.listings = _Forget(forget)
+        self._slots[key] = slot
+        conn.shared = slot
+        logger.info("connection %r: a 2026-07-28 upstream: one client serves every identity", conn.defn.name)
+
+    def _unshare(self, conn: _Connection) -> None:
+        shared, conn.shared = conn.shared, None
+        if shared is not None:
+            self._slots.pop(f"{conn.defn.name}\x00shared", None)
+            if shared.session is not None:
+                shared.retire(shared.session, shared.listings)
+            logger.info("connection %r: the shared client no longer fits: one client per identity", conn.defn.name)
+
+    def _make_room(self, conn: _Connection, keep: int = 1) -> None:
+        """Close least recently used idle identities until `keep` more fit under the cap."""
+        cap = conn.defn.max_identities
+        for entry in list(conn.identities.values()):
+            if len(conn.identities) + keep <= cap:
+                return
+            if entry.busy == 0:
+                self._close_identity(conn, entry, f"least recently used (max_identities={cap})")
+
+    def _expire(self, conn: _Connection, now: float) -> None:
+        idle = conn.defn.identity_idle_timeout
+        for entry in list(conn.identities.values()):
+            if entry.last_used + idle > now:
+                break  # least recently used first: the rest are fresher
+            if entry.busy == 0:
+                self._close_identity(conn, entry, f"idle for {idle:g}s")
+        if not conn.identities and conn.shared is not None:
+            self._unshare(conn)
+
+    def _close_identity(self, conn: _Connection, entry: _Identity, why: str) -> None:
+        if entry.gone:
+            return
+        entry.gone = True
+        if conn.identities.get(entry.digest) is entry:
+            del conn.identities[entry.digest]
+        for session_id in entry.holders:
+            if conn.held.get(session_id) == entry.digest:
+                del conn.held[session_id]
+        entry.holders.clear()
+        self._cache.invalidate(entry.key)
+        conn.closed += 1
+        logger.debug("connection %r: identity %s closed: %s", conn.defn.name, entry.digest, why)
+        if entry.busy == 0:
+            self._retire_slot(entry)
+
+    def _retire_slot(self, entry: _Identity) -> None:
+        slot, entry.slot = entry.slot, None
+        if slot is None:
+            return
+        self._slots.pop(entry.key, None)
+        if slot.session is not None:
+            slot.retire(slot.session, slot.listings)
+
+    async def _sweeper(self) -> None:
+        pause = min(_SWEEP_MAX, *(c.defn.identity_idle_timeout / 2 for c in self._conns.values()))
+        while True:
+            await anyio.sleep(max(pause, 0.05))
+            now = anyio.current_time()
+            for conn in self._conns.values():
+                self._expire(conn, now)
+
+
+def _open_client(slot: _Slot) -> OpenedClient | None:
+    s = slot.session
+    return s.opened if s is not None and s.usable else None
+
+
+def _fits_all(opened: OpenedClient) -> bool:
+    # 2026-07-28 binds nothing to the client that opened; the fast wire runs `IdentityAuth` per request.
+    return opened.fast_calls and opened.protocol_version not in HANDSHAKE_PROTOCOL_VERSIONS
+
+
+def _serves_all(slot: _Slot) -> bool:
+    """Whether `slot`'s open client can serve every identity: a 2026-07-28 session on the fast wire."""
+    opened = _open_client(slot)
+    return opened is not None and slot.auth is not None and _fits_all(opened)
+
+
+def _misfit(shared: _Slot) -> bool:
+    """Whether the shared client's open session can no longer serve every identity (the fast wire switched
+    off after a redirect, or the upstream reopened at a handshake version); no open session is no misfit."""
+    opened = _open_client(shared)
+    return opened is not None and not _fits_all(opened)
