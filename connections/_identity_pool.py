@@ -113,6 +113,10 @@ class _Connection:
     held: dict[str, str] = field(default_factory=dict[str, str])
     """Session id -> the digest of its latest headers."""
     shared: _Slot | None = None
+    learned: bool = False
+    """An open succeeded: the upstream's generation is known (`shared` set, or one client per identity)."""
+    learning: anyio.Lock = field(default_factory=anyio.Lock)
+    """Held by the first open: concurrent first uses of a 2026-07-28 upstream wait for its shared client."""
     opened: int = 0
     closed: int = 0
 
@@ -173,7 +177,8 @@ class IdentityPool(ClientPool):
                 return await list_all_tools(conn.defn, opened.client)
 
             with using(headers):
-                tools = await self._operate(self._slot_for(conn, entry, headers), "list", run, conn.defn.timeouts.list)
+                slot = await self._slot_for(conn, entry, headers)
+                tools = await self._operate(slot, "list", run, conn.defn.timeouts.list)
             self._cache.put(entry.key, tools, generation)
             return tools
         finally:
@@ -186,13 +191,15 @@ class IdentityPool(ClientPool):
         conn = self._conn(name)
         entry = self._enter(conn, headers)
         try:
-            slot = self._slot_for(conn, entry, headers)
-            args = self._call_arguments(slot, tool, arguments)
-
-            def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-                return call_tool_json(opened.client, tool, args)
-
             with using(headers):
+                slot = conn.shared if conn.shared is not None and conn.learned else None
+                if slot is None or _misfit(slot):
+                    slot = await self._slot_for(conn, entry, headers)
+                args = self._call_arguments(slot, tool, arguments)
+
+                def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
+                    return call_tool_json(opened.client, tool, args)
+
                 return await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
         finally:
             self._leave(conn, entry)
@@ -252,7 +259,16 @@ class IdentityPool(ClientPool):
         elif entry.busy == 0 and len(conn.identities) > conn.defn.max_identities:
             self._make_room(conn, keep=0)  # back under the cap once the calls that pushed it over are done
 
-    def _slot_for(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
+    async def _slot_for(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
+        if not conn.learned:
+            async with conn.learning:  # the first open tells the generation; the others wait for it
+                if not conn.learned:
+                    slot = self._pick(conn, entry, headers)
+                    await self._acquire_identity(slot)
+                    conn.learned = True
+        return self._pick(conn, entry, headers)
+
+    def _pick(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
         shared = conn.shared
         if shared is not None:
             if not _misfit(shared):
