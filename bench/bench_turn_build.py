@@ -6,9 +6,9 @@ about N x L; the builder lists all connections in parallel, so the target is <= 
 
     .venv/bin/python bench/bench_turn_build.py [--latency-ms 200] [--builds 7]
 
-Two paths are measured: auth-less connections through the shared pool (listing cache off, so
-every build really lists), and connections with a per-session `auth` callback, each listed
-through a one-off client carrying that session's headers (connect + list + close per build).
+Two paths are measured, the listing cache off (every build really lists): auth-less connections
+through the shared pool, and connections with a per-session `auth` callback, each listed through
+the identity pool's client for that session's headers (opened by the warm-up build, reused after).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ async def main() -> None:
                     write_project(Path(tmp), url, count, with_auth, protocol)
                     times = await measure(Path(tmp), args.builds, expected_tools=2 * count)
                 med = statistics.median(times)
-                path = "per-session auth (one-off)" if with_auth else "pooled (auth-less)"
+                path = "per-session auth (pooled)" if with_auth else "pooled (auth-less)"
                 print(f"{path:<28} {count:>3} {med * 1000:>10.1f} {max(times) * 1000:>8.1f} {med / latency:>11.2f}")
 
 

@@ -6,12 +6,13 @@ line or a metric may show of an identity: a keyed BLAKE2b of the headers (names 
 under a key drawn at random for this process, so a digest in a log cannot be checked against a guessed
 token offline, and two processes never print the same digest for the same headers.
 
-`IdentityAuth` adds an identity's headers to every request a client sends, the fast wire's included
-(it runs the connection's `httpx2.Auth` per request). A handshake-era upstream session is opened and
-used by one identity only (`fixed` headers). A 2026-07-28 client has no upstream session to bind, so
-one client serves every identity of a connection (`share()`): the headers then come from the calling
-task (`using(headers)`, a context variable), and a request sent with none set is refused, never sent
-with the static headers alone.
+`IdentityAuth` adds an identity's headers to every request a client's SDK transport sends;
+`HeadersPerCall` gives the same headers to each request of the fast wire as the call's own headers
+(running an `httpx2.Auth` there would build an `httpx2.Request` and `Response` per call). A
+handshake-era upstream session is opened and used by one identity only (fixed headers). A 2026-07-28
+client has no upstream session to bind, so one client serves every identity of a connection
+(`share()`): the headers then come from the calling task (`using(headers)`, a context variable), and
+a request sent with none set is refused, never sent with the static headers alone.
 """
 
 from __future__ import annotations
@@ -19,12 +20,13 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import secrets
-from collections.abc import AsyncGenerator, Generator, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Generator, Mapping
 from contextlib import contextmanager
+from typing import Any
 
 import httpx2
 
-__all__ = ["IdentityAuth", "NoIdentity", "SessionHeaders", "identity_digest", "using"]
+__all__ = ["HeadersPerCall", "IdentityAuth", "NoIdentity", "SessionHeaders", "identity_digest", "using"]
 
 _KEY = secrets.token_bytes(32)
 """This process's digest key: digests are comparable within one gateway process only."""
@@ -96,13 +98,39 @@ class IdentityAuth(httpx2.Auth):
         """Serve every identity from now on: each request carries the headers its caller set with `using`."""
         self._fixed = None
 
-    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+    def headers(self) -> Mapping[str, str]:
+        """The headers a request sent now carries. Raises `NoIdentity` for a shared client outside `using`."""
         headers = self._fixed if self._fixed is not None else _CURRENT.get()
         if headers is None:
             raise NoIdentity("a shared client's request carries no identity: refused rather than sent without one")
-        for name, value in headers.items():
+        return headers
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        for name, value in self.headers().items():
             request.headers[name] = value
         yield request
 
     def __repr__(self) -> str:
         return f"IdentityAuth(shared={self.shared})"
+
+
+class HeadersPerCall:
+    """A session dispatcher (the fast wire's) whose every request carries `auth`'s headers as its own.
+
+    Only the fast wire's dispatcher is wrapped: were it to hand the session back to the SDK's (after a
+    redirect), the SDK transport runs `IdentityAuth` on each request instead."""
+
+    def __init__(self, inner: Any, auth: IdentityAuth) -> None:
+        self._inner = inner
+        self._auth = auth
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def send_raw_request(
+        self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
+    ) -> Awaitable[dict[str, Any]]:
+        given = opts or {}
+        out = dict(given)
+        out["headers"] = {**(given.get("headers") or {}), **self._auth.headers()}
+        return self._inner.send_raw_request(method, params, out, **kwargs)

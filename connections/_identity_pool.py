@@ -287,7 +287,7 @@ class IdentityPool(ClientPool):
         def auth_for(_defn: ConnectionDefinition) -> IdentityAuth:
             return auth
 
-        settings = replace(self._settings, auth_for=auth_for)
+        settings = replace(self._settings, auth_for=auth_for, headers_per_call=True)
         slot = _Slot(conn.defn, RestartState(self._policy), settings, _Forget(forget))
         slot.auth = auth
         self._slots[key] = slot
