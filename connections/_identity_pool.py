@@ -149,8 +149,9 @@ class IdentityPool(ClientPool):
             self._tg.start_soon(self._sweeper, name="mcp-identities:sweep")
         return self
 
-    def serves_identities(self, name: str) -> bool:
-        return name in self._conns
+    def names(self) -> list[str]:
+        """The `auth` connections' names, sorted."""
+        return sorted(self._conns)
 
     def identity_counts(self, name: str) -> IdentityCounts:
         """How many identities `name` keeps now, has opened and has closed. Raises `UnknownConnection`."""

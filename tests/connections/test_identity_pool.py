@@ -249,3 +249,40 @@ async def test_the_reference_server_serves_each_identity_on_its_own_session(ever
             assert out["content"][0]["text"] == f"Echo: {who}"
         counts = pool.identity_counts("tenant")
     assert (counts.opened, counts.shared) == (6, False)  # cap 2, three tenants in turn: each use reopens
+
+
+async def test_metrics_count_identities_per_connection_and_show_no_digest(
+    tmp_path: Path, handshake_upstream: str
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from gateway.metrics import _BrokerCollector  # pyright: ignore[reportPrivateUsage]
+
+    root = project(
+        tmp_path,
+        {
+            "mcp-connections/tenant.py": f"""
+                from connections import define_connection
+
+                async def tenant(session):
+                    return {{"headers": {{"X-Tenant": str(session.auth)}}}}
+
+                connection = define_connection(
+                    url={handshake_upstream + "/mcp"!r}, auth=tenant, advertise_tools=True, protocol="legacy",
+                    max_identities=2,
+                )
+            """
+        },
+    )
+    async with Broker(load_project(root)) as broker:
+        digests = []
+        for who in ("metric-a", "metric-b", "metric-c"):
+            toolset = await broker.builder.build(SessionInfo(id=who, auth=who))
+            await toolset.tools["record"].call({"value": f"metric|{who}"})
+            digests.append(SessionHeaders({"X-Tenant": who}).digest)
+        registry = CollectorRegistry()
+        registry.register(_BrokerCollector(broker, pid_label=False))
+        text = generate_latest(registry).decode()
+    assert 'agent_sdk_identity_clients{connection="tenant"} 2.0' in text
+    assert 'agent_sdk_identity_clients_closed_total{connection="tenant"} 1.0' in text
+    assert not any(d in text for d in digests) and "metric-a" not in text
