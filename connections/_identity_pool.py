@@ -27,6 +27,7 @@ tenant's 401 never pauses another's. See docs/clients.md#per-session-auth-one-cl
 from __future__ import annotations
 
 import logging
+import math
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
@@ -38,7 +39,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionUnavailable, UnknownConnection
+from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection
 from ._identity import IdentityAuth, SessionHeaders, using
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._pool import ClientPool
@@ -115,6 +116,8 @@ class _Connection:
     shared: _Slot | None = None
     learned: bool = False
     """An open succeeded: the upstream's generation is known (`shared` set, or one client per identity)."""
+    unshareable: bool = False
+    """The shared client's fast wire went off (a redirecting upstream): one client per identity for good."""
     learning: anyio.Lock = field(default_factory=anyio.Lock)
     """Held by the first open: concurrent first uses of a 2026-07-28 upstream wait for its shared client."""
     opened: int = 0
@@ -193,8 +196,8 @@ class IdentityPool(ClientPool):
         entry = self._enter(conn, headers)
         try:
             with using(headers):
-                slot = conn.shared if conn.shared is not None and conn.learned else None
-                if slot is None or _misfit(slot):
+                slot = self._shared_now(conn) if conn.learned else None  # the hot path: no await
+                if slot is None:
                     slot = await self._slot_for(conn, entry, headers)
                 args = self._call_arguments(slot, tool, arguments)
 
@@ -270,11 +273,9 @@ class IdentityPool(ClientPool):
         return self._pick(conn, entry, headers)
 
     def _pick(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
-        shared = conn.shared
+        shared = self._shared_now(conn)
         if shared is not None:
-            if not _misfit(shared):
-                return shared
-            self._unshare(conn)
+            return shared
         if entry.slot is None:
             entry.slot = self._new_slot(conn, entry, IdentityAuth(headers))
         return entry.slot
@@ -301,9 +302,20 @@ class IdentityPool(ClientPool):
     async def _acquire_identity(self, slot: _Slot) -> tuple[PooledSession, OpenedClient]:
         if self._closed or self._tg is None:
             raise ConnectionUnavailable(slot.defn.name, "the client pool is closed (or was never entered)")
-        session, opened = await slot.acquire(self._tg, slot.settings, slot.listings)
-        conn = self._conns.get(slot.defn.name)
-        if conn is not None and conn.shared is None and _serves_all(slot):
+        conn = self._conns[slot.defn.name]
+        try:
+            session, opened = await slot.acquire(self._tg, slot.settings, slot.listings)
+        except ConnectionsError:
+            if slot is conn.shared:
+                # Reopened for one identity (whose headers the open carried) and refused: that identity's
+                # failure only. Nothing counts against the shared client, no one queued shares the verdict,
+                # and the next use opens a client of its own, which may become the shared one again.
+                slot.restarts = RestartState(self._policy)
+                slot.open_failed_at = -math.inf
+                self._unshare(conn, "its reopen failed")
+                conn.learned = False
+            raise
+        if conn.shared is None and not conn.unshareable and _serves_all(slot):
             self._share(conn, slot)
         return session, opened
 
@@ -326,13 +338,29 @@ class IdentityPool(ClientPool):
         conn.shared = slot
         logger.info("connection %r: a 2026-07-28 upstream: one client serves every identity", conn.defn.name)
 
-    def _unshare(self, conn: _Connection) -> None:
+    def _shared_now(self, conn: _Connection) -> _Slot | None:
+        """The shared client while its session is open and serves every identity; else None, and it is let go."""
+        shared = conn.shared
+        if shared is None:
+            return None
+        opened = _open_client(shared)
+        if opened is not None and _fits_all(opened):
+            return shared
+        if opened is None:
+            self._unshare(conn, "its session ended")
+            conn.learned = False  # the next open (of the caller's own client) tells the generation again
+        else:
+            self._unshare(conn, "it no longer fits every identity (its fast wire is off)")
+            conn.unshareable = True  # one client per identity from now on
+        return None
+
+    def _unshare(self, conn: _Connection, why: str) -> None:
         shared, conn.shared = conn.shared, None
         if shared is not None:
             self._slots.pop(f"{conn.defn.name}\x00shared", None)
             if shared.session is not None:
                 shared.retire(shared.session, shared.listings)
-            logger.info("connection %r: the shared client no longer fits: one client per identity", conn.defn.name)
+            logger.info("connection %r: the shared client is let go: %s", conn.defn.name, why)
 
     def _make_room(self, conn: _Connection, keep: int = 1) -> None:
         """Close least recently used idle identities until `keep` more fit under the cap."""
@@ -351,7 +379,7 @@ class IdentityPool(ClientPool):
             if entry.busy == 0:
                 self._close_identity(conn, entry, f"idle for {idle:g}s")
         if not conn.identities and conn.shared is not None:
-            self._unshare(conn)
+            self._unshare(conn, "no identity is left")
 
     def _close_identity(self, conn: _Connection, entry: _Identity, why: str) -> None:
         if entry.gone:
@@ -400,10 +428,3 @@ def _serves_all(slot: _Slot) -> bool:
     """Whether `slot`'s open client can serve every identity: a 2026-07-28 session on the fast wire."""
     opened = _open_client(slot)
     return opened is not None and slot.auth is not None and _fits_all(opened)
-
-
-def _misfit(shared: _Slot) -> bool:
-    """Whether the shared client's open session can no longer serve every identity (the fast wire switched
-    off after a redirect, or the upstream reopened at a handshake version); no open session is no misfit."""
-    opened = _open_client(shared)
-    return opened is not None and not _fits_all(opened)

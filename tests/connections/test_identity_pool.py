@@ -157,6 +157,22 @@ async def test_a_refused_tenant_fails_only_its_own_calls(
     assert not ok.get("isError") and not again.get("isError")
 
 
+async def test_a_refused_tenant_that_meets_the_shared_client_closed_pauses_no_one_else(modern_upstream: str) -> None:
+    """2026-07-28, `auto`: every open sends `server/discover` with its caller's headers. The shared client's
+    session ends; the refused tenant comes first, eight times: its refusals stay its own."""
+    defn = tenant_conn(modern_upstream + "/mcp", "auto")
+    async with IdentityPool({"tenant": defn}) as pool:
+        await pool.call_identity_tool("tenant", "record", {"value": "shut|1"}, headers_of("shut-fine"))
+        shared = pool._conns["tenant"].shared  # pyright: ignore[reportPrivateUsage]
+        assert shared is not None and shared.session is not None
+        shared.retire(shared.session, shared.listings)  # as when its transport ends
+        for _ in range(8):
+            with pytest.raises(Exception, match="401"):
+                await pool.call_identity_tool("tenant", "record", {"value": "shut|no"}, headers_of("refused"))
+        out = await pool.call_identity_tool("tenant", "record", {"value": "shut|2"}, headers_of("shut-fine"))
+        assert not out.get("isError") and pool.identity_counts("tenant").shared
+
+
 async def test_rotated_credentials_open_a_new_client_and_retire_the_old(handshake_upstream: str) -> None:
     defn = tenant_conn(handshake_upstream + "/mcp", "legacy")
     before = await stats(handshake_upstream)
