@@ -103,7 +103,7 @@ class OpenedClient:
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """One verifying TLS context for every client: building one loads the CA bundle (~90 ms), and
-    one-off clients for per-session `auth` open for every operation. Contexts are safe to share."""
+    every identity of a per-session `auth` connection opens its own client. Contexts are safe to share."""
     return httpx2.create_ssl_context()
 
 

@@ -209,7 +209,7 @@ class TurnBuilder:
         listings: dict[str, list[mt.Tool]] = {}
 
         async def one(defn: ConnectionDefinition) -> None:
-            # The pool and the one-off clients apply the definition's own `connect` and `list` timeouts;
+            # The pools apply the definition's own `connect` and `list` timeouts;
             # this outer bound only guarantees a build never waits on a peer past it. A stdio child may
             # first wait for a start slot behind others (each start bounded by its own timeout), so its
             # bound is the build's `start_wait`, and one still starting is reported as such.
