@@ -11,7 +11,7 @@ token offline, and two processes never print the same digest for the same header
 (running an `httpx2.Auth` there would build an `httpx2.Request` and `Response` per call). A
 handshake-era upstream session is opened and used by one identity only (fixed headers). A 2026-07-28
 client has no upstream session to bind, so one client serves every identity of a connection
-(`share()`): the headers then come from the calling task (`using(headers)`, a context variable), and
+(`share()`): the headers then come from the calling task (`speak_as(headers)`, a context variable), and
 a request sent with none set is refused, never sent with the static headers alone.
 """
 
@@ -20,13 +20,20 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any
 
 import httpx2
 
-__all__ = ["HeadersPerCall", "IdentityAuth", "NoIdentity", "SessionHeaders", "identity_digest", "using"]
+__all__ = [
+    "HeadersPerCall",
+    "IdentityAuth",
+    "NoIdentity",
+    "SessionHeaders",
+    "identity_digest",
+    "speak_as",
+    "stop_speaking",
+]
 
 _KEY = secrets.token_bytes(32)
 """This process's digest key: digests are comparable within one gateway process only."""
@@ -74,14 +81,13 @@ class NoIdentity(httpx2.HTTPError):
     """A shared client was asked to send a request outside any identity's call: refused, never sent bare."""
 
 
-@contextmanager
-def using(headers: Mapping[str, str]) -> Generator[None]:
-    """Within the block, requests of a shared client sent from this task carry `headers`."""
-    token = _CURRENT.set(headers)
-    try:
-        yield
-    finally:
-        _CURRENT.reset(token)
+def speak_as(headers: Mapping[str, str]) -> contextvars.Token[Mapping[str, str] | None]:
+    """Until `stop_speaking(token)`, requests of a shared client sent from this task carry `headers`."""
+    return _CURRENT.set(headers)
+
+
+def stop_speaking(token: contextvars.Token[Mapping[str, str] | None]) -> None:
+    _CURRENT.reset(token)
 
 
 class IdentityAuth(httpx2.Auth):
@@ -95,11 +101,11 @@ class IdentityAuth(httpx2.Auth):
         return self._fixed is None
 
     def share(self) -> None:
-        """Serve every identity from now on: each request carries the headers its caller set with `using`."""
+        """Serve every identity from now on: each request carries the headers its caller set with `speak_as`."""
         self._fixed = None
 
     def headers(self) -> Mapping[str, str]:
-        """The headers a request sent now carries. Raises `NoIdentity` for a shared client outside `using`."""
+        """The headers a request sent now carries. Raises `NoIdentity` for a shared client outside `speak_as`."""
         headers = self._fixed if self._fixed is not None else _CURRENT.get()
         if headers is None:
             raise NoIdentity("a shared client's request carries no identity: refused rather than sent without one")

@@ -28,8 +28,10 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
+from contextvars import Token
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,7 +42,7 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection
-from ._identity import IdentityAuth, SessionHeaders, using
+from ._identity import IdentityAuth, SessionHeaders, speak_as, stop_speaking
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._pool import ClientPool
 from ._restart import RestartPolicy, RestartState
@@ -180,9 +182,12 @@ class IdentityPool(ClientPool):
                 generation = self._cache.generation(entry.key)
                 return await list_all_tools(conn.defn, opened.client)
 
-            with using(headers):
+            token = speak_as(headers)
+            try:
                 slot = await self._slot_for(conn, entry, headers)
                 tools = await self._operate(slot, "list", run, conn.defn.timeouts.list)
+            finally:
+                stop_speaking(token)
             self._cache.put(entry.key, tools, generation)
             return tools
         finally:
@@ -194,18 +199,21 @@ class IdentityPool(ClientPool):
         """`tools/call` as the identity `headers`; the result as JSON. Raises what `ClientPool.call_tool` raises."""
         conn = self._conn(name)
         entry = self._enter(conn, headers)
+        token: Token[Mapping[str, str] | None] | None = None
         try:
-            with using(headers):
-                slot = self._shared_now(conn) if conn.learned else None  # the hot path: no await
-                if slot is None:
-                    slot = await self._slot_for(conn, entry, headers)
-                args = self._call_arguments(slot, tool, arguments)
+            token = speak_as(headers)  # a context variable, not a `with`: this is every call's path
+            slot = self._shared_now(conn) if conn.learned else None  # the hot path: no await
+            if slot is None:
+                slot = await self._slot_for(conn, entry, headers)
+            args = self._call_arguments(slot, tool, arguments)
 
-                def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-                    return call_tool_json(opened.client, tool, args)
+            def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
+                return call_tool_json(opened.client, tool, args)
 
-                return await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+            return await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
         finally:
+            if token is not None:
+                stop_speaking(token)
             self._leave(conn, entry)
 
     def session_ended(self, session_id: str) -> None:
@@ -229,8 +237,10 @@ class IdentityPool(ClientPool):
 
     def _enter(self, conn: _Connection, headers: Mapping[str, str]) -> _Identity:
         """The identity of `headers` on `conn`, admitted (making room under the cap) and marked in use."""
-        now = anyio.current_time()
-        self._expire(conn, now)
+        now = time.monotonic()
+        first = next(iter(conn.identities.values()), None)
+        if first is not None and first.last_used + conn.defn.identity_idle_timeout <= now:
+            self._expire(conn, now)
         digest = headers.digest if isinstance(headers, SessionHeaders) else SessionHeaders(headers).digest
         entry = conn.identities.get(digest)
         if entry is None or entry.gone:
@@ -244,7 +254,7 @@ class IdentityPool(ClientPool):
         entry.last_used = now
         entry.busy += 1
         session_id = headers.session_id if isinstance(headers, SessionHeaders) else None
-        if session_id is not None:
+        if session_id is not None and conn.held.get(session_id) != digest:
             before = conn.held.get(session_id)
             conn.held[session_id] = digest
             entry.holders.add(session_id)
@@ -257,7 +267,7 @@ class IdentityPool(ClientPool):
 
     def _leave(self, conn: _Connection, entry: _Identity) -> None:
         entry.busy -= 1
-        entry.last_used = anyio.current_time()
+        entry.last_used = time.monotonic()
         if entry.gone and entry.busy == 0:
             self._retire_slot(entry)
         elif entry.busy == 0 and len(conn.identities) > conn.defn.max_identities:
@@ -409,7 +419,7 @@ class IdentityPool(ClientPool):
         pause = min(_SWEEP_MAX, *(c.defn.identity_idle_timeout / 2 for c in self._conns.values()))
         while True:
             await anyio.sleep(max(pause, 0.05))
-            now = anyio.current_time()
+            now = time.monotonic()
             for conn in self._conns.values():
                 self._expire(conn, now)
 
