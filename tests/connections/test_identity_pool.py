@@ -50,6 +50,21 @@ def tenant_conn(url: str, protocol: str, **fields: Any) -> Any:
     return define_connection(url=url, auth=tenant, protocol=protocol, **fields).named("tenant", None)
 
 
+def tenant_project(root: Path, base: str, extra: str = "") -> Path:
+    """A project whose advertised connection `tenant` sends `X-Tenant: <principal>` (handshake pinned)."""
+    source = f"""
+        from connections import define_connection
+
+        async def tenant(session):
+            return {{"headers": {{"X-Tenant": str(session.auth)}}}}
+
+        connection = define_connection(
+            url={base + "/mcp"!r}, auth=tenant, advertise_tools=True, protocol="legacy"{extra}
+        )
+    """
+    return project(root, {"mcp-connections/tenant.py": source})
+
+
 def headers_of(tenant: str, session_id: str | None = None) -> SessionHeaders:
     return SessionHeaders({"X-Tenant": tenant}, session_id or f"s-{tenant}")
 
@@ -219,22 +234,8 @@ async def test_logs_show_the_digest_never_the_header_value(
 
 
 async def test_turns_list_and_call_through_pooled_identity_clients(tmp_path: Path, handshake_upstream: str) -> None:
-    """Against the reference server too: a build and a call per session reuse that identity's one session."""
-    root = project(
-        tmp_path,
-        {
-            "mcp-connections/tenant.py": f"""
-                from connections import define_connection
-
-                async def tenant(session):
-                    return {{"headers": {{"X-Tenant": str(session.auth)}}}}
-
-                connection = define_connection(
-                    url={handshake_upstream + "/mcp"!r}, auth=tenant, advertise_tools=True, protocol="legacy"
-                )
-            """
-        },
-    )
+    """A build and a call per session, three turns each: each identity's one session serves them all."""
+    root = tenant_project(tmp_path, handshake_upstream)
     before = await stats(handshake_upstream)
     async with Broker(load_project(root), listing_ttl=0) as broker:
         for _ in range(3):
@@ -274,22 +275,7 @@ async def test_metrics_count_identities_per_connection_and_show_no_digest(
 
     from gateway.metrics import _BrokerCollector  # pyright: ignore[reportPrivateUsage]
 
-    root = project(
-        tmp_path,
-        {
-            "mcp-connections/tenant.py": f"""
-                from connections import define_connection
-
-                async def tenant(session):
-                    return {{"headers": {{"X-Tenant": str(session.auth)}}}}
-
-                connection = define_connection(
-                    url={handshake_upstream + "/mcp"!r}, auth=tenant, advertise_tools=True, protocol="legacy",
-                    max_identities=2,
-                )
-            """
-        },
-    )
+    root = tenant_project(tmp_path, handshake_upstream, ", max_identities=2")
     async with Broker(load_project(root)) as broker:
         digests = []
         for who in ("metric-a", "metric-b", "metric-c"):
