@@ -31,14 +31,20 @@ from tests.conftest import free_port  # noqa: E402
 from tests.processes import recording_server, running  # noqa: E402
 
 
-def write_project(root: Path, url: str, count: int, with_auth: bool, protocol: str = "auto") -> None:
+def write_project(
+    root: Path, url: str, count: int, with_auth: bool, protocol: str = "auto", async_auth: bool = False
+) -> None:
     folder = root / "agent" / "mcp-connections"
     folder.mkdir(parents=True)
     for i in range(count):
-        auth = "auth=lambda session: {'headers': {'X-Tenant': str(session.auth)}}, " if with_auth else ""
+        auth = "auth=tenant, " if with_auth else ""
         (folder / f"c{i}.py").write_text(
             textwrap.dedent(f"""
                 from connections import define_connection
+
+                {"async " if async_auth else ""}def tenant(session):
+                    return {{'headers': {{'X-Tenant': str(session.auth)}}}}
+
                 connection = define_connection(
                     url={url!r}, headers={{"X-Tool-Prefix": "c{i}"}}, {auth}advertise_tools=True, protocol={protocol!r}
                 )
@@ -69,6 +75,9 @@ async def main() -> None:
         default="lean",
         help="lean: bench/slow_lister.py (a raw ASGI upstream, cheap per request); sdk: the mcp SDK's server",
     )
+    parser.add_argument(
+        "--async-auth", action="store_true", help="an `async def` auth callback (default: a sync one, run on a thread)"
+    )
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     port = free_port()
@@ -88,7 +97,7 @@ async def main() -> None:
         for with_auth in (False, True):
             for count in (1, 10, 50):
                 with tempfile.TemporaryDirectory() as tmp:
-                    write_project(Path(tmp), url, count, with_auth, protocol)
+                    write_project(Path(tmp), url, count, with_auth, protocol, args.async_auth)
                     times = await measure(Path(tmp), args.builds, expected_tools=2 * count)
                 med = statistics.median(times)
                 path = "per-session auth (pooled)" if with_auth else "pooled (auth-less)"
