@@ -346,7 +346,11 @@ class IdentityPool(ClientPool):
         slot.listings = _Forget(forget)
         self._slots[key] = slot
         conn.shared = slot
-        logger.info("connection %r: a 2026-07-28 upstream: one client serves every identity", conn.defn.name)
+        logger.info(
+            "connection %r: a 2026-07-28 upstream: one client serves every identity",
+            conn.defn.name,
+            extra={"event": "identity_shared", "connection": conn.defn.name},
+        )
 
     def _shared_now(self, conn: _Connection) -> _Slot | None:
         """The shared client while its session is open and serves every identity; else None, and it is let go."""
@@ -370,7 +374,12 @@ class IdentityPool(ClientPool):
             self._slots.pop(f"{conn.defn.name}\x00shared", None)
             if shared.session is not None:
                 shared.retire(shared.session, shared.listings)
-            logger.info("connection %r: the shared client is let go: %s", conn.defn.name, why)
+            logger.info(
+                "connection %r: the shared client is let go: %s",
+                conn.defn.name,
+                why,
+                extra={"event": "identity_unshared", "connection": conn.defn.name},
+            )
 
     def _make_room(self, conn: _Connection, keep: int = 1) -> None:
         """Close least recently used idle identities until `keep` more fit under the cap."""
