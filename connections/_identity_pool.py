@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Mapping
 from contextvars import Token
 from dataclasses import dataclass, field, replace
@@ -42,7 +41,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection
-from ._identity import IdentityAuth, SessionHeaders, speak_as, stop_speaking
+from ._identity import IdentityAuth, speak_as, stop_speaking
+from ._identity_book import Identity, IdentityBook
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._pool import ClientPool
 from ._restart import RestartPolicy, RestartState
@@ -95,26 +95,9 @@ class _Forget(ListingCache):
 
 
 @dataclass(slots=True)
-class _Identity:
-    digest: str
-    key: str
-    """The listing cache's key: connection name and digest."""
-    last_used: float
-    slot: _Slot | None = None
-    """Its own client (handshake-era, or no shared client yet); None while the shared one serves it."""
-    holders: set[str] = field(default_factory=set[str])
-    """Ids of the sessions whose latest headers are this identity."""
-    busy: int = 0
-    gone: bool = False
-
-
-@dataclass(slots=True)
 class _Connection:
     defn: ConnectionDefinition
-    identities: OrderedDict[str, _Identity] = field(default_factory=OrderedDict[str, _Identity])
-    """By digest, least recently used first."""
-    held: dict[str, str] = field(default_factory=dict[str, str])
-    """Session id -> the digest of its latest headers."""
+    book: IdentityBook
     shared: _Slot | None = None
     learned: bool = False
     """An open succeeded: the upstream's generation is known (`shared` set, or one client per identity)."""
@@ -122,8 +105,6 @@ class _Connection:
     """The shared client's fast wire went off (a redirecting upstream): one client per identity for good."""
     learning: anyio.Lock = field(default_factory=anyio.Lock)
     """Held by the first open: concurrent first uses of a 2026-07-28 upstream wait for its shared client."""
-    opened: int = 0
-    closed: int = 0
 
 
 class IdentityPool(ClientPool):
@@ -146,7 +127,11 @@ class IdentityPool(ClientPool):
         super().__init__(
             {}, environ=environ, listing_ttl=listing_ttl, restart_policy=restart_policy, fast_calls=fast_calls
         )
-        self._conns = {d.name: _Connection(d) for d in connections.values() if d.auth is not None}
+        self._conns = {
+            d.name: _Connection(d, IdentityBook(d.name, d.max_identities, d.identity_idle_timeout, self._retire))
+            for d in connections.values()
+            if d.auth is not None
+        }
 
     async def __aenter__(self) -> IdentityPool:
         await super().__aenter__()
@@ -160,8 +145,8 @@ class IdentityPool(ClientPool):
 
     def identity_counts(self, name: str) -> IdentityCounts:
         """How many identities `name` keeps now, has opened and has closed. Raises `UnknownConnection`."""
-        conn = self._conn(name)
-        return IdentityCounts(len(conn.identities), conn.opened, conn.closed, conn.shared is not None)
+        book = self._conn(name).book
+        return IdentityCounts(len(book.identities), book.opened, book.closed, self._conn(name).shared is not None)
 
     async def list_identity_tools(
         self, name: str, headers: Mapping[str, str], *, use_cache: bool = False
@@ -169,7 +154,7 @@ class IdentityPool(ClientPool):
         """`tools/list` (all pages, allow/deny applied) as the identity `headers`, from its cached listing when
         `use_cache` and fresh. Raises what `ClientPool.list_tools` raises."""
         conn = self._conn(name)
-        entry = self._enter(conn, headers)
+        entry = conn.book.enter(headers)
         try:
             if use_cache:
                 cached = self._cache.get(entry.key)
@@ -191,14 +176,14 @@ class IdentityPool(ClientPool):
             self._cache.put(entry.key, tools, generation)
             return tools
         finally:
-            self._leave(conn, entry)
+            conn.book.leave(entry)
 
     async def call_identity_tool(
         self, name: str, tool: str, arguments: Mapping[str, Any] | None, headers: Mapping[str, str]
     ) -> dict[str, Any]:
         """`tools/call` as the identity `headers`; the result as JSON. Raises what `ClientPool.call_tool` raises."""
         conn = self._conn(name)
-        entry = self._enter(conn, headers)
+        entry = conn.book.enter(headers)
         token: Token[Mapping[str, str] | None] | None = None
         try:
             token = speak_as(headers)  # a context variable, not a `with`: this is every call's path
@@ -214,17 +199,12 @@ class IdentityPool(ClientPool):
         finally:
             if token is not None:
                 stop_speaking(token)
-            self._leave(conn, entry)
+            conn.book.leave(entry)
 
     def session_ended(self, session_id: str) -> None:
         """Release what session `session_id` held: an identity no other session holds (and no call uses) closes."""
         for conn in self._conns.values():
-            digest = conn.held.pop(session_id, None)
-            entry = conn.identities.get(digest) if digest is not None else None
-            if entry is not None:
-                entry.holders.discard(session_id)
-                if not entry.holders:
-                    self._close_identity(conn, entry, "its session ended")
+            conn.book.release(session_id)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -235,45 +215,7 @@ class IdentityPool(ClientPool):
             raise UnknownConnection(name, f"no connection with per-session auth by that name (defined: {known})")
         return conn
 
-    def _enter(self, conn: _Connection, headers: Mapping[str, str]) -> _Identity:
-        """The identity of `headers` on `conn`, admitted (making room under the cap) and marked in use."""
-        now = time.monotonic()
-        first = next(iter(conn.identities.values()), None)
-        if first is not None and first.last_used + conn.defn.identity_idle_timeout <= now:
-            self._expire(conn, now)
-        digest = headers.digest if isinstance(headers, SessionHeaders) else SessionHeaders(headers).digest
-        entry = conn.identities.get(digest)
-        if entry is None or entry.gone:
-            self._make_room(conn)
-            entry = _Identity(digest, f"{conn.defn.name}\x00{digest}", now)
-            conn.identities[digest] = entry
-            conn.opened += 1
-            logger.debug("connection %r: identity %s admitted", conn.defn.name, digest)
-        else:
-            conn.identities.move_to_end(digest)
-        entry.last_used = now
-        entry.busy += 1
-        session_id = headers.session_id if isinstance(headers, SessionHeaders) else None
-        if session_id is not None and conn.held.get(session_id) != digest:
-            before = conn.held.get(session_id)
-            conn.held[session_id] = digest
-            entry.holders.add(session_id)
-            old = conn.identities.get(before) if before is not None and before != digest else None
-            if old is not None:
-                old.holders.discard(session_id)
-                if not old.holders:
-                    self._close_identity(conn, old, "its session's credentials changed")
-        return entry
-
-    def _leave(self, conn: _Connection, entry: _Identity) -> None:
-        entry.busy -= 1
-        entry.last_used = time.monotonic()
-        if entry.gone and entry.busy == 0:
-            self._retire_slot(entry)
-        elif entry.busy == 0 and len(conn.identities) > conn.defn.max_identities:
-            self._make_room(conn, keep=0)  # back under the cap once the calls that pushed it over are done
-
-    async def _slot_for(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
+    async def _slot_for(self, conn: _Connection, entry: Identity, headers: Mapping[str, str]) -> _Slot:
         if not conn.learned:
             async with conn.learning:  # the first open tells the generation; the others wait for it
                 if not conn.learned:
@@ -282,15 +224,16 @@ class IdentityPool(ClientPool):
                     conn.learned = True
         return self._pick(conn, entry, headers)
 
-    def _pick(self, conn: _Connection, entry: _Identity, headers: Mapping[str, str]) -> _Slot:
+    def _pick(self, conn: _Connection, entry: Identity, headers: Mapping[str, str]) -> _Slot:
         shared = self._shared_now(conn)
         if shared is not None:
             return shared
-        if entry.slot is None:
-            entry.slot = self._new_slot(conn, entry, IdentityAuth(headers))
-        return entry.slot
+        if entry.client is None:
+            entry.client = self._new_slot(conn, entry, IdentityAuth(headers))
+        slot: _Slot = entry.client
+        return slot
 
-    def _new_slot(self, conn: _Connection, entry: _Identity, auth: IdentityAuth) -> _Slot:
+    def _new_slot(self, conn: _Connection, entry: Identity, auth: IdentityAuth) -> _Slot:
         key = entry.key
 
         def forget() -> None:
@@ -333,14 +276,14 @@ class IdentityPool(ClientPool):
         """A 2026-07-28 client on the fast wire: it serves every identity of `conn` from now on."""
         assert slot.auth is not None
         slot.auth.share()
-        for entry in conn.identities.values():
-            if entry.slot is slot:
-                entry.slot = None
+        for entry in conn.book.identities.values():
+            if entry.client is slot:
+                entry.client = None
                 self._slots.pop(entry.key, None)
         key = f"{conn.defn.name}\x00shared"
 
         def forget() -> None:
-            for entry in conn.identities.values():
+            for entry in conn.book.identities.values():
                 self._cache.invalidate(entry.key)
 
         slot.listings = _Forget(forget)
@@ -381,56 +324,26 @@ class IdentityPool(ClientPool):
                 extra={"event": "identity_unshared", "connection": conn.defn.name},
             )
 
-    def _make_room(self, conn: _Connection, keep: int = 1) -> None:
-        """Close least recently used idle identities until `keep` more fit under the cap."""
-        cap = conn.defn.max_identities
-        for entry in list(conn.identities.values()):
-            if len(conn.identities) + keep <= cap:
-                return
-            if entry.busy == 0:
-                self._close_identity(conn, entry, f"least recently used (max_identities={cap})")
-
-    def _expire(self, conn: _Connection, now: float) -> None:
-        idle = conn.defn.identity_idle_timeout
-        for entry in list(conn.identities.values()):
-            if entry.last_used + idle > now:
-                break  # least recently used first: the rest are fresher
-            if entry.busy == 0:
-                self._close_identity(conn, entry, f"idle for {idle:g}s")
-        if not conn.identities and conn.shared is not None:
-            self._unshare(conn, "no identity is left")
-
-    def _close_identity(self, conn: _Connection, entry: _Identity, why: str) -> None:
-        if entry.gone:
-            return
-        entry.gone = True
-        if conn.identities.get(entry.digest) is entry:
-            del conn.identities[entry.digest]
-        for session_id in entry.holders:
-            if conn.held.get(session_id) == entry.digest:
-                del conn.held[session_id]
-        entry.holders.clear()
+    def _retire(self, entry: Identity) -> None:
+        """The book closed `entry` and no call uses it: its listing goes, and its own client closes."""
         self._cache.invalidate(entry.key)
-        conn.closed += 1
-        logger.debug("connection %r: identity %s closed: %s", conn.defn.name, entry.digest, why)
-        if entry.busy == 0:
-            self._retire_slot(entry)
+        slot, entry.client = entry.client, None
+        if isinstance(slot, _Slot):
+            self._slots.pop(entry.key, None)
+            if slot.session is not None:
+                slot.retire(slot.session, slot.listings)
 
-    def _retire_slot(self, entry: _Identity) -> None:
-        slot, entry.slot = entry.slot, None
-        if slot is None:
-            return
-        self._slots.pop(entry.key, None)
-        if slot.session is not None:
-            slot.retire(slot.session, slot.listings)
+    def _expire(self, now: float) -> None:
+        for conn in self._conns.values():
+            conn.book.expire(now)
+            if not conn.book.identities and conn.shared is not None:
+                self._unshare(conn, "no identity is left")
 
     async def _sweeper(self) -> None:
         pause = min(_SWEEP_MAX, *(c.defn.identity_idle_timeout / 2 for c in self._conns.values()))
         while True:
             await anyio.sleep(max(pause, 0.05))
-            now = time.monotonic()
-            for conn in self._conns.values():
-                self._expire(conn, now)
+            self._expire(time.monotonic())
 
 
 def _open_client(slot: _Slot) -> OpenedClient | None:
