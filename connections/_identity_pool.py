@@ -329,7 +329,8 @@ class IdentityPool(ClientPool):
         self._cache.invalidate(entry.key)
         slot, entry.client = entry.client, None
         if isinstance(slot, _Slot):
-            self._slots.pop(entry.key, None)
+            if self._slots.get(entry.key) is slot:  # a returning identity may hold the key with a new client
+                del self._slots[entry.key]
             if slot.session is not None:
                 slot.retire(slot.session, slot.listings)
 
