@@ -32,6 +32,7 @@ __all__ = [
     "SessionHeaders",
     "identity_digest",
     "speak_as",
+    "speaking_as",
     "stop_speaking",
 ]
 
@@ -88,6 +89,11 @@ def speak_as(headers: Mapping[str, str]) -> contextvars.Token[Mapping[str, str] 
 
 def stop_speaking(token: contextvars.Token[Mapping[str, str] | None]) -> None:
     _CURRENT.reset(token)
+
+
+def speaking_as() -> Mapping[str, str] | None:
+    """The headers `speak_as` set for this task, or None."""
+    return _CURRENT.get()
 
 
 class IdentityAuth(httpx2.Auth):

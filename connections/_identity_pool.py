@@ -40,8 +40,8 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection
-from ._identity import IdentityAuth, speak_as, stop_speaking
+from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection, UnknownTool
+from ._identity import IdentityAuth, speak_as, speaking_as, stop_speaking
 from ._identity_book import Identity, IdentityBook
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._pool import ClientPool
@@ -195,7 +195,10 @@ class IdentityPool(ClientPool):
             def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
                 return call_tool_json(opened.client, tool, args)
 
-            return await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+            result = await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+            if result.get("isError") and await self._lacks_tool(name, tool):
+                raise UnknownTool(name, tool)  # as `ClientPool.call_tool`: this identity's listing lacks it
+            return result
         finally:
             if token is not None:
                 stop_speaking(token)
@@ -323,6 +326,12 @@ class IdentityPool(ClientPool):
                 why,
                 extra={"event": "identity_unshared", "connection": conn.defn.name},
             )
+
+    def _known_tools(self, name: str) -> Awaitable[list[mt.Tool]]:
+        headers = speaking_as()  # set by the call that failed: its identity's listing, not another's
+        if headers is None:
+            raise UnknownConnection(name, "no identity to list the tools as")
+        return self.list_identity_tools(name, headers, use_cache=True)
 
     def _retire(self, entry: Identity) -> None:
         """The book closed `entry` and no call uses it: its listing goes, and its own client closes."""

@@ -13,7 +13,7 @@ import anyio
 import httpx2
 import pytest
 
-from connections import Broker, SessionInfo, define_connection, load_project
+from connections import Broker, SessionInfo, UnknownTool, define_connection, load_project
 from connections._identity import SessionHeaders  # pyright: ignore[reportPrivateUsage]
 from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
@@ -186,6 +186,19 @@ async def test_a_refused_tenant_that_meets_the_shared_client_closed_pauses_no_on
                 await pool.call_identity_tool("tenant", "record", {"value": "shut|no"}, headers_of("refused"))
         out = await pool.call_identity_tool("tenant", "record", {"value": "shut|2"}, headers_of("shut-fine"))
         assert not out.get("isError") and pool.identity_counts("tenant").shared
+
+
+@pytest.mark.parametrize("generation", ["handshake", "modern"])
+async def test_a_tool_the_identitys_listing_lacks_is_unknown_tool(
+    generation: str, handshake_upstream: str, modern_upstream: str
+) -> None:
+    base = handshake_upstream if generation == "handshake" else modern_upstream
+    defn = tenant_conn(base + "/mcp", "legacy" if generation == "handshake" else "modern")
+    async with IdentityPool({"tenant": defn}) as pool:
+        with pytest.raises(UnknownTool) as caught:
+            await pool.call_identity_tool("tenant", "no_such_tool", {}, headers_of(f"lack-{generation}"))
+    assert caught.value.code == "unknown_tool"
+    assert (await stats(base))["lists"][-1] == f"lack-{generation}"  # listed as the caller, never bare
 
 
 async def test_rotated_credentials_open_a_new_client_and_retire_the_old(handshake_upstream: str) -> None:
