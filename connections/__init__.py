@@ -60,8 +60,6 @@ from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
-from ._one_off import call_tool_once as call_tool_once
-from ._one_off import list_tools_once as list_tools_once
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._redact import RedactingFilter as RedactingFilter
@@ -147,7 +145,6 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeout",
     "account_file",
-    "call_tool_once",
     "check_account_servers",
     "define_connection",
     "define_tool",
@@ -156,7 +153,6 @@ __all__ = [
     "holds_long_text",
     "is_valid_tool_name",
     "keyring_user",
-    "list_tools_once",
     "load_account_credentials",
     "load_project",
     "normalize_hub_url",

@@ -273,10 +273,14 @@ class ClientPool:
         tools: list[mt.Tool] | None = None
         with anyio.move_on_after(_LACKS_TOOL_BUDGET):  # an error path: never wait out a long list timeout
             try:
-                tools = await self.list_tools(name, use_cache=True)
+                tools = await self._known_tools(name)
             except ConnectionsError:
                 return False
         return tools is not None and all(t.name != tool for t in tools)
+
+    def _known_tools(self, name: str) -> Awaitable[list[mt.Tool]]:
+        """The listing `_lacks_tool` checks: the cached one when fresh (the identity pool lists as the caller)."""
+        return self.list_tools(name, use_cache=True)
 
     async def _operate(
         self,

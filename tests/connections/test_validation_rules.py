@@ -230,6 +230,15 @@ RULES: dict[str, Expected] = {
         "server 'github': header 'Authorization' reads a VS Code ${input:...} prompt, which agent-sdk cannot show; "
         "use ${env:VAR} (or ${VAR}) and export VAR",
     ),
+    "bad-identity-bounds": Expected(
+        "agent/mcp-connections/tickets.py", 3, "error", "bad-field-type",
+        "field 'max_identities' must be a whole number of at least 1, got 0",
+    ),
+    "identity-bounds-without-auth": Expected(
+        "agent/mcp-connections/tickets.py", 3, "warning", "identity-bounds-without-auth",
+        "max_identities and identity_idle_timeout bound the clients kept per identity of an auth=... connection; "
+        "this one has no auth callback, so they do nothing: remove them",
+    ),
     "stray-file": Expected(
         "agent/mcp-connections/README.md", None, "warning", "stray-file",
         "ignored: only <name>.py files are definitions in mcp-connections/; move it to agent/lib/",
