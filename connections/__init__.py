@@ -23,6 +23,9 @@ from ._account_login import save_account_login as save_account_login
 from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
+from ._call_context import CallContext as CallContext
+from ._call_context import calling as calling
+from ._call_context import current_call as current_call
 from ._clients import INHERITED_ENV as INHERITED_ENV
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
@@ -108,6 +111,7 @@ __all__ = [
     "AuthCallback",
     "AuthFor",
     "Broker",
+    "CallContext",
     "CallObserver",
     "ClientError",
     "ClientPool",
@@ -148,7 +152,9 @@ __all__ = [
     "UpstreamTimeout",
     "account_file",
     "call_tool_once",
+    "calling",
     "check_account_servers",
+    "current_call",
     "define_connection",
     "define_tool",
     "expand_map",
