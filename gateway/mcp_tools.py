@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
 
+from .mcp_call_stream import principal_id
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
@@ -124,5 +125,17 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         return await tools_call_result(runtime(ctx), params.name, params.arguments)
 
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
+        # Stateless: the level is the principal's, for its later calls (peer_calls.py).
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
+        runtime(ctx).peers.set_level(principal_id(scope or {}), params.level)
+        return {}
+
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return Server(
+        "agent-sdk-tools",
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+    )
