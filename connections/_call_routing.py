@@ -98,7 +98,7 @@ async def prepare_call(
             if logs.level is None or rank < logs.level:
                 with warnings.catch_warnings():  # deprecated at 2026-07-28 only; this is a handshake session
                     warnings.simplefilter("ignore", MCPDeprecationWarning)
-                    await client.session.set_logging_level(level)
+                    await client.session.set_logging_level(level)  # pyright: ignore[reportDeprecated]
                 logs.level = rank
     else:
         meta: dict[str, Any] = params.setdefault("_meta", {})

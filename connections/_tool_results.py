@@ -51,12 +51,15 @@ async def call_tool_json(
     opts: dict[str, Any] = {}
     session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     context = current_call()
-    logs = None if context is None else await prepare_call(client, context, data["params"], opts, log_cap)
-    try:
+    if context is None:
         raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    finally:
-        if logs is not None:
-            logs.calls.pop(context, None)  # pyright: ignore[reportArgumentType]
+    else:
+        logs = await prepare_call(client, context, data["params"], opts, log_cap)
+        try:
+            raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        finally:
+            if logs is not None:
+                logs.calls.pop(context, None)
     result = _methods.serialize_server_result("tools/call", client.protocol_version, raw)
     if result.get("resultType", _COMPLETE) != _COMPLETE:
         raise RuntimeError(

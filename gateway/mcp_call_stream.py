@@ -30,13 +30,17 @@ from connections import CallContext, calling, log_level_value
 from .peer_calls import PeerCalls
 from .runtime import Runtime
 
-__all__ = ["CANCELLED_CODE", "QUEUED", "call_context", "peer_cancelled", "principal_id", "stream_answer", "until_gone"]
+__all__ = ["QUEUED", "call_context", "peer_cancelled", "principal_id", "send_accepted", "stream_answer", "until_gone"]
 
 _T = TypeVar("_T")
 
-CANCELLED_CODE = -32800
-"""The JSON-RPC error a cancelled call's still-open POST is answered with (MCP names none; a peer that
-cancelled ignores the answer, as the spec says it may: basic/utilities/cancellation)."""
+
+async def send_accepted(send: Send) -> None:
+    """The answer to a cancelled call's still-open POST: 202 and no body. A cancelled request gets no
+    JSON-RPC response (MCP basic/utilities/cancellation), and 202 tells the client that none follows."""
+    await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
 
 QUEUED = 1000
 """Notifications waiting for a slow peer at most, per call; past that the oldest is dropped."""

@@ -137,7 +137,7 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(
+        return Server(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
             on_list_tools=list_tools,
