@@ -72,7 +72,7 @@ from .mcp_call_stream import (
     stream_answer,
     until_gone,
 )
-from .mcp_tools import tools_call_result, tools_list_result
+from .mcp_tools import server_tool, tools_call_result, tools_list_result
 from .runtime import Runtime
 
 __all__ = ["serve_lane"]
@@ -172,6 +172,9 @@ async def serve_lane(
             principal = principal_id(scope)
             context = call_context(runtime, principal, params, modern=modern)
             if context.sink is not None:
+                # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
+                # error has an HTTP status of its own, which a stream's 200 could not carry).
+                await server_tool(runtime, params["name"])
                 run_call = functools.partial(_answer, server, runtime, ident, version, params, modern=modern)
                 await stream_answer(send, receive, runtime.peers, principal, ident, context, run_call)
                 return True

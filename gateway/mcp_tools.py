@@ -23,7 +23,7 @@ from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTo
 from .mcp_call_stream import principal_id
 from .runtime import Runtime, runtime_of
 
-__all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
+__all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"

@@ -153,6 +153,9 @@ def test_a_call_without_a_progress_token_keeps_the_plain_json_answer(gateway: Se
     streamed = httpx2.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=_HANDSHAKE, timeout=30)
     assert streamed.headers["content-type"] == "text/event-stream"
     assert json.loads(streamed.text.split("data: ")[-1])["result"] == plain.json()["result"]
+    params["name"] = "no-such-tool"  # refused before the answer would turn into a stream
+    unknown = httpx2.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=_HANDSHAKE, timeout=30)
+    assert unknown.headers["content-type"] == "application/json" and unknown.json()["error"]["code"] == -32602
 
 
 _HANDSHAKE = {
