@@ -151,5 +151,5 @@ async def test_one_callers_log_messages_never_reach_another_caller_on_a_shared_s
                 await _until(lambda: any(e.get("call") == "hang" for e in leg.seen()[before:]))
                 result = await host.call_tool("patient", "steps", {})
                 tg.cancel_scope.cancel()
-    assert result.content[0].text == "done"  # pyright: ignore[reportAttributeAccessIssue]
+            assert result.content[0].text == "done"  # pyright: ignore[reportAttributeAccessIssue]
     assert heard == []
