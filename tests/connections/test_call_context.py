@@ -150,6 +150,6 @@ async def test_one_callers_log_messages_never_reach_another_caller_on_a_shared_s
                 tg.start_soon(lambda: host.call_tool("patient", "hang", {}, on_log=on_log, log_level="debug"))
                 await _until(lambda: any(e.get("call") == "hang" for e in leg.seen()[before:]))
                 result = await host.call_tool("patient", "steps", {})
+                assert result.content[0].text == "done"  # pyright: ignore[reportAttributeAccessIssue]
                 tg.cancel_scope.cancel()
-            assert result.content[0].text == "done"  # pyright: ignore[reportAttributeAccessIssue]
     assert heard == []
