@@ -193,7 +193,7 @@ class IdentityPool(ClientPool):
             args = self._call_arguments(slot, tool, arguments)
 
             def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-                return call_tool_json(opened.client, tool, args)
+                return call_tool_json(opened.client, tool, args, conn.defn.min_log_level)
 
             result = await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
             if result.get("isError") and await self._lacks_tool(name, tool):
