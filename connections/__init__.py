@@ -23,6 +23,10 @@ from ._account_login import save_account_login as save_account_login
 from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
+from ._call_context import CallContext as CallContext
+from ._call_context import calling as calling
+from ._call_context import current_call as current_call
+from ._call_context import log_level_value as log_level_value
 from ._clients import INHERITED_ENV as INHERITED_ENV
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
@@ -60,8 +64,6 @@ from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
-from ._one_off import call_tool_once as call_tool_once
-from ._one_off import list_tools_once as list_tools_once
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._redact import RedactingFilter as RedactingFilter
@@ -108,6 +110,7 @@ __all__ = [
     "AuthCallback",
     "AuthFor",
     "Broker",
+    "CallContext",
     "CallObserver",
     "ClientError",
     "ClientPool",
@@ -147,8 +150,9 @@ __all__ = [
     "UpstreamError",
     "UpstreamTimeout",
     "account_file",
-    "call_tool_once",
+    "calling",
     "check_account_servers",
+    "current_call",
     "define_connection",
     "define_tool",
     "expand_map",
@@ -156,9 +160,9 @@ __all__ = [
     "holds_long_text",
     "is_valid_tool_name",
     "keyring_user",
-    "list_tools_once",
     "load_account_credentials",
     "load_project",
+    "log_level_value",
     "normalize_hub_url",
     "observed",
     "redact",

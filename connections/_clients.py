@@ -6,7 +6,7 @@ stdio connection gets a minimal inherited environment plus the definition's `env
 connections get one `httpx2.AsyncClient` carrying the static headers and an optional
 `httpx2.Auth` (the OAuth provider plugs in there).
 
-`_one_off.py` opens one for a single operation; `_translate.py` maps what it raises.
+`_translate.py` maps what it raises.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types.version import LATEST_MODERN_VERSION
 
+from ._call_routing import SessionLogs, session_logs
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionUnavailable
 from ._expand import expand_args, expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
+from ._identity import HeadersPerCall, IdentityAuth
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
 from ._tool_results import holds_long_text
@@ -102,7 +104,7 @@ class OpenedClient:
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """One verifying TLS context for every client: building one loads the CA bundle (~90 ms), and
-    one-off clients for per-session `auth` open for every operation. Contexts are safe to share."""
+    every identity of a per-session `auth` connection opens its own client. Contexts are safe to share."""
     return httpx2.create_ssl_context()
 
 
@@ -150,6 +152,7 @@ async def open_client(
     http_status: list[int] | None = None,
     child_env: Mapping[str, str] | None = None,
     fast_calls: bool = False,
+    headers_per_call: bool = False,
 ) -> AsyncGenerator[OpenedClient]:
     """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
 
@@ -159,7 +162,8 @@ async def open_client(
     over a stdio child's environment last, and only for a `bridge=True` definition that is not
     linkable (the account bridge's URL and secret: opt-in, never for what accounts reach).
     `fast_calls=True` sends `tools/call` and `tools/list` over the fast wire where it applies (`_fast_calls.py`);
-    the pool asks for it, one-off clients (one operation each) do not.
+    the pool asks for it. `headers_per_call=True`: `auth` only adds an identity's headers, and the fast
+    wire gets those with each call instead of running it (`_identity_pool.py`).
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
     account connection, and whatever the transport raises (map it with `translate`).
@@ -230,15 +234,18 @@ async def open_client(
                     ssl_context=shared_ssl_context() if https else None,
                     connect_timeout=defn.timeouts.connect,
                 )
+    logs = SessionLogs()
     client = Client(
         _Watched(transport, gone),
         mode=mode or client_mode(defn),
         message_handler=handler,
+        logging_callback=logs.on_log,  # a log message that names no request: to its caller (`_call_routing.py`)
         cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
     )
     try:
         async with client:
+            session_logs(client.session, logs)
             child = children[0] if children else None
             opened = OpenedClient(client=client, gone=gone, http_status=status, child=child, session_ids=session_ids)
             if origin is not None:
@@ -248,9 +255,12 @@ async def open_client(
                     headers=all_headers,
                     session_id=session_ids[0] if session_ids else None,
                     http_status=status,
-                    auth=auth,
+                    auth=None if headers_per_call else auth,
                     max_body=defn.max_result_bytes,
                 )
+                if headers_per_call and opened.fast is not None and isinstance(auth, IdentityAuth):
+                    # Before anyone sees the session: no fast-wire call ever leaves without its identity.
+                    client.session._dispatcher = HeadersPerCall(opened.fast, auth)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
             yield opened
     finally:
         if origin is not None:

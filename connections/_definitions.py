@@ -17,8 +17,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp_types import LoggingLevel
+
 from oauth import OAuthConfig
 
+from ._call_context import log_level_value
 from ._problems import Problem
 from ._redact import redact, shown_url
 
@@ -73,10 +76,17 @@ _FIELD_TYPES: dict[str, str] = {
     "linkable": "True or False",
     "bridge": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
+    "max_identities": "a whole number of at least 1",
+    "identity_idle_timeout": "a positive number of seconds",
+    "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
 """The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
+DEFAULT_MAX_IDENTITIES = 100
+"""Identities (distinct `auth` header sets) an `auth` connection keeps a client for by default."""
+DEFAULT_IDENTITY_IDLE_TIMEOUT = 300.0
+"""Seconds an identity's client stays open unused by default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,8 +114,14 @@ class ConnectionDefinition:
     linkable: bool = False
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """The largest answer (one JSON-RPC message, in bytes) accepted from the upstream; larger ones are refused."""
+    min_log_level: LoggingLevel | None = None
+    """The least severe upstream log message forwarded to a caller (None: whatever the caller asks for)."""
     bridge: bool = False
     """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
+    max_identities: int = DEFAULT_MAX_IDENTITIES
+    """`auth` connections: the most identities kept at once (least recently used idle one closed first)."""
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT
+    """`auth` connections: seconds after which an unused identity's client is closed."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -175,6 +191,9 @@ def define_connection(
     linkable: bool = False,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     bridge: bool = False,
+    max_identities: int = DEFAULT_MAX_IDENTITIES,
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
+    min_log_level: str | None = None,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -304,6 +323,16 @@ def define_connection(
     if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int) or max_result_bytes < 1024:
         bad("max_result_bytes", max_result_bytes)
         max_result_bytes = DEFAULT_MAX_RESULT_BYTES
+    if isinstance(max_identities, bool) or not isinstance(max_identities, int) or max_identities < 1:
+        bad("max_identities", max_identities)
+        max_identities = DEFAULT_MAX_IDENTITIES
+    idle = identity_idle_timeout
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle < float("inf"):
+        bad("identity_idle_timeout", idle)
+        idle = DEFAULT_IDENTITY_IDLE_TIMEOUT
+    if min_log_level is not None and log_level_value(min_log_level) is None:
+        bad("min_log_level", min_log_level)
+        min_log_level = None
 
     return ConnectionDefinition(
         url=url,
@@ -326,7 +355,10 @@ def define_connection(
         description=description,
         linkable=linkable,
         max_result_bytes=max_result_bytes,
+        min_log_level=min_log_level,  # type: ignore[arg-type]  # checked above
         bridge=bridge,
+        max_identities=max_identities,
+        identity_idle_timeout=float(idle),
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -12,9 +12,11 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp.types as mt
+from mcp_types import LoggingLevel
 
 from ._account import AccountConnections
 from ._exceptions import UnknownConnection
+from ._host_notices import LogCallback, ProgressCallback, with_notices
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tool_results import as_call_tool_result
@@ -61,13 +63,29 @@ class HostMcp:
         """
         return await self._route(name).list_tools(name, use_cache=use_cache)
 
-    async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        on_progress: ProgressCallback | None = None,
+        on_log: LogCallback | None = None,
+        log_level: LoggingLevel = "info",
+    ) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
-        The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
-        Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
+        `on_progress` hears the upstream's progress on this call; `on_log` its log messages at or above
+        `log_level` (and the connection's `min_log_level`); both as `mcp.Client` callbacks
+        (`_host_notices.py`). The pool keeps results as JSON; this is where they become the SDK's
+        `CallToolResult`. Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`,
+        `ConnectionUnavailable`.
         """
-        return as_call_tool_result(await self._route(name).call_tool(name, tool, args))
+        route = self._route(name)
+        if on_progress is None and on_log is None:
+            return as_call_tool_result(await route.call_tool(name, tool, args))
+        async with with_notices(on_progress, on_log, log_level):
+            return as_call_tool_result(await route.call_tool(name, tool, args))
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

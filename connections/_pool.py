@@ -238,9 +238,10 @@ class ClientPool:
         """
         slot = self._slot(name)
         args = self._call_arguments(slot, tool, arguments)
+        cap = slot.defn.min_log_level
 
         def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-            return call_tool_json(opened.client, tool, args)  # the coroutine itself: one frame fewer
+            return call_tool_json(opened.client, tool, args, cap)  # the coroutine itself: one frame fewer
 
         result = await self._call(slot, tool, run)
         if result.get("isError") and await self._lacks_tool(name, tool):
@@ -273,10 +274,14 @@ class ClientPool:
         tools: list[mt.Tool] | None = None
         with anyio.move_on_after(_LACKS_TOOL_BUDGET):  # an error path: never wait out a long list timeout
             try:
-                tools = await self.list_tools(name, use_cache=True)
+                tools = await self._known_tools(name)
             except ConnectionsError:
                 return False
         return tools is not None and all(t.name != tool for t in tools)
+
+    def _known_tools(self, name: str) -> Awaitable[list[mt.Tool]]:
+        """The listing `_lacks_tool` checks: the cached one when fresh (the identity pool lists as the caller)."""
+        return self.list_tools(name, use_cache=True)
 
     async def _operate(
         self,

@@ -98,6 +98,8 @@ class OpenSettings:
     fast_calls: bool
     start_limiter: anyio.CapacityLimiter | None = None
     """How many stdio children may be starting at once (None: no bound)."""
+    headers_per_call: bool = False
+    """`auth_for` only adds an identity's headers; the fast wire takes them per call (`_identity_pool.py`)."""
 
 
 class SessionSlot:
@@ -281,6 +283,7 @@ async def run_session(
                     http_status=status,
                     child_env=settings.child_env,
                     fast_calls=settings.fast_calls,
+                    headers_per_call=settings.headers_per_call,
                 ) as opened:
                     scope.deadline = math.inf
                     s.opened = opened

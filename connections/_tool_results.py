@@ -1,6 +1,6 @@
 """`call_tool_json`: one `tools/call` on an open client, its result kept as JSON.
 
-Every pooled and one-off `tools/call` goes through here, whatever the wire (stdio, the SDK's
+Every pooled `tools/call` (identity clients' too) goes through here, whatever the wire (stdio, the SDK's
 Streamable HTTP transport, the fast wire of `_fast_calls.py`) and whatever the protocol generation.
 It does what `ClientSession.call_tool` does, minus the model: the session's own stamp builds the
 request (the `_meta` envelope, `MCP-Protocol-Version`, and at 2026-07-28 `Mcp-Method`, `Mcp-Name`
@@ -18,7 +18,11 @@ from typing import Any
 
 import mcp.types as mt
 from mcp import Client
+from mcp_types import LoggingLevel
 from mcp_types import methods as _methods
+
+from ._call_context import current_call
+from ._call_routing import prepare_call
 
 __all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
 
@@ -29,8 +33,13 @@ _COMPLETE = "complete"
 _UNLISTED: Any = object()
 
 
-async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+async def call_tool_json(
+    client: Client, tool: str, arguments: Mapping[str, Any], log_cap: LoggingLevel | None = None
+) -> dict[str, Any]:
     """`tools/call` of `tool` with `arguments`; the result as the upstream's negotiated version shapes it.
+
+    With a `CallContext` set (`calling`), the upstream reports progress and log messages on the
+    call to it (`_call_routing.py`); `log_cap` is the connection's `min_log_level`.
 
     An `isError` result is returned, not raised. Raises what the session's dispatcher raises
     (`MCPError` for a JSON-RPC error, transport errors), `pydantic.ValidationError` for a result that
@@ -41,7 +50,16 @@ async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]
     data: dict[str, Any] = {"method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
     opts: dict[str, Any] = {}
     session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    context = current_call()
+    if context is None:
+        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    else:
+        logs = await prepare_call(client, context, data["params"], opts, log_cap)
+        try:
+            raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        finally:
+            if logs is not None:
+                logs.calls.pop(context, None)
     result = _methods.serialize_server_result("tools/call", client.protocol_version, raw)
     if result.get("resultType", _COMPLETE) != _COMPLETE:
         raise RuntimeError(

@@ -1,7 +1,7 @@
 """`translate`: whatever the SDK, httpx2 or the OS raised, as this package's typed errors (`_exceptions.py`).
 
 One mapping for both wires (the fast wire raises httpx2's own exceptions, as HTTPX's
-`map_httpcore_exceptions` does) and for pooled and one-off clients. Messages are built here from
+`map_httpcore_exceptions` does) and for every pool (identity clients' too). Messages are built here from
 codes and classes, never by echoing a request (headers, URLs with queries, environment values),
 so no secret reaches a log line or the model.
 """

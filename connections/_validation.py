@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ._definitions import ConnectionDefinition
+from ._definitions import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, ConnectionDefinition
 from ._expand import references
 from ._problems import Problem
 
@@ -37,6 +37,15 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         yield Problem(
             "auth-needs-url",
             "auth=... only works on url connections (per-session headers are HTTP headers); remove auth or use url=...",
+        )
+    if defn.auth is None and (
+        defn.max_identities != DEFAULT_MAX_IDENTITIES or defn.identity_idle_timeout != DEFAULT_IDENTITY_IDLE_TIMEOUT
+    ):
+        yield Problem(
+            "identity-bounds-without-auth",
+            "max_identities and identity_idle_timeout bound the clients kept per identity of an auth=... "
+            "connection; this one has no auth callback, so they do nothing: remove them",
+            "warning",
         )
     if defn.auth is not None and defn.oauth is not None:
         yield Problem(

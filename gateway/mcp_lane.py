@@ -57,12 +57,20 @@ from mcp_types import (
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from connections import tracing_enabled
 
 from .json_pieces import answer_pieces
-from .mcp_tools import tools_call_result, tools_list_result
+from .mcp_call_stream import (
+    call_context,
+    peer_cancelled,
+    principal_id,
+    send_accepted,
+    stream_answer,
+    until_gone,
+)
+from .mcp_tools import server_tool, tools_call_result, tools_list_result
 from .runtime import Runtime
 
 __all__ = ["serve_lane"]
@@ -113,13 +121,23 @@ def _sdk_adds_nothing(server: Server[Any]) -> bool:
 
 
 async def serve_lane(
-    manager: StreamableHTTPSessionManager, runtime: Runtime, scope: Scope, send: Send, size: int, body: dict[str, Any]
+    manager: StreamableHTTPSessionManager,
+    runtime: Runtime,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    size: int,
+    body: dict[str, Any],
 ) -> bool:
     """Answer `body` (the parsed POST of `size` bytes) if it is a `tools/call` or `tools/list` request
-    the lane takes (module docstring); False, with nothing sent, otherwise."""
+    the lane takes (module docstring); False, with nothing sent, otherwise. A peer's
+    `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202)."""
     if type(body) is not dict:
         return False
     method, ident = body.get("method"), body.get("id")
+    if method == "notifications/cancelled":
+        peer_cancelled(runtime.peers, scope, body.get("params"))
+        return False
     if method not in _METHODS or type(ident) not in (str, int) or not _ENVELOPE.issuperset(body):
         return False
     server = manager.app
@@ -149,7 +167,21 @@ async def serve_lane(
         _methods.validate_client_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
-            result = await tools_call_result(runtime, params["name"], params.get("arguments"))
+            principal = principal_id(scope)
+            context = call_context(runtime, principal, params, modern=modern)
+            if context.sink is not None:
+                # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
+                # error has an HTTP status of its own, which a stream's 200 could not carry).
+                await server_tool(runtime, params["name"])
+                run_call = functools.partial(_answer, server, runtime, ident, version, params, modern=modern)
+                await stream_answer(send, receive, runtime.peers, principal, ident, context, run_call)
+                return True
+            call = tools_call_result(runtime, params["name"], params.get("arguments"))
+            found = await until_gone(receive, runtime.peers, principal, ident, call, context)
+            if found is None:
+                await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
+                return True
+            result, found = found, None  # one reference: the answer written in pieces releases the result
         else:
             result = await tools_list_result(runtime)
         wire = _shaped(server, method, version, result, modern=modern)
@@ -277,13 +309,31 @@ async def _send_jsonrpc(
     if error is not None:
         if modern:
             status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-            dumped = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-        else:
-            dumped = error.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": dumped}
+        payload = _error_payload(ident, error, modern=modern)
     else:
         payload = {"jsonrpc": "2.0", "id": ident, "result": result}
     await _write(send, status, _serialized(payload, modern=modern))
+
+
+def _error_payload(ident: Any, error: ErrorData, *, modern: bool) -> dict[str, Any]:
+    """A JSON-RPC error answer as the SDK writes it for the peer's generation."""
+    if modern:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return {"jsonrpc": "2.0", "id": ident, "error": dumped}
+
+
+async def _answer(
+    server: Server[Any], runtime: Runtime, ident: Any, version: str, params: dict[str, Any], *, modern: bool
+) -> dict[str, Any]:
+    """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
+    result shaped for the peer's version, or the error the JSON answer would carry."""
+    try:
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"))
+        return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
+    except Exception as exc:
+        return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)
 
 
 def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:

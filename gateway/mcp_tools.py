@@ -9,19 +9,21 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
 
+from .mcp_call_stream import principal_id
 from .runtime import Runtime, runtime_of
 
-__all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
+__all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -124,5 +126,21 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         return await tools_call_result(runtime(ctx), params.name, params.arguments)
 
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
+        # Stateless: the level is the principal's, for its later calls (peer_calls.py).
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
+        runtime(ctx).peers.set_level(principal_id(scope or {}), params.level)
+        return {}
+
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    with warnings.catch_warnings():
+        # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
+        # a gateway forwards what its upstreams log (docs/http-api.md).
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(  # pyright: ignore[reportDeprecated]
+            "agent-sdk-tools",
+            version=SERVER_VERSION,
+            on_list_tools=list_tools,
+            on_call_tool=call,
+            on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+        )

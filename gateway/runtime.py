@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -11,6 +11,7 @@ from starlette.requests import Request
 from connections import Project, TurnBuilder
 
 from .auth_chain import Principal
+from .peer_calls import PeerCalls
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -31,6 +32,8 @@ class Runtime:
     started_at: str
     mcp: dict[str, StreamableHTTPSessionManager]
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
+    peers: PeerCalls = field(default_factory=PeerCalls)
+    """Peers' `tools/call` requests in flight on `/v1/mcp/tools` and their `logging/setLevel` levels."""
 
 
 def runtime_of(request: Request) -> Runtime:

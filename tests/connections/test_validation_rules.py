@@ -171,6 +171,11 @@ RULES: dict[str, Expected] = {
         "agent/mcp-connections/slow.py", 3, "error", "bad-field-type",
         "every timeout must be a positive number of seconds",
     ),
+    "bad-log-level": Expected(
+        "agent/mcp-connections/chatty.py", 3, "error", "bad-field-type",
+        "field 'min_log_level' must be one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', "
+        "'alert', 'emergency', got 'verbose'",
+    ),
     "headers-need-url": Expected(
         "agent/mcp-connections/local.py", 3, "error", "headers-need-url",
         "headers=... only apply to url connections; remove them or use url=...",
@@ -229,6 +234,15 @@ RULES: dict[str, Expected] = {
         "mcp.json", 4, "error", "unsupported-variable",
         "server 'github': header 'Authorization' reads a VS Code ${input:...} prompt, which agent-sdk cannot show; "
         "use ${env:VAR} (or ${VAR}) and export VAR",
+    ),
+    "bad-identity-bounds": Expected(
+        "agent/mcp-connections/tickets.py", 3, "error", "bad-field-type",
+        "field 'max_identities' must be a whole number of at least 1, got 0",
+    ),
+    "identity-bounds-without-auth": Expected(
+        "agent/mcp-connections/tickets.py", 3, "warning", "identity-bounds-without-auth",
+        "max_identities and identity_idle_timeout bound the clients kept per identity of an auth=... connection; "
+        "this one has no auth callback, so they do nothing: remove them",
     ),
     "stray-file": Expected(
         "agent/mcp-connections/README.md", None, "warning", "stray-file",
