@@ -5,12 +5,12 @@ process-group kill), with two differences the pool needs: the child's pid and li
 visible (`StdioChild`), and the child's whole process group is swept after it exits, so a
 grandchild left behind by a server that exited on stdin EOF is not orphaned.
 
-Framing is done on bytes: a line that spans reads grows in one `io.BytesIO` (no re-joining of a
-growing buffer, no decoded copy), whose `getvalue()` hands over its own `bytes` rather than a copy
-(a `bytearray` would be copied again by `from_json`, which takes `bytes` without copying); the line
-is parsed straight into Python objects (`pydantic_core.from_json`, no intermediate tree), then
-validated without copying its strings; so a large answer peaks at twice its size here (the line
-and its objects), and once parsed only the objects remain. A line over
+Framing is done on bytes: a line that arrives in one read is parsed straight into Python objects
+(`pydantic_core.from_json`, no decoded copy, no intermediate tree), then validated without copying
+its strings; a line that spans reads is parsed as it arrives (`JsonChunks`: past 1 MiB its long
+strings are parsed one by one and the rest at the end), so a large answer is never held whole as
+bytes beside its objects (an answer of two long texts peaks at about 1.5 times its size here;
+one long text at about twice, the string and its bytes while it is parsed). A line over
 `max_message_bytes` is not kept: the rest of it is skipped and the request it answers (its `id`,
 found at the line's start or end) gets an error that `translate` reports as `ResultTooLarge`.
 
