@@ -72,6 +72,8 @@ from ._redact import shown_url as shown_url
 from ._restart import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
 from ._session_runner import ConnectionStatus as ConnectionStatus
+from ._tasks import TASK_METHODS as TASK_METHODS
+from ._tasks import ToolTask as ToolTask
 from ._tool_results import holds_long_text as holds_long_text
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -97,6 +99,7 @@ __all__ = [
     "NAME_RULE",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
+    "TASK_METHODS",
     "AccountCheck",
     "AccountConnectorMissing",
     "AccountCredentials",
@@ -137,6 +140,7 @@ __all__ = [
     "ToolContext",
     "ToolInputError",
     "ToolOutcome",
+    "ToolTask",
     "Toolset",
     "TurnBuildError",
     "TurnBuilder",

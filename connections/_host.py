@@ -9,7 +9,7 @@ lives: the `ClientPool` (stdio, HTTP, SSE) or `AccountConnections` (account conn
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 import mcp.types as mt
 
@@ -17,6 +17,7 @@ from ._account import AccountConnections
 from ._exceptions import UnknownConnection
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
+from ._tasks import ToolTask
 from ._tool_results import as_call_tool_result
 
 __all__ = ["HostMcp"]
@@ -61,13 +62,59 @@ class HostMcp:
         """
         return await self._route(name).list_tools(name, use_cache=use_cache)
 
-    async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
+    @overload
+    async def call_tool(
+        self, name: str, tool: str, args: Mapping[str, Any] | None = None, *, task: Literal[False] = False
+    ) -> mt.CallToolResult: ...
+
+    @overload
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task: Literal[True],
+        ttl_ms: int | None = None,
+    ) -> ToolTask | mt.CallToolResult: ...
+
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task: bool = False,
+        ttl_ms: int | None = None,
+    ) -> ToolTask | mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
+
+        With `task=True` the call runs as a task (MCP 2025-11-25 tasks; `ttl_ms` asks the upstream to keep
+        it that long): a `ToolTask` handle comes back at once (`await handle.status()`, `.result()`,
+        `.cancel()`), or the `CallToolResult` itself from an upstream that ran the call at once. Tasks run
+        on pooled connections (stdio, HTTP, SSE), not account connections (`ValueError`).
 
         The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return as_call_tool_result(await self._route(name).call_tool(name, tool, args))
+        route = self._route(name)
+        if not task:
+            return as_call_tool_result(await route.call_tool(name, tool, args))
+        if not isinstance(route, ClientPool):
+            raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")
+        created = await route.start_tool_task(name, tool, args, {} if ttl_ms is None else {"ttl": ttl_ms})
+        if "task" not in created:
+            return as_call_tool_result(created)
+        return ToolTask(name, mt.Task.model_validate(created["task"], by_name=False), route)
+
+    async def task_request(self, name: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list` (with the upstream's own task id) on the
+        pooled session of `name`, as JSON: what `ToolTask` uses, and what a gateway relaying a peer's task
+        requests needs. Raises as `call_tool` does, and `ValueError` for an account connection or another method."""
+        route = self._route(name)
+        if not isinstance(route, ClientPool):
+            raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")
+        return await route.task_request(name, method, params)
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

@@ -13,20 +13,30 @@ forwarding peer; `host.mcp` makes it a `CallToolResult` at its own boundary.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import mcp.types as mt
 from mcp import Client
 from mcp_types import methods as _methods
 
-__all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
+__all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text", "send_request"]
 
 LONG_TEXT = 64 * 1024
 """Characters from which a string in a result's content counts as long (`holds_long_text`)."""
 
 _COMPLETE = "complete"
 _UNLISTED: Any = object()
+
+
+def send_request(client: Client, method: str, params: dict[str, Any]) -> Awaitable[Any]:
+    """`method` with `params` on the client's session, stamped by the session (the `_meta` envelope and the
+    version's headers) and sent by its dispatcher: the answer's `result` as the wire has it, unvalidated."""
+    session = client.session
+    data: dict[str, Any] = {"method": method, "params": params}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    return session._dispatcher.send_raw_request(method, data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
 
 
 async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
@@ -38,10 +48,7 @@ async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]
     tool's output schema or a result that is not complete (an interim `input_required`).
     """
     session = client.session
-    data: dict[str, Any] = {"method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    raw = await send_request(client, "tools/call", {"name": tool, "arguments": dict(arguments)})
     result = _methods.serialize_server_result("tools/call", client.protocol_version, raw)
     if result.get("resultType", _COMPLETE) != _COMPLETE:
         raise RuntimeError(

@@ -42,6 +42,7 @@ from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
+from .sealing import deployment_sealer
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -207,6 +208,7 @@ def create_app(
                 host=getattr(brk, "host", None),
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 mcp=managers,
+                sealer=await deployment_sealer(settings),
             )
             accounts = AccountServices(
                 project=project,

@@ -28,6 +28,7 @@ from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_lane import serve_lane
 from .mcp_request_checks import envelope_problem, header_problem, serve_batch
+from .mcp_tasks import serve_tasks
 from .mcp_tools import SERVER_VERSION, json_result
 from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool
@@ -233,6 +234,9 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        if self.lane and await serve_lane(manager, runtime, scope, send, len(raw), message):
+        if self.lane and (
+            await serve_tasks(runtime, scope, send, message)
+            or await serve_lane(manager, runtime, scope, send, len(raw), message)
+        ):
             return
         await manager.handle_request(scope, replay, send)

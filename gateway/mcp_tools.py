@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
 
+from .mcp_task_capability import TaskServer
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
@@ -35,6 +36,8 @@ def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
         data["outputSchema"] = dict(tool.output_schema)
     if tool.annotations:
         data["annotations"] = dict(tool.annotations)
+    if tool.execution:
+        data["execution"] = dict(tool.execution)
     return data
 
 
@@ -125,4 +128,4 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return await tools_call_result(runtime(ctx), params.name, params.arguments)
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return TaskServer("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)

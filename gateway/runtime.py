@@ -12,6 +12,7 @@ from connections import Project, TurnBuilder
 
 from .auth_chain import Principal
 from .runners import TurnRunner
+from .sealing import Sealer
 from .sessions import SessionService
 from .settings import ServeSettings
 from .toolsets import ToolCatalog
@@ -31,6 +32,8 @@ class Runtime:
     started_at: str
     mcp: dict[str, StreamableHTTPSessionManager]
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
+    sealer: Sealer | None = None
+    """Seals what peers carry back (task ids): the deployment's key, shared by every replica (`sealing.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

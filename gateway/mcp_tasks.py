@@ -1,0 +1,174 @@
+"""Tasks on `/v1/mcp/tools` (MCP 2025-11-25): a task-augmented `tools/call` and `tasks/*`, relayed to the upstream.
+
+A peer that calls an advertised tool with `params.task` gets the upstream's `CreateTaskResult`, whose
+`taskId` is replaced by a sealed one (`sealing.py`, purpose `task`): the connection, the upstream's own
+task id and the principal who made it, encrypted and authenticated with the deployment's key. A later
+`tasks/get`, `tasks/result` or `tasks/cancel` with that id is opened by whichever replica receives it
+and sent to the owning connection's pooled session with the upstream's id; no state is held in any
+gateway process. Every answer leaves with the sealed id in place of the upstream's. An id that does
+not open, or that another principal made, is refused with a JSON-RPC error (-32602) that says no more
+than "not issued to you".
+
+`tasks/list` is refused (-32601) and the `tasks.list` capability is not advertised: the gateway's
+pooled upstream session is shared by every principal, so the upstream's list would show other
+principals' tasks, and the gateway keeps no record of its own to filter it with (docs/http-api.md).
+
+Tasks run on pooled connections (stdio, HTTP, SSE). A tool of an authored module, of an account
+connection, or of a connection with a per-session `auth` callback (its calls carry the session's
+identity, which a pooled session does not) answers -32601 to a task-augmented call, as the spec says
+for a tool that does not support tasks.
+
+The requests come here before the one lane (`mcp_lane.py`) at the handshake versions; at 2026-07-28
+tasks are an extension (`io.modelcontextprotocol/tasks`) this module does not speak yet: such requests
+go to the SDK as before.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import mcp_types as mt
+from mcp.shared.exceptions import MCPError
+from mcp_types import DEFAULT_NEGOTIATED_VERSION, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import methods as _methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from pydantic import BaseModel, ValidationError
+from starlette.types import Scope, Send
+
+from connections import TASK_METHODS, ConnectionsError, ToolTask
+from oauth import printable
+
+from ._asgi import header
+from .auth_chain import Principal
+from .mcp_tools import server_tool
+from .runtime import Runtime
+from .sealing import Sealer, SealError
+
+__all__ = ["RELATED_TASK_META_KEY", "serve_tasks"]
+
+logger = logging.getLogger("agent_sdk.mcp")
+
+RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
+_PURPOSE = "task"
+_NOT_YOURS = "unknown task id: it was not issued to this principal by this gateway"
+_FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
+    "tasks/get": mt.GetTaskRequestParams,
+    "tasks/result": mt.GetTaskPayloadRequestParams,
+    "tasks/cancel": mt.CancelTaskRequestParams,
+    "tasks/list": mt.PaginatedRequestParams,
+}
+
+
+class _Refused(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[str, Any]) -> bool:
+    """Answer `body` if it is a task request this module takes (module docstring); False, nothing sent, otherwise."""
+    method, ident, params = body.get("method"), body.get("id"), body.get("params")
+    if type(ident) not in (str, int) or not isinstance(params, dict):
+        return False
+    is_task_call = method == "tools/call" and "task" in params
+    if not is_task_call and method not in TASK_METHODS:
+        return False
+    version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
+    if version not in HANDSHAKE_PROTOCOL_VERSIONS or runtime.sealer is None:
+        return False
+    try:
+        if is_task_call:
+            _methods.validate_client_request("tools/call", version, params)
+        else:  # not in the SDK's table of requests: the 2025-11-25 schema's params
+            _FOLLOW_UP_PARAMS[str(method)].model_validate(params, by_name=False)
+        if is_task_call:
+            result = await _start(runtime, runtime.sealer, _principal(scope), params)
+        else:
+            result = await _follow(runtime, runtime.sealer, _principal(scope), str(method), params)
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": result}
+    except _Refused as exc:
+        answer = _error(ident, exc.code, exc.message)
+    except MCPError as exc:
+        answer = _error(ident, exc.error.code, exc.error.message, exc.error.data)
+    except ValidationError as exc:
+        answer = _error(ident, INVALID_PARAMS, f"invalid params for {method}: {exc.error_count()} error(s)")
+    except ConnectionsError as exc:
+        answer = _error(ident, INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500))
+    await _write(send, answer)
+    return True
+
+
+def _principal(scope: Scope) -> str:
+    principal = scope.get("state", {}).get("principal")
+    return principal.id if isinstance(principal, Principal) else "anonymous"
+
+
+async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    tool = await server_tool(runtime, params["name"])
+    connection = tool.connection
+    defn = runtime.project.connections.get(connection) if connection is not None else None
+    if connection is None or defn is None or defn.kind == "account" or defn.auth is not None:
+        raise _Refused(
+            METHOD_NOT_FOUND,
+            f"tool {tool.name!r} cannot run as a task here: tasks run on pooled connections "
+            "(not authored tools, account connections or connections with a per-session auth callback)",
+        )
+    task: Any = params["task"]
+    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    try:
+        created = await runtime.host.mcp.call_tool(
+            connection, tool.name, params.get("arguments"), task=True, ttl_ms=ttl if isinstance(ttl, int) else None
+        )
+    except ValueError as exc:  # an account connection: no tasks there
+        raise _Refused(METHOD_NOT_FOUND, str(exc)) from None
+    if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
+        return created.model_dump(mode="json", by_alias=True, exclude_none=True)
+    task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return {
+        "task": {**task_json, "taskId": sealer.seal(_PURPOSE, {"c": connection, "t": created.task_id, "p": principal})}
+    }
+
+
+async def _follow(
+    runtime: Runtime, sealer: Sealer, principal: str, method: str, params: Mapping[str, Any]
+) -> dict[str, Any]:
+    if method == "tasks/list":
+        raise _Refused(
+            METHOD_NOT_FOUND,
+            "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
+            "keep the task ids your task-augmented calls returned and ask tasks/get for each",
+        )
+    try:
+        sealed = sealer.open(_PURPOSE, params.get("taskId"), what="task id")
+    except SealError:
+        raise _Refused(INVALID_PARAMS, _NOT_YOURS) from None
+    connection, upstream_id = sealed.get("c"), sealed.get("t")
+    if sealed.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+        raise _Refused(INVALID_PARAMS, _NOT_YOURS)
+    answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
+    sealed_id = params["taskId"]
+    if method == "tasks/result":
+        meta = answer.get("_meta")
+        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if isinstance(related, dict):
+            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}  # pyright: ignore[reportUnknownArgumentType]
+        return answer
+    return {**answer, "taskId": sealed_id}
+
+
+def _error(ident: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": ident, "error": error}
+
+
+async def _write(send: Send, answer: dict[str, Any]) -> None:
+    payload = json.dumps(answer, separators=(",", ":")).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})

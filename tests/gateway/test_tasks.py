@@ -1,0 +1,119 @@
+"""Tasks through `/v1/mcp/tools` (MCP 2025-11-25): server-everything's `simulate-research-query`, which runs
+only as a task, driven by the TypeScript SDK client's task API; sealed task ids and their owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import httpx2
+import pytest
+
+from tests.peers import node20, node_module
+
+from .conftest import HERE, Served, Upstream, serving, url_connection
+
+TS_TASK_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_task_client.mjs"
+ALICE = "alice-token-0123456789abcdef"
+BOB = "bob-token-0123456789abcdef"
+RESEARCH = "simulate-research-query"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
+    connections = {"everything": url_connection(everything.url)}
+    with serving(tmp_path_factory, "tasks", connections, "--bearer-token", ALICE, "--bearer-token", BOB) as served:
+        yield served
+
+
+def _ts(url: str, token: str, *args: str) -> dict[str, Any]:
+    env = {
+        **os.environ,
+        "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent),
+        "MCP_HEADERS": json.dumps({"Authorization": f"Bearer {token}"}),
+    }
+    done = subprocess.run(
+        [node20(), str(TS_TASK_CLIENT), url, *args], env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _rpc(served: Served, token: str, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    with served.client(headers) as client:
+        answer = client.post("/v1/mcp/tools", json={"jsonrpc": "2.0", "id": 7, "method": method, "params": params})
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_a_tool_that_requires_a_task_completes_as_a_task_through_the_gateway(server: Served) -> None:
+    out = _ts(f"{server.url}/v1/mcp/tools", ALICE, "run", RESEARCH, json.dumps({"topic": "gateways"}))
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["tasks"]["requests"]["tools"]["call"] == {}  # the capability the client checks
+    assert out["execution"] == {"taskSupport": "required"}  # passed on from the upstream's listing
+    kinds = [m["type"] for m in out["messages"]]
+    assert kinds[0] == "taskCreated" and kinds[-1] == "result", out["messages"]
+    assert "error" not in out
+    assert "# Research Report: gateways" in out["result"]["content"][0]["text"]
+    assert out["final"]["status"] == "completed"
+    # The id the peer holds is sealed: not the upstream's 32 hex digits, and it routes back by itself.
+    assert len(out["taskId"]) > 64 and out["final"]["taskId"] == out["taskId"]
+
+
+def test_a_task_is_cancelled_through_the_gateway(server: Served) -> None:
+    out = _ts(f"{server.url}/v1/mcp/tools", ALICE, "cancel", RESEARCH, json.dumps({"topic": "cancel me"}))
+    assert out["cancelled"]["status"] == "cancelled"
+    assert out["after"]["status"] == "cancelled"
+    assert out["after"]["taskId"] == out["taskId"]
+
+
+def test_another_principals_task_id_is_refused(server: Served) -> None:
+    created = _rpc(server, ALICE, "tools/call", {"name": RESEARCH, "arguments": {"topic": "mine"}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    assert _rpc(server, ALICE, "tasks/get", {"taskId": task_id})["result"]["taskId"] == task_id
+    # Bob, with the TypeScript SDK client: a JSON-RPC error, and nothing of Alice's task.
+    bob = _ts(f"{server.url}/v1/mcp/tools", BOB, "get", task_id)
+    assert bob["error"]["code"] == -32602, bob
+    assert "not issued to this principal" in bob["error"]["message"]
+    for method in ("tasks/get", "tasks/result", "tasks/cancel"):
+        refused = _rpc(server, BOB, method, {"taskId": task_id})
+        assert refused["error"]["code"] == -32602 and "result" not in refused
+    # Alice's task was not cancelled by Bob's attempt.
+    assert _rpc(server, ALICE, "tasks/get", {"taskId": task_id})["result"]["status"] in ("working", "completed")
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    ["ba112af1e91e5895eee6b79554c45ee5", "", "gAAAAA" + "A" * 120, 42],
+    ids=["an upstream id", "empty", "forged", "not a string"],
+)
+def test_a_task_id_the_gateway_did_not_seal_is_refused(server: Served, task_id: Any) -> None:
+    answer = _rpc(server, ALICE, "tasks/get", {"taskId": task_id})
+    assert answer["error"]["code"] == -32602, answer
+
+
+def test_tasks_list_is_refused_with_a_sentence(server: Served) -> None:
+    answer = _rpc(server, ALICE, "tasks/list", {})
+    assert answer["error"]["code"] == -32601
+    assert "shared by every principal" in answer["error"]["message"]
+
+
+def test_a_task_call_of_an_authored_tool_is_refused_as_the_spec_says(server: Served) -> None:
+    answer = _rpc(server, ALICE, "tools/call", {"name": "lookup", "arguments": {"key": "k"}, "task": {}})
+    assert answer["error"]["code"] == -32601
+    assert "cannot run as a task" in answer["error"]["message"]
+
+
+def test_plain_calls_still_take_the_lane(server: Served) -> None:
+    answer = _rpc(server, ALICE, "tools/call", {"name": "echo", "arguments": {"message": "plain"}})
+    assert answer["result"]["content"][0]["text"] == "Echo: plain"
+    with httpx2.Client(timeout=10) as client:  # and the gateway still refuses the unauthenticated
+        assert client.post(f"{server.url}/v1/mcp/tools", json={}).status_code == 401
