@@ -22,13 +22,17 @@ What it holds:
   `CancelScope`); cancelling it cancels the upstream call, which then sees `notifications/cancelled`
   with its own request id (a handshake-era upstream) or its POST closed (2026-07-28), as for a timeout.
 
-Elicitation and sampling (#14, part B) add their mid-call request handlers here.
+- `elicitation`, `sampling`: the caller's handlers for an upstream's mid-call requests
+  (`_input_requests.py`); None: the caller cannot answer them, and the upstream is told so.
+- `pass_input_required`: the caller speaks 2026-07-28 itself (a modern peer), so a modern upstream's
+  `InputRequiredResult` goes back to it instead of being driven here; `input_responses` and
+  `request_state` are that peer's retry, forwarded to the upstream.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -36,7 +40,15 @@ from typing import Any, Final
 import anyio
 from mcp_types import LoggingLevel
 
-__all__ = ["LOG_LEVELS", "CallContext", "NotificationSink", "calling", "current_call", "log_level_value"]
+__all__ = [
+    "LOG_LEVELS",
+    "CallContext",
+    "InputHandler",
+    "NotificationSink",
+    "calling",
+    "current_call",
+    "log_level_value",
+]
 
 LOG_LEVELS: Final[tuple[LoggingLevel, ...]] = (
     "debug",
@@ -51,6 +63,10 @@ LOG_LEVELS: Final[tuple[LoggingLevel, ...]] = (
 """RFC 5424 severities as MCP names them, least severe first (MCP server/utilities/logging)."""
 
 _SEVERITY: Final[dict[str, int]] = {name: i for i, name in enumerate(LOG_LEVELS)}
+
+InputHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers one upstream input request's params (`elicitation/create`, `sampling/createMessage`) with its
+result as JSON; raises `MCPError` to refuse it (the upstream gets that error)."""
 
 NotificationSink = Callable[[str, dict[str, Any]], None]
 """Takes one notification for the caller, `(method, params)`; synchronous, never blocks."""
@@ -72,6 +88,13 @@ class CallContext:
     """The cancel scope the caller runs the call in; `cancel()` cancels it."""
     cancelled_by: str | None = None
     """Why the call was cancelled (`cancel()`'s reason), for the caller's own answer and log."""
+    elicitation: InputHandler | None = field(default=None, repr=False)
+    sampling: InputHandler | None = field(default=None, repr=False)
+    capabilities: dict[str, Any] | None = None
+    """The caller's own `elicitation` / `sampling` capability objects, forwarded as declared."""
+    pass_input_required: bool = False
+    input_responses: dict[str, Any] | None = field(default=None, repr=False)
+    request_state: str | None = field(default=None, repr=False)
 
     @property
     def wants_progress(self) -> bool:

@@ -15,6 +15,7 @@ import mcp.types as mt
 
 from ._account import AccountConnections
 from ._exceptions import UnknownConnection
+from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tool_results import as_call_tool_result
@@ -61,13 +62,27 @@ class HostMcp:
         """
         return await self._route(name).list_tools(name, use_cache=use_cache)
 
-    async def call_tool(self, name: str, tool: str, args: Mapping[str, Any] | None = None) -> mt.CallToolResult:
+    async def call_tool(
+        self,
+        name: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
+    ) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
-        The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
+        `elicitation` and `sampling` answer the upstream's requests for input during this call (either
+        protocol generation; docs/clients.md): without one, the upstream learns the call cannot answer
+        it. The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return as_call_tool_result(await self._route(name).call_tool(name, tool, args))
+        route = self._route(name)
+        if elicitation is None and sampling is None:
+            return as_call_tool_result(await route.call_tool(name, tool, args))
+        with with_handlers(elicitation=elicitation, sampling=sampling):
+            return as_call_tool_result(await route.call_tool(name, tool, args))
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"
