@@ -45,7 +45,7 @@ from .runtime import Runtime
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import serving_hub_keys, session_store, token_store
+from .state import serving_hub_keys, serving_request_states, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -207,6 +207,7 @@ def create_app(
                 host=getattr(brk, "host", None),
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 mcp=managers,
+                request_states=await serving_request_states(settings, stack),
             )
             accounts = AccountServices(
                 project=project,

@@ -63,6 +63,7 @@ from starlette.types import Scope, Send
 
 from connections import tracing_enabled
 
+from .auth_chain import Principal
 from .json_pieces import answer_pieces
 from .mcp_tools import tools_call_result, tools_list_result
 from .runtime import Runtime
@@ -151,7 +152,7 @@ async def serve_lane(
         _methods.validate_client_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
-            result = await tools_call_result(runtime, params["name"], params.get("arguments"))
+            result = await tools_call_result(runtime, params, _principal(scope))
         else:
             result = await tools_list_result(runtime)
         wire = _shaped(server, method, version, result, modern=modern)
@@ -163,6 +164,11 @@ async def serve_lane(
         del wire
         await _write(send, 200, _serialized(answer, modern=modern))
     return True
+
+
+def _principal(scope: Scope) -> str:
+    principal = scope.get("state", {}).get("principal")
+    return principal.id if isinstance(principal, Principal) else "anonymous"
 
 
 def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -> InboundLadderRejection | None:

@@ -16,10 +16,12 @@ import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
 
-from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool, calling
 
-from .runtime import Runtime, runtime_of
+from .peer_input import peer_call
+from .runtime import Runtime, principal_of, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
 
@@ -73,16 +75,26 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
     return tool
 
 
-async def tools_call_result(runtime: Runtime, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
-    upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
-    result. Raises `MCPError` for an unknown tool."""
+async def tools_call_result(
+    runtime: Runtime, params: Mapping[str, Any], principal: str = "anonymous"
+) -> dict[str, Any]:
+    """`tools/call` on `/v1/mcp/tools` with the request's `params`, for `principal`: the `CallToolResult`
+    as JSON. A passthrough result is the upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`);
+    a failing tool is an error result; an upstream's `InputRequiredResult` goes to a peer that can answer
+    it (`peer_input.py`). Raises `MCPError` for an unknown tool or a refused `requestState`."""
+    name: str = params["name"]
+    arguments: Mapping[str, Any] | None = params.get("arguments")
+    peer = await peer_call(runtime, principal, params)
     tool = await server_tool(runtime, name)
     try:
-        outcome = await tool.call(arguments)
+        if peer is None:
+            outcome = await tool.call(arguments)
+        else:
+            with calling(peer.context):
+                outcome = await tool.call(arguments)
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
-    result = outcome.mcp_result()
+    result = outcome.mcp_result() if peer is None else peer.finish(outcome.mcp_result())
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
         result = {**result, "resultType": _COMPLETE}
     return result
@@ -122,7 +134,10 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return await tools_list_result(runtime(ctx))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
-        return await tools_call_result(runtime(ctx), params.name, params.arguments)
+        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        request: Any = ctx.request  # a Starlette request over HTTP; `serve --stdio` has none (its one peer)
+        principal = principal_of(request).id if isinstance(request, Request) else "stdio"
+        return await tools_call_result(runtime(ctx), dumped, principal)
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
     return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)

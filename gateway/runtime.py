@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -11,6 +11,7 @@ from starlette.requests import Request
 from connections import Project, TurnBuilder
 
 from .auth_chain import Principal
+from .request_state import RequestStates
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -31,6 +32,9 @@ class Runtime:
     started_at: str
     mcp: dict[str, StreamableHTTPSessionManager]
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
+    request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
+    """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
+    app's is the deployment's (`state.serving_request_states`)."""
 
 
 def runtime_of(request: Request) -> Runtime:
