@@ -26,6 +26,7 @@ from ._broker import Host as Host
 from ._call_context import CallContext as CallContext
 from ._call_context import calling as calling
 from ._call_context import current_call as current_call
+from ._call_context import log_level_value as log_level_value
 from ._clients import INHERITED_ENV as INHERITED_ENV
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
@@ -165,6 +166,7 @@ __all__ = [
     "list_tools_once",
     "load_account_credentials",
     "load_project",
+    "log_level_value",
     "normalize_hub_url",
     "observed",
     "redact",

@@ -18,10 +18,11 @@ from typing import Any
 
 import mcp.types as mt
 from mcp import Client
-from mcp_types import CLIENT_CAPABILITIES_META_KEY
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LoggingLevel
 from mcp_types import methods as _methods
 
 from ._call_context import CallContext, current_call
+from ._call_routing import prepare_call
 from ._input_requests import INPUT_REQUIRED, advertised, drive
 
 __all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
@@ -33,8 +34,13 @@ _COMPLETE = "complete"
 _UNLISTED: Any = object()
 
 
-async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+async def call_tool_json(
+    client: Client, tool: str, arguments: Mapping[str, Any], log_cap: LoggingLevel | None = None
+) -> dict[str, Any]:
     """`tools/call` of `tool` with `arguments`; the result as the upstream's negotiated version shapes it.
+
+    With a `CallContext` set (`calling`), the upstream reports progress and log messages on the
+    call to it (`_call_routing.py`); `log_cap` is the connection's `min_log_level`.
 
     An `isError` result is returned, not raised. Raises what the session's dispatcher raises
     (`MCPError` for a JSON-RPC error, transport errors), `pydantic.ValidationError` for a result that
@@ -44,14 +50,16 @@ async def call_tool_json(client: Client, tool: str, arguments: Mapping[str, Any]
     """
     session = client.session
     context = current_call()
-    if context is None or not (context.elicitation or context.sampling or context.pass_input_required):
-        raw = await _send_call(client, tool, arguments, None)
+    if context is None:
+        raw = await _send_call(client, tool, arguments, None, log_cap)
     else:
-        raw = await _send_call(client, tool, arguments, context, context.input_responses, context.request_state)
+        raw = await _send_call(
+            client, tool, arguments, context, log_cap, context.input_responses, context.request_state
+        )
         if raw.get("resultType") == INPUT_REQUIRED and not context.pass_input_required:
 
             async def retry(responses: dict[str, Any] | None, state: str | None) -> dict[str, Any]:
-                return await _send_call(client, tool, arguments, context, responses, state)
+                return await _send_call(client, tool, arguments, context, log_cap, responses, state)
 
             raw = await drive(raw, context, retry)
     result = _methods.serialize_server_result("tools/call", client.protocol_version, raw)
@@ -82,6 +90,7 @@ async def _send_call(
     tool: str,
     arguments: Mapping[str, Any],
     context: CallContext | None,
+    log_cap: LoggingLevel | None,
     responses: dict[str, Any] | None = None,
     state: str | None = None,
 ) -> dict[str, Any]:
@@ -99,7 +108,14 @@ async def _send_call(
     meta = data["params"].get("_meta")
     if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: per request
         meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])  # pyright: ignore[reportUnknownArgumentType]
-    return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    if context is None:
+        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    logs = await prepare_call(client, context, data["params"], opts, log_cap)
+    try:
+        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    finally:
+        if logs is not None:
+            logs.calls.pop(context, None)
 
 
 def as_call_tool_result(result: Mapping[str, Any]) -> mt.CallToolResult:

@@ -233,6 +233,6 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        if self.lane and await serve_lane(manager, runtime, scope, send, len(raw), message):
+        if self.lane and await serve_lane(manager, runtime, scope, receive, send, len(raw), message):
             return
         await manager.handle_request(scope, replay, send)

@@ -16,12 +16,12 @@ import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
-from starlette.requests import Request
 
-from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool, calling
+from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool, calling
 
-from .peer_input import peer_call
-from .runtime import Runtime, principal_of, runtime_of
+from .mcp_call_stream import principal_id
+from .peer_input import PeerCall, peer_call
+from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
 
@@ -76,15 +76,13 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
 
 
 async def tools_call_result(
-    runtime: Runtime, params: Mapping[str, Any], principal: str = "anonymous"
+    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None = None
 ) -> dict[str, Any]:
-    """`tools/call` on `/v1/mcp/tools` with the request's `params`, for `principal`: the `CallToolResult`
-    as JSON. A passthrough result is the upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`);
-    a failing tool is an error result; an upstream's `InputRequiredResult` goes to a peer that can answer
-    it (`peer_input.py`). Raises `MCPError` for an unknown tool or a refused `requestState`."""
-    name: str = params["name"]
-    arguments: Mapping[str, Any] | None = params.get("arguments")
-    peer = await peer_call(runtime, principal, params)
+    """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
+    upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
+    result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
+    context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
+    unknown tool."""
     tool = await server_tool(runtime, name)
     try:
         if peer is None:
@@ -134,10 +132,23 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return await tools_list_result(runtime(ctx))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
+        served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        request: Any = ctx.request  # a Starlette request over HTTP; `serve --stdio` has none (its one peer)
-        principal = principal_of(request).id if isinstance(request, Request) else "stdio"
-        return await tools_call_result(runtime(ctx), dumped, principal)
+        principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
+        peer = await peer_call(served, principal, dumped, CallContext())
+        return await tools_call_result(served, params.name, params.arguments, peer)
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
+        # Stateless: the level is the principal's, for its later calls (peer_calls.py).
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
+        runtime(ctx).peers.set_level(principal_id(scope or {}), params.level)
+        return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return Server(
+        "agent-sdk-tools",
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+    )

@@ -75,8 +75,11 @@ class PeerCall:
         return {**result, "requestState": self.sealer.seal(sealed)}
 
 
-async def peer_call(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> PeerCall | None:
-    """What a peer's `tools/call` carries for input requests (module docstring); None: nothing, the plain path.
+async def peer_call(
+    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext
+) -> PeerCall | None:
+    """What a peer's `tools/call` carries for input requests (module docstring), set on the call's
+    `context`; None: nothing, the plain path.
 
     Raises `RequestStateRefused` for a `requestState` the gateway will not honour."""
     declared = declared_input(params)
@@ -90,12 +93,10 @@ async def peer_call(runtime: Runtime, principal: str, params: Mapping[str, Any])
     if state is not None:
         opened = await sealer.open(state, principal, name)
         upstream_state = opened.upstream
-    context = CallContext(
-        capabilities=declared,
-        pass_input_required=True,
-        elicitation=_not_bridged if "elicitation" in declared else None,
-        sampling=_not_bridged if "sampling" in declared else None,
-        input_responses=dict(responses) if isinstance(responses, Mapping) else None,  # pyright: ignore[reportUnknownArgumentType]
-        request_state=upstream_state,
-    )
+    context.capabilities = declared
+    context.pass_input_required = True
+    context.elicitation = _not_bridged if "elicitation" in declared else None
+    context.sampling = _not_bridged if "sampling" in declared else None
+    context.input_responses = dict(responses) if isinstance(responses, Mapping) else None  # pyright: ignore[reportUnknownArgumentType]
+    context.request_state = upstream_state
     return PeerCall(context, principal, name, tool.connection if tool is not None else None, sealer)
