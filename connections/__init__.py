@@ -23,6 +23,10 @@ from ._account_login import save_account_login as save_account_login
 from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
+from ._call_context import CallContext as CallContext
+from ._call_context import calling as calling
+from ._call_context import current_call as current_call
+from ._call_context import log_level_value as log_level_value
 from ._clients import INHERITED_ENV as INHERITED_ENV
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
@@ -111,6 +115,7 @@ __all__ = [
     "AuthCallback",
     "AuthFor",
     "Broker",
+    "CallContext",
     "CallObserver",
     "ClientError",
     "ClientPool",
@@ -152,7 +157,9 @@ __all__ = [
     "UpstreamTimeout",
     "account_file",
     "call_tool_once",
+    "calling",
     "check_account_servers",
+    "current_call",
     "define_connection",
     "define_tool",
     "expand_map",
@@ -163,6 +170,7 @@ __all__ = [
     "list_tools_once",
     "load_account_credentials",
     "load_project",
+    "log_level_value",
     "normalize_hub_url",
     "observed",
     "redact",

@@ -32,11 +32,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from mcp.types.version import LATEST_MODERN_VERSION
 
+from ._call_routing import SessionLogs, session_logs
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionUnavailable
 from ._expand import expand_args, expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
+from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
 from ._tool_results import holds_long_text
@@ -230,15 +232,19 @@ async def open_client(
                     ssl_context=shared_ssl_context() if https else None,
                     connect_timeout=defn.timeouts.connect,
                 )
+    logs = SessionLogs()
     client = Client(
         _Watched(transport, gone),
         mode=mode or client_mode(defn),
         message_handler=handler,
+        logging_callback=logs.on_log,  # a log message that names no request: to its caller (`_call_routing.py`)
         cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
+        **client_callbacks(),  # declares elicitation and sampling; each request is its call's (`_input_requests.py`)
     )
     try:
         async with client:
+            session_logs(client.session, logs)
             child = children[0] if children else None
             opened = OpenedClient(client=client, gone=gone, http_status=status, child=child, session_ids=session_ids)
             if origin is not None:

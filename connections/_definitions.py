@@ -17,8 +17,11 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp_types import LoggingLevel
+
 from oauth import OAuthConfig
 
+from ._call_context import log_level_value
 from ._problems import Problem
 from ._redact import redact, shown_url
 
@@ -73,6 +76,7 @@ _FIELD_TYPES: dict[str, str] = {
     "linkable": "True or False",
     "bridge": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
+    "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
@@ -104,6 +108,8 @@ class ConnectionDefinition:
     linkable: bool = False
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     """The largest answer (one JSON-RPC message, in bytes) accepted from the upstream; larger ones are refused."""
+    min_log_level: LoggingLevel | None = None
+    """The least severe upstream log message forwarded to a caller (None: whatever the caller asks for)."""
     bridge: bool = False
     """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
     name: str = ""
@@ -175,6 +181,7 @@ def define_connection(
     linkable: bool = False,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     bridge: bool = False,
+    min_log_level: str | None = None,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -304,6 +311,9 @@ def define_connection(
     if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int) or max_result_bytes < 1024:
         bad("max_result_bytes", max_result_bytes)
         max_result_bytes = DEFAULT_MAX_RESULT_BYTES
+    if min_log_level is not None and log_level_value(min_log_level) is None:
+        bad("min_log_level", min_log_level)
+        min_log_level = None
 
     return ConnectionDefinition(
         url=url,
@@ -326,6 +336,7 @@ def define_connection(
         description=description,
         linkable=linkable,
         max_result_bytes=max_result_bytes,
+        min_log_level=min_log_level,  # type: ignore[arg-type]  # checked above
         bridge=bridge,
         source=origin,
         line=line,

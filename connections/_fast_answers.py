@@ -11,6 +11,7 @@ sends each request (`_send`, with the connection's `httpx2.Auth` flow).
 from __future__ import annotations
 
 import codecs
+import contextvars
 import itertools
 import logging
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from mcp.client.streamable_http import (
     DEFAULT_RECONNECTION_DELAY_MS,
     MAX_RECONNECTION_ATTEMPTS,
 )
+from mcp.shared.dispatcher import ProgressFnT
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -39,6 +41,8 @@ from mcp_types import (
 )
 from pydantic import ValidationError
 
+from ._call_context import current_call
+from ._call_routing import stream_log
 from ._http1 import Http1Response
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 
@@ -47,7 +51,7 @@ try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves i
 except ImportError:  # pragma: no cover
     _SSEParser = None  # type: ignore[assignment,misc]
 
-__all__ = ["FastAnswers", "plain_result", "sse_parser_found"]
+__all__ = ["PROGRESS", "FastAnswers", "plain_result", "sse_parser_found"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +84,29 @@ def plain_result(data: str | bytes) -> dict[str, Any] | None:
     if message["jsonrpc"] != "2.0" or type(message["id"]) not in (str, int) or type(result) is not dict:
         return None
     return result
+
+
+PROGRESS: contextvars.ContextVar[tuple[str, ProgressFnT] | None] = contextvars.ContextVar(
+    "agent_sdk_fast_progress", default=None
+)
+"""The fast call this task is reading the answer of, when it asked for progress: its token and callback."""
+
+
+async def _progress(params: Any) -> None:
+    """A `notifications/progress` on a call's answer stream, to the call's callback when the token is its own."""
+    wanted = PROGRESS.get()
+    match params:
+        case {"progressToken": str() as token, "progress": int() | float() as progress} if (
+            wanted is not None and token == wanted[0] and not isinstance(progress, bool)
+        ):
+            total, message = params.get("total"), params.get("message")
+            await wanted[1](
+                float(progress),
+                float(total) if isinstance(total, int | float) and not isinstance(total, bool) else None,
+                message if isinstance(message, str) else None,
+            )
+        case _:
+            pass
 
 
 @dataclass(slots=True)
@@ -209,9 +236,11 @@ class FastAnswers:
         if isinstance(message, JSONRPCError):
             return message.error
         if isinstance(message, JSONRPCNotification):
-            if message.method not in ("notifications/progress", "notifications/cancelled"):
-                # Progress and cancellation belong to the SDK's dispatcher (no progress callback is
-                # registered for pooled calls; nothing of ours runs on the server's behalf).
+            if message.method == "notifications/progress":
+                await _progress(message.params)
+            elif message.method == "notifications/message":
+                stream_log(self._session, current_call(), message.params)  # this call's: never another's
+            elif message.method != "notifications/cancelled":  # nothing of ours runs on the server's behalf
                 await self._session._on_notify(_Context(None), message.method, message.params)  # pyright: ignore[reportPrivateUsage]
             return None
         assert isinstance(message, JSONRPCRequest)

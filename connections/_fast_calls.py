@@ -64,7 +64,7 @@ from pydantic import ValidationError
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import ResultTooLarge
-from ._fast_answers import FastAnswers, plain_result, sse_parser_found
+from ._fast_answers import PROGRESS, FastAnswers, plain_result, sse_parser_found
 from ._http1 import BodyTooLarge, Http1Origin, Http1Response, valid_header_value
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._tracing import tracing_enabled
@@ -77,8 +77,8 @@ _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy")
 _FAST_METHODS = frozenset({"tools/call", "tools/list"})
 """The two requests the pool sends on every call and every turn build; anything else stays on the SDK transport."""
 _MERGED_HEADERS_KEPT = 256
-_TAKEN_OPTIONS = frozenset({"headers"})
-"""Call options the fast leg honours; a call with any other (a timeout, progress, resumption) keeps the SDK path."""
+_TAKEN_OPTIONS = frozenset({"headers", "on_progress"})
+"""Call options the fast leg honours; a call with any other (a timeout, resumption) keeps the SDK path."""
 _CANCEL_WRITE_TIMEOUT = 5.0
 _SET_BY_THE_WIRE = frozenset({"host", "content-length"})
 """Headers `httpx2.Request` adds that `Http1Origin.request` writes itself."""
@@ -171,6 +171,9 @@ class FastCalls(FastAnswers):
         self._merged: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = {}
         """`_request_headers` by the call's extra headers (a tool's stamp is the same on every call)."""
 
+    routes_by_stream = True
+    """A call's notifications come on its own answer stream and go to that call (`_call_routing.py`)."""
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
@@ -194,6 +197,9 @@ class FastCalls(FastAnswers):
         with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if tracing else nullcontext() as span:
             if tracing or otel_context.get_current():  # an empty context gives the propagators nothing to write
                 inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
+            on_progress = opts.get("on_progress")
+            if on_progress is not None:  # as the SDK's dispatcher: the request id doubles as the progress token
+                out_meta["progressToken"] = request_id
             if out_meta:
                 out_params["_meta"] = out_meta
             else:
@@ -204,6 +210,7 @@ class FastCalls(FastAnswers):
             body = pydantic_core.to_json(message)
             headers = self._request_headers(opts.get("headers"))
             await anyio.lowlevel.checkpoint_if_cancelled()
+            progress = None if on_progress is None else PROGRESS.set((request_id, on_progress))
             try:
                 outcome = await self._exchange(headers, body)
             except anyio.get_cancelled_exc_class():
@@ -213,6 +220,9 @@ class FastCalls(FastAnswers):
             except _Redirected:
                 self._switch_off()
                 outcome = None  # not processed: the SDK transport sends it, after this span
+            finally:
+                if progress is not None:
+                    PROGRESS.reset(progress)
             if isinstance(outcome, ErrorData):
                 if span is not None:
                     code = str(outcome.code)

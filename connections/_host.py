@@ -15,6 +15,7 @@ import mcp.types as mt
 
 from ._account import AccountConnections
 from ._exceptions import UnknownConnection
+from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tasks import ToolTask
@@ -64,7 +65,14 @@ class HostMcp:
 
     @overload
     async def call_tool(
-        self, name: str, tool: str, args: Mapping[str, Any] | None = None, *, task: Literal[False] = False
+        self,
+        name: str,
+        tool: str,
+        args: Mapping[str, Any] | None = None,
+        *,
+        task: Literal[False] = False,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> mt.CallToolResult: ...
 
     @overload
@@ -86,26 +94,34 @@ class HostMcp:
         *,
         task: bool = False,
         ttl_ms: int | None = None,
+        elicitation: ElicitationHandler | None = None,
+        sampling: SamplingHandler | None = None,
     ) -> ToolTask | mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
+
+        `elicitation` and `sampling` answer the upstream's requests for input during this call (either
+        protocol generation; docs/clients.md): without one, the upstream learns the call cannot answer
+        it. The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
 
         With `task=True` the call runs as a task (MCP 2025-11-25 tasks; `ttl_ms` asks the upstream to keep
         it that long): a `ToolTask` handle comes back at once (`await handle.status()`, `.result()`,
         `.cancel()`), or the `CallToolResult` itself from an upstream that ran the call at once. Tasks run
         on pooled connections (stdio, HTTP, SSE), not account connections (`ValueError`).
 
-        The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
         route = self._route(name)
-        if not task:
+        if task:
+            if not isinstance(route, ClientPool):
+                raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")
+            created = await route.start_tool_task(name, tool, args, {} if ttl_ms is None else {"ttl": ttl_ms})
+            if "task" not in created:
+                return as_call_tool_result(created)
+            return ToolTask(name, mt.Task.model_validate(created["task"], by_name=False), route)
+        if elicitation is None and sampling is None:
             return as_call_tool_result(await route.call_tool(name, tool, args))
-        if not isinstance(route, ClientPool):
-            raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")
-        created = await route.start_tool_task(name, tool, args, {} if ttl_ms is None else {"ttl": ttl_ms})
-        if "task" not in created:
-            return as_call_tool_result(created)
-        return ToolTask(name, mt.Task.model_validate(created["task"], by_name=False), route)
+        with with_handlers(elicitation=elicitation, sampling=sampling):
+            return as_call_tool_result(await route.call_tool(name, tool, args))
 
     async def task_request(self, name: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list` (with the upstream's own task id) on the

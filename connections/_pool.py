@@ -239,9 +239,10 @@ class ClientPool:
         """
         slot = self._slot(name)
         args = self._call_arguments(slot, tool, arguments)
+        cap = slot.defn.min_log_level
 
         def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-            return call_tool_json(opened.client, tool, args)  # the coroutine itself: one frame fewer
+            return call_tool_json(opened.client, tool, args, cap)  # the coroutine itself: one frame fewer
 
         result = await self._call(slot, tool, run)
         if result.get("isError") and await self._lacks_tool(name, tool):

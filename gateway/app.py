@@ -42,11 +42,10 @@ from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
-from .sealing import deployment_sealer
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import serving_hub_keys, session_store, token_store
+from .state import serving_hub_keys, serving_request_states, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -208,7 +207,7 @@ def create_app(
                 host=getattr(brk, "host", None),
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 mcp=managers,
-                sealer=await deployment_sealer(settings),
+                request_states=await serving_request_states(settings, stack),
             )
             accounts = AccountServices(
                 project=project,

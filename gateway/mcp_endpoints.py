@@ -236,7 +236,7 @@ class McpEndpoint:
 
         if self.lane and (
             await serve_tasks(runtime, scope, send, message)
-            or await serve_lane(manager, runtime, scope, send, len(raw), message)
+            or await serve_lane(manager, runtime, scope, receive, send, len(raw), message)
         ):
             return
         await manager.handle_request(scope, replay, send)

@@ -59,12 +59,14 @@ from mcp_types import (
 from mcp_types import methods as _methods
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from pydantic import ValidationError
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
-from connections import tracing_enabled
+from connections import CallContext, tracing_enabled
 
 from .json_pieces import answer_pieces
+from .mcp_call_stream import CANCELLED_CODE, call_context, peer_cancelled, principal_id, stream_answer, until_gone
 from .mcp_tools import tools_call_result, tools_list_result
+from .peer_input import PeerCall, peer_call
 from .runtime import Runtime
 
 __all__ = ["serve_lane"]
@@ -115,13 +117,23 @@ def _sdk_adds_nothing(server: Server[Any]) -> bool:
 
 
 async def serve_lane(
-    manager: StreamableHTTPSessionManager, runtime: Runtime, scope: Scope, send: Send, size: int, body: dict[str, Any]
+    manager: StreamableHTTPSessionManager,
+    runtime: Runtime,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    size: int,
+    body: dict[str, Any],
 ) -> bool:
     """Answer `body` (the parsed POST of `size` bytes) if it is a `tools/call` or `tools/list` request
-    the lane takes (module docstring); False, with nothing sent, otherwise."""
+    the lane takes (module docstring); False, with nothing sent, otherwise. A peer's
+    `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202)."""
     if type(body) is not dict:
         return False
     method, ident = body.get("method"), body.get("id")
+    if method == "notifications/cancelled":
+        peer_cancelled(runtime.peers, scope, body.get("params"))
+        return False
     if method not in _METHODS or type(ident) not in (str, int) or not _ENVELOPE.issuperset(body):
         return False
     server = manager.app
@@ -151,7 +163,19 @@ async def serve_lane(
         _methods.validate_client_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
-            result = await tools_call_result(runtime, params["name"], params.get("arguments"))
+            principal = principal_id(scope)
+            context = call_context(runtime, principal, params, modern=modern)
+            peer = await peer_call(runtime, principal, params, context)  # elicitation and sampling (peer_input.py)
+            if context.sink is not None:
+                answer = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
+                await stream_answer(send, receive, runtime.peers, principal, ident, context, answer)
+                return True
+            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
+            found = await until_gone(receive, runtime.peers, principal, ident, call, context)
+            if found is None:
+                await _send_jsonrpc(send, ident, error=_cancelled(context), modern=modern)
+                return True
+            result = found
         else:
             result = await tools_list_result(runtime)
         wire = _shaped(server, method, version, result, modern=modern)
@@ -279,13 +303,42 @@ async def _send_jsonrpc(
     if error is not None:
         if modern:
             status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
-            dumped = error.model_dump(mode="json", by_alias=True, exclude_none=True)
-        else:
-            dumped = error.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        payload: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": dumped}
+        payload = _error_payload(ident, error, modern=modern)
     else:
         payload = {"jsonrpc": "2.0", "id": ident, "result": result}
     await _write(send, status, _serialized(payload, modern=modern))
+
+
+def _error_payload(ident: Any, error: ErrorData, *, modern: bool) -> dict[str, Any]:
+    """A JSON-RPC error answer as the SDK writes it for the peer's generation."""
+    if modern:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return {"jsonrpc": "2.0", "id": ident, "error": dumped}
+
+
+async def _answer(
+    server: Server[Any],
+    runtime: Runtime,
+    ident: Any,
+    version: str,
+    params: dict[str, Any],
+    peer: PeerCall | None,
+    *,
+    modern: bool,
+) -> dict[str, Any]:
+    """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
+    result shaped for the peer's version, or the error the JSON answer would carry."""
+    try:
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer)
+        return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
+    except Exception as exc:
+        return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)
+
+
+def _cancelled(context: CallContext) -> ErrorData:
+    return ErrorData(code=CANCELLED_CODE, message=f"request cancelled: {context.cancelled_by or 'by the peer'}")
 
 
 def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:

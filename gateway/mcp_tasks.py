@@ -1,8 +1,10 @@
 """Tasks on `/v1/mcp/tools` (MCP 2025-11-25): a task-augmented `tools/call` and `tasks/*`, relayed to the upstream.
 
 A peer that calls an advertised tool with `params.task` gets the upstream's `CreateTaskResult`, whose
-`taskId` is replaced by a sealed one (`sealing.py`, purpose `task`): the connection, the upstream's own
-task id and the principal who made it, encrypted and authenticated with the deployment's key. A later
+`taskId` is replaced by a sealed one (`sealing.py`, purpose `task`, on the deployment key that also
+seals `requestState`: `RequestStates.sealer_for`): the connection, the upstream's own task id and the
+principal who made it, encrypted and authenticated, so any replica opens it and no peer can read,
+forge or alter it. A later
 `tasks/get`, `tasks/result` or `tasks/cancel` with that id is opened by whichever replica receives it
 and sent to the owning connection's pooled session with the upstream's id; no state is held in any
 gateway process. Every answer leaves with the sealed id in place of the upstream's. An id that does
@@ -42,7 +44,7 @@ from connections import TASK_METHODS, ConnectionsError, ToolTask
 from oauth import printable
 
 from ._asgi import header
-from .auth_chain import Principal
+from .mcp_call_stream import principal_id
 from .mcp_tools import server_tool
 from .runtime import Runtime
 from .sealing import Sealer, SealError
@@ -78,17 +80,19 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     if not is_task_call and method not in TASK_METHODS:
         return False
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
-    if version not in HANDSHAKE_PROTOCOL_VERSIONS or runtime.sealer is None:
+    if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
+    sealer = runtime.request_states.sealer_for(_PURPOSE)
+    principal = principal_id(scope)
     try:
         if is_task_call:
             _methods.validate_client_request("tools/call", version, params)
         else:  # not in the SDK's table of requests: the 2025-11-25 schema's params
             _FOLLOW_UP_PARAMS[str(method)].model_validate(params, by_name=False)
         if is_task_call:
-            result = await _start(runtime, runtime.sealer, _principal(scope), params)
+            result = await _start(runtime, sealer, principal, params)
         else:
-            result = await _follow(runtime, runtime.sealer, _principal(scope), str(method), params)
+            result = await _follow(runtime, sealer, principal, str(method), params)
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": result}
     except _Refused as exc:
         answer = _error(ident, exc.code, exc.message)
@@ -100,11 +104,6 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
         answer = _error(ident, INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500))
     await _write(send, answer)
     return True
-
-
-def _principal(scope: Scope) -> str:
-    principal = scope.get("state", {}).get("principal")
-    return principal.id if isinstance(principal, Principal) else "anonymous"
 
 
 async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -128,9 +127,7 @@ async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mappi
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
         return created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return {
-        "task": {**task_json, "taskId": sealer.seal(_PURPOSE, {"c": connection, "t": created.task_id, "p": principal})}
-    }
+    return {"task": {**task_json, "taskId": sealer.seal({"c": connection, "t": created.task_id, "p": principal})}}
 
 
 async def _follow(
@@ -143,7 +140,7 @@ async def _follow(
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
     try:
-        sealed = sealer.open(_PURPOSE, params.get("taskId"), what="task id")
+        sealed = sealer.open(params.get("taskId"))
     except SealError:
         raise _Refused(INVALID_PARAMS, _NOT_YOURS) from None
     connection, upstream_id = sealed.get("c"), sealed.get("t")

@@ -17,9 +17,11 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool, calling
 
+from .mcp_call_stream import principal_id
 from .mcp_task_capability import TaskServer
+from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
@@ -76,16 +78,24 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
     return tool
 
 
-async def tools_call_result(runtime: Runtime, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+async def tools_call_result(
+    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None = None
+) -> dict[str, Any]:
     """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
-    result. Raises `MCPError` for an unknown tool."""
+    result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
+    context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
+    unknown tool."""
     tool = await server_tool(runtime, name)
     try:
-        outcome = await tool.call(arguments)
+        if peer is None:
+            outcome = await tool.call(arguments)
+        else:
+            with calling(peer.context):
+                outcome = await tool.call(arguments)
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
-    result = outcome.mcp_result()
+    result = outcome.mcp_result() if peer is None else peer.finish(outcome.mcp_result())
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
         result = {**result, "resultType": _COMPLETE}
     return result
@@ -125,7 +135,23 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return await tools_list_result(runtime(ctx))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
-        return await tools_call_result(runtime(ctx), params.name, params.arguments)
+        served = runtime(ctx)
+        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
+        peer = await peer_call(served, principal, dumped, CallContext())
+        return await tools_call_result(served, params.name, params.arguments, peer)
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
+        # Stateless: the level is the principal's, for its later calls (peer_calls.py).
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
+        runtime(ctx).peers.set_level(principal_id(scope or {}), params.level)
+        return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return TaskServer("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return TaskServer(  # pyright: ignore[reportDeprecated]  # logging for handshake-era peers
+        "agent-sdk-tools",
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+    )

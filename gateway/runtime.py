@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
@@ -11,8 +11,9 @@ from starlette.requests import Request
 from connections import Project, TurnBuilder
 
 from .auth_chain import Principal
+from .peer_calls import PeerCalls
+from .request_state import RequestStates
 from .runners import TurnRunner
-from .sealing import Sealer
 from .sessions import SessionService
 from .settings import ServeSettings
 from .toolsets import ToolCatalog
@@ -32,8 +33,11 @@ class Runtime:
     started_at: str
     mcp: dict[str, StreamableHTTPSessionManager]
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
-    sealer: Sealer | None = None
-    """Seals what peers carry back (task ids): the deployment's key, shared by every replica (`sealing.py`)."""
+    peers: PeerCalls = field(default_factory=PeerCalls)
+    """Peers' `tools/call` requests in flight on `/v1/mcp/tools` and their `logging/setLevel` levels."""
+    request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
+    """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
+    app's is the deployment's (`state.serving_request_states`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -1,0 +1,157 @@
+"""A peer's `tools/call` on `/v1/mcp/tools` while it runs: cancelled when the peer goes, streamed when asked.
+
+The lane (`mcp_lane.py`) runs every `tools/call` through `until_gone`: the call is registered in
+the runtime's `PeerCalls` under the peer's principal and request id (so its
+`notifications/cancelled` finds it) and is cancelled when the POST's connection closes. A
+cancelled call cancels the upstream call under it, which then sees `notifications/cancelled` with
+its own request id (handshake era) or its own POST closed (2026-07-28), as for a timeout.
+
+Only a call whose request asks for something besides the result (a `progressToken`, or a log level:
+`io.modelcontextprotocol/logLevel` in `_meta` at 2026-07-28, the principal's `logging/setLevel` at
+the handshake versions) is answered with `text/event-stream`: its upstream's notifications about
+it, then the answer, each an SSE `message` event (`stream_answer`). Every other call keeps the plain
+JSON answer, the hot path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+import anyio
+import pydantic_core
+from mcp_types import LOG_LEVEL_META_KEY
+from starlette.types import Receive, Send
+
+from connections import CallContext, calling, log_level_value
+
+from .peer_calls import PeerCalls
+from .runtime import Runtime
+
+__all__ = ["CANCELLED_CODE", "call_context", "peer_cancelled", "principal_id", "stream_answer", "until_gone"]
+
+_T = TypeVar("_T")
+
+CANCELLED_CODE = -32800
+"""The JSON-RPC error a cancelled call's still-open POST is answered with (MCP names none; a peer that
+cancelled ignores the answer, as the spec says it may: basic/utilities/cancellation)."""
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),  # nginx in front: pass each event on as it comes
+]
+
+
+def call_context(runtime: Runtime, principal: str, params: Mapping[str, Any], *, modern: bool) -> CallContext:
+    """The context of a peer's `tools/call` with `params` (schema-checked): its progress token and log
+    level; a `sink` is set (by `stream_answer`) only when it asks for either."""
+    meta = params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, Mapping) else None
+    if type(token) not in (str, int):
+        token = None
+    level = meta.get(LOG_LEVEL_META_KEY) if modern and isinstance(meta, Mapping) else None
+    if not modern:
+        level = runtime.peers.level(principal)
+    context = CallContext(progress_token=token, log_level=level if log_level_value(level) is not None else None)  # pyright: ignore[reportArgumentType]
+    if context.progress_token is not None or context.log_level is not None:
+        context.sink = _unset_sink
+    return context
+
+
+def _unset_sink(method: str, params: dict[str, Any]) -> None:  # pragma: no cover - replaced by stream_answer
+    raise AssertionError("the call's sink is set by stream_answer")
+
+
+def peer_cancelled(peers: PeerCalls, scope: Any, params: Any) -> None:
+    """A peer's `notifications/cancelled`: cancel its call, if in flight (a late or unknown one is ignored)."""
+    if isinstance(params, Mapping):
+        request_id = params.get("requestId")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        if type(request_id) in (str, int):  # pyright: ignore[reportUnknownArgumentType]
+            peers.cancel(principal_id(scope), request_id, "the peer cancelled the request")
+
+
+def principal_id(scope: Any) -> str:
+    """The id of the principal the auth chain admitted (`anonymous` where none ran)."""
+    principal = scope.get("state", {}).get("principal")
+    return getattr(principal, "id", None) or "anonymous"
+
+
+async def _watch(receive: Receive, cancel: Callable[[str], None]) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            cancel("the peer closed the connection")
+            return
+
+
+async def until_gone(
+    receive: Receive, peers: PeerCalls, principal: str, request_id: Any, call: Awaitable[_T], context: CallContext
+) -> _T | None:
+    """`call`'s value; None when the peer cancelled it or went away first (`context.cancelled_by` says which).
+
+    The disconnect watch is a bare asyncio task, not an anyio task group: it is set up on every call,
+    and a task group costs the hot path several times more (docs/performance.md)."""
+    scope = context.scope = anyio.CancelScope()
+    cancel = context.cancel
+    key = peers.started(principal, request_id, cancel)
+    watcher = asyncio.get_running_loop().create_task(_watch(receive, cancel))
+    try:
+        with scope:
+            return await call
+        return None
+    finally:
+        watcher.cancel()
+        peers.finished(key, cancel)
+
+
+def _event(payload: dict[str, Any]) -> bytes:
+    return b"event: message\ndata: " + pydantic_core.to_json(payload) + b"\n\n"
+
+
+async def stream_answer(
+    send: Send,
+    receive: Receive,
+    peers: PeerCalls,
+    principal: str,
+    request_id: Any,
+    context: CallContext,
+    answer: Callable[[], Awaitable[dict[str, Any]]],
+) -> None:
+    """Answer with an SSE stream: the notifications `context` collects while `answer()` runs, then its payload.
+
+    `answer()` runs the call with `context` current (`calling`) and returns the JSON-RPC answer
+    (result or error). A call the peer cancelled ends the stream without an answer."""
+    queued: list[bytes] = []
+    wake = anyio.Event()
+
+    def sink(method: str, params: dict[str, Any]) -> None:
+        nonlocal wake
+        queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
+        wake.set()
+
+    context.sink = sink
+    outcome: list[dict[str, Any] | None] = []
+
+    async def run() -> None:
+        nonlocal wake
+        try:
+            with calling(context):
+                outcome.append(await until_gone(receive, peers, principal, request_id, answer(), context))
+        finally:
+            wake.set()
+
+    await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        while not outcome:
+            await wake.wait()
+            wake = anyio.Event()
+            while queued:
+                await send({"type": "http.response.body", "body": queued.pop(0), "more_body": True})
+    for event in queued:  # what came in while the answer was being made
+        await send({"type": "http.response.body", "body": event, "more_body": True})
+    payload = outcome[0]
+    last = _event(payload) if payload is not None else b""
+    await send({"type": "http.response.body", "body": last, "more_body": False})

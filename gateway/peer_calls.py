@@ -1,0 +1,77 @@
+"""`PeerCalls`: the `tools/call` requests peers have in flight on `/v1/mcp/tools`, and their log levels.
+
+The endpoint is stateless (no `Mcp-Session-Id`), so both are kept per principal (the identity
+the auth chain admitted; every unauthenticated loopback caller is the one `anonymous` principal):
+
+- in-flight calls by `(principal, request id)`, so a handshake-era peer's `notifications/cancelled`
+  (a POST of its own) cancels that peer's call and never another principal's with the same id;
+- the level a handshake-era peer set with `logging/setLevel`, which applies to that principal's
+  later calls on this gateway process (a replica behind a balancer keeps its own; 2026-07-28
+  peers send the level with each request instead).
+
+Both are bounded: a principal that floods either evicts its own oldest entries first, then others'.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+from mcp_types import LoggingLevel
+
+__all__ = ["MAX_LEVELS", "PeerCalls"]
+
+MAX_LEVELS = 10_000
+"""Principals whose `logging/setLevel` is remembered; the least recently set is forgotten first."""
+
+
+class PeerCalls:
+    """In-flight `tools/call` requests and `logging/setLevel` levels, per principal (module docstring)."""
+
+    __slots__ = ("_calls", "_levels")
+
+    def __init__(self) -> None:
+        self._calls: dict[tuple[str, Any], Callable[[str], None]] = {}
+        self._levels: OrderedDict[str, LoggingLevel] = OrderedDict()
+
+    def started(self, principal: str, request_id: Any, cancel: Callable[[str], None]) -> tuple[str, Any]:
+        """Register a call whose `cancel(reason)` stops it; returns the key to pass to `finished`."""
+        key = (principal, request_id)
+        self._calls[key] = cancel  # a peer reusing an id in flight: the newer call is the one it can cancel
+        return key
+
+    def finished(self, key: tuple[str, Any], cancel: Callable[[str], None]) -> None:
+        if self._calls.get(key) is cancel:
+            del self._calls[key]
+
+    def cancel(self, principal: str, request_id: Any, reason: str) -> bool:
+        """Cancel `principal`'s call `request_id` (a `notifications/cancelled`); False when none is in flight."""
+        found = self._calls.get((principal, request_id))
+        if found is None and isinstance(request_id, int | str):  # JSON-RPC ids compare as the SDK's do: "7" is 7
+            other = str(request_id) if isinstance(request_id, int) else _as_int(request_id)
+            found = self._calls.get((principal, other)) if other is not None else None
+        if found is None:
+            return False
+        found(reason)
+        return True
+
+    def set_level(self, principal: str, level: LoggingLevel) -> None:
+        self._levels[principal] = level
+        self._levels.move_to_end(principal)
+        while len(self._levels) > MAX_LEVELS:
+            self._levels.popitem(last=False)
+
+    def level(self, principal: str) -> LoggingLevel | None:
+        """The level `principal` last set, or None (no `notifications/message` unless a request asks)."""
+        return self._levels.get(principal)
+
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+
+def _as_int(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None

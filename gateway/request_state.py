@@ -1,0 +1,230 @@
+"""Sealed `requestState`: how a 2026-07-28 peer's retry finds its way back to the same upstream call.
+
+MCP 2026-07-28 (SEP-2322) has a server answer `tools/call` with an `InputRequiredResult`, whose
+`requestState` the client echoes, untouched, on the retry that carries its answers. `/v1/mcp/tools`
+is stateless and may run as several replicas, so the gateway keeps nothing per call: it seals what
+the retry needs into the `requestState` it hands the peer, with authenticated encryption
+(AES-256-GCM, `cryptography`), under a key every replica of the deployment shares
+(`load_state_key`: with `--state-url` one key in Redis, set once by whichever replica starts first;
+otherwise `<state root>/request-state.key`, 0600). What is sealed:
+
+- the principal the auth chain admitted, the gateway tool and the connection it forwards to: a
+  state is honoured only for the same principal calling the same tool;
+- the upstream's own `requestState` (opaque to the gateway and to the peer), or the id of a call
+  this replica holds open (`pending`, the bridged pairings);
+- an expiry (`REQUEST_STATE_TTL_S` after sealing) and a random id. A state is good for one retry:
+  its id is claimed on use (`UsedStates`: in memory, or Redis `SET NX` with `--state-url`), so a
+  replayed state is refused like a forged one.
+
+Each refusal is a JSON-RPC INVALID_PARAMS error whose message says which check failed
+(`RequestStateRefused`), never what the state held.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import mcp_types as mt
+from mcp.shared.exceptions import MCPError
+
+from .sealing import Sealer, SealError
+
+__all__ = [
+    "REQUEST_STATE_TTL_S",
+    "MemoryUsedStates",
+    "RedisUsedStates",
+    "RequestStateRefused",
+    "RequestStates",
+    "SealedState",
+    "UsedStates",
+    "load_state_key",
+]
+
+REQUEST_STATE_TTL_S = 600.0
+"""How long a peer has to answer and retry (docs/http-api.md)."""
+
+_PREFIX = "agent-sdk.rs1."
+_AAD = b"agent-sdk requestState v1"
+_KEY_FILE = "request-state.key"
+_REDIS_KEY = "agent-sdk:request-state:key"
+_REDIS_USED = "agent-sdk:request-state:used:"
+
+
+class RequestStateRefused(MCPError):
+    """A `requestState` the gateway will not honour; the message names the check that failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(code=mt.INVALID_PARAMS, message=f"requestState refused: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class SealedState:
+    """What a `requestState` the gateway sealed holds."""
+
+    principal: str
+    tool: str
+    connection: str | None
+    upstream: str | None = None
+    """The upstream's own `requestState` (a 2026-07-28 upstream)."""
+    pending: str | None = None
+    """A held upstream call's id (the bridged pairings; the replica that holds it answers)."""
+
+
+class UsedStates(Protocol):
+    """Claims a state's id once; a second claim of the same id fails (a replay)."""
+
+    async def claim(self, state_id: str, expires_at: float) -> bool: ...
+
+
+class MemoryUsedStates:
+    """`UsedStates` for one process: ids kept until their state would have expired anyway."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._used: dict[str, float] = {}
+        self._clock = clock
+
+    async def claim(self, state_id: str, expires_at: float) -> bool:
+        now = self._clock()
+        if len(self._used) > 1024:
+            self._used = {k: v for k, v in self._used.items() if v > now}
+        if state_id in self._used:
+            return False
+        self._used[state_id] = expires_at
+        return True
+
+
+class RedisUsedStates:
+    """`UsedStates` shared by every replica: `SET NX` with the state's own expiry."""
+
+    def __init__(self, redis: Any, clock: Callable[[], float] = time.time) -> None:
+        self._redis = redis
+        self._clock = clock
+
+    async def claim(self, state_id: str, expires_at: float) -> bool:
+        ttl_ms = max(1, int((expires_at - self._clock()) * 1000))
+        return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
+
+
+class RequestStates:
+    """Seals and opens `requestState`s with the deployment's key (module docstring)."""
+
+    def __init__(
+        self,
+        key: bytes,
+        used: UsedStates | None = None,
+        *,
+        ttl_s: float = REQUEST_STATE_TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if len(key) != 32:
+            raise ValueError("a requestState key is 32 bytes")
+        self._key = key
+        self._sealer = Sealer(key, aad=_AAD, prefix=_PREFIX)
+        self._others: dict[str, Sealer] = {}
+        self._used = used if used is not None else MemoryUsedStates(clock)
+        self._ttl = ttl_s
+        self._clock = clock
+
+    @classmethod
+    def for_one_process(cls) -> RequestStates:
+        """A sealer whose key lives and dies with this process (`serve --stdio`: one peer, one process)."""
+        return cls(os.urandom(32))
+
+    def __repr__(self) -> str:
+        return "RequestStates(key=***)"
+
+    def seal(self, state: SealedState) -> str:
+        """`state` as an opaque, authenticated, expiring `requestState` string."""
+        payload = {
+            "p": state.principal,
+            "t": state.tool,
+            "c": state.connection,
+            "u": state.upstream,
+            "h": state.pending,
+            "e": self._clock() + self._ttl,
+            "j": secrets.token_hex(16),
+        }
+        return self._sealer.seal(payload)
+
+    def sealer_for(self, purpose: str) -> Sealer:
+        """A `Sealer` on the same deployment key for another `purpose` (e.g. `task` ids, `mcp_tasks.py`):
+        its tokens never open as a `requestState`, nor these as its."""
+        found = self._others.get(purpose)
+        if found is None:
+            found = self._others[purpose] = Sealer(
+                self._key, aad=f"agent-sdk {purpose} v1".encode(), prefix=f"agent-sdk.{purpose}1."
+            )
+        return found
+
+    async def open(self, token: object, principal: str, tool: str) -> SealedState:
+        """The state sealed in `token`, for `principal` calling `tool`; claimed, so it opens once.
+
+        Raises `RequestStateRefused` naming the check that failed: not sealed by this deployment (forged
+        or altered), expired, another principal's, another tool's, or already used."""
+        payload = self._decrypt(token)
+        if not isinstance(payload.get("e"), int | float) or payload["e"] < self._clock():
+            raise RequestStateRefused(
+                "it has expired: answer within the time allowed and retry the original call without it"
+            )
+        if payload.get("p") != principal:
+            raise RequestStateRefused("it was issued to another principal")
+        if payload.get("t") != tool:
+            raise RequestStateRefused(f"it was issued for another tool, not {tool[:64]!r}")
+        if not await self._used.claim(str(payload.get("j")), float(payload["e"])):
+            raise RequestStateRefused(
+                "it was already used (each requestState answers once): retry with the latest one the gateway sent"
+            )
+        return SealedState(
+            principal=principal,
+            tool=tool,
+            connection=_text(payload.get("c")),
+            upstream=_text(payload.get("u")),
+            pending=_text(payload.get("h")),
+        )
+
+    def _decrypt(self, token: object) -> dict[str, Any]:
+        try:
+            return self._sealer.open(token)
+        except SealError:
+            raise RequestStateRefused("it was not issued by this gateway, or it was altered") from None
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _file_key(state_root: Path) -> bytes:
+    """`<state_root>/request-state.key` (0600 in a 0700 folder), made once: the first writer wins, atomically."""
+    state_root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path = state_root / _KEY_FILE
+    if not path.exists():
+        fd, temp = tempfile.mkstemp(dir=state_root, prefix=".request-state.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as out:
+                out.write(secrets.token_hex(32))
+                out.flush()
+                os.fsync(out.fileno())
+            os.chmod(temp, 0o600)
+            try:
+                os.link(temp, path)  # fails if another process made it first: theirs is the key
+            except FileExistsError:
+                pass
+        finally:
+            os.unlink(temp)
+    return bytes.fromhex(path.read_text().strip())
+
+
+async def load_state_key(state_root: Path, redis: Any | None = None) -> bytes:
+    """The deployment's `requestState` key: shared through Redis when given, else in the state root."""
+    if redis is None:
+        return await anyio.to_thread.run_sync(_file_key, state_root)
+    await redis.set(_REDIS_KEY, secrets.token_hex(32), nx=True)
+    return bytes.fromhex(await redis.get(_REDIS_KEY))
