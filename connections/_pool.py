@@ -247,6 +247,13 @@ class ClientPool:
             raise UnknownTool(name, tool)
         return result
 
+    async def request(self, name: str, operation: Operation, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
+        """`run` on `name`'s pooled session as `operation` (resources, prompts, completion: `_offer_calls.py`),
+        under the `list` timeout for a listing and the `call` timeout otherwise; errors as for `call_tool`."""
+        slot = self._slot(name)
+        budget = slot.defn.timeouts.list if operation.endswith("/list") else slot.defn.timeouts.call
+        return await self._operate(slot, operation, run, budget)
+
     # -- internals --------------------------------------------------------------------------
 
     @staticmethod
