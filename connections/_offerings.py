@@ -300,6 +300,16 @@ def _json(model: Any) -> dict[str, Any]:
 _ENVELOPE = frozenset({"ttlMs", "cacheScope", "resultType", "nextCursor"})
 
 
+_RESERVED_META = "io.modelcontextprotocol/"
+
+
 def _result_json(result: Any) -> dict[str, Any]:
-    """The upstream's result as JSON without its own envelope fields (the gateway sets those for its peer)."""
-    return {k: v for k, v in _json(result).items() if k not in _ENVELOPE}
+    """The upstream's result as JSON without its own envelope fields (the gateway sets those for its peer)
+    and without the spec-reserved `_meta` keys that describe the upstream (its `serverInfo` stamp)."""
+    out = {k: v for k, v in _json(result).items() if k not in _ENVELOPE}
+    meta = out.pop("_meta", None)
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if kept:
+            out["_meta"] = kept
+    return out

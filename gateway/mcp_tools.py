@@ -17,8 +17,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+from connections import ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
+from .mcp_offerings import offering_handlers
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
@@ -111,11 +112,14 @@ def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
     return runtime_of(request)
 
 
-def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime) -> Server[Any]:
+def tools_server(
+    runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime, offerings: Offerings | None = None
+) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
-    passes its one runtime (a stdio request has no HTTP request).
+    passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
+    answers the resources, prompts and completion they advertise (`mcp_offerings.py`).
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -125,4 +129,10 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return await tools_call_result(runtime(ctx), params.name, params.arguments)
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server("agent-sdk-tools", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    return Server(
+        "agent-sdk-tools",
+        version=SERVER_VERSION,
+        on_list_tools=list_tools,
+        on_call_tool=call,
+        **offering_handlers(runtime, offerings),
+    )

@@ -8,7 +8,7 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Project, TurnBuilder
+from connections import Offerings, Project, TurnBuilder
 
 from .auth_chain import Principal
 from .runners import TurnRunner
@@ -31,6 +31,8 @@ class Runtime:
     started_at: str
     mcp: dict[str, StreamableHTTPSessionManager]
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
+    offerings: Offerings | None = None
+    """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
 
 
 def runtime_of(request: Request) -> Runtime:
