@@ -27,7 +27,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from ._clients import OpenedClient
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem
+from ._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem, UpstreamRefused
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._offer_cache import OfferCache
 from ._offer_calls import (
@@ -144,8 +144,9 @@ class Offerings:
             try:
                 listings[defn.name] = await self._listed(defn, method, viewer)
             except ConnectionsError as exc:
-                detail = getattr(exc, "detail", None) or str(exc)
-                problems.append(TurnProblem(exc.code, f"{method} failed: {detail}", connection=defn.name))
+                # The problem names the connection already, and the error says what failed.
+                detail = getattr(exc, "detail", None) or str(exc).removeprefix(f"connection {defn.name!r}: ")
+                problems.append(TurnProblem(exc.code, detail, connection=defn.name))
 
         async with anyio.create_task_group() as tg:
             for defn in defns:
@@ -162,7 +163,12 @@ class Offerings:
         async def run(opened: OpenedClient) -> Listed:
             return await list_every_page(opened.client, method)
 
-        listed = await self._pool.request(defn.name, method, run)
+        try:
+            listed = await self._pool.request(defn.name, method, run)
+        except UpstreamRefused as exc:
+            if method != "resources/templates/list" or exc.rpc_code != mt.METHOD_NOT_FOUND:
+                raise
+            listed = Listed((), STALE)  # a server with resources but no templates: none to offer
         keep = _filter(defn, method)
         items = tuple(_json(item) for item in listed.items if keep(item))
         self._cache.put(defn.name, method, "", viewer, items, listed.freshness, generation)
