@@ -32,9 +32,8 @@ from connections import ConnectionsError, Merged, NotOffered, Offerings, TurnBui
 from .auth_chain import Principal
 from .runtime import Runtime
 
-__all__ = ["DEFAULT_PAGE_SIZE", "offering_handlers"]
+__all__ = ["failed_closed", "offering_handlers"]
 
-DEFAULT_PAGE_SIZE = 100
 _COMPLETE = {"resultType": "complete"}
 """Required by the 2026-07-28 result schemas (the handshake versions' sieve drops it)."""
 
@@ -87,6 +86,17 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
     return handlers
 
 
+def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
+    """A listing that failed closed (`tools/list` too): -32603 naming every connection in its message,
+    each problem in `data.problems`."""
+    names = sorted({p.connection for p in exc.problems if p.connection})
+    return MCPError(
+        mt.INTERNAL_ERROR,
+        f"{method} failed closed: connection(s) {', '.join(names) or '?'}: " + "; ".join(str(p) for p in exc.problems),
+        data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
+    )
+
+
 def _offerings(runtime: Runtime) -> Offerings:
     found = runtime.offerings
     if found is None:  # the server was built with handlers, so the runtime has them: a wiring bug
@@ -111,13 +121,7 @@ async def _guarded(method: str, work: Awaitable[Any]) -> Any:
     try:
         return await work
     except TurnBuildError as exc:
-        names = sorted({p.connection for p in exc.problems if p.connection})
-        raise MCPError(
-            mt.INTERNAL_ERROR,
-            f"{method} failed closed: connection(s) {', '.join(names) or '?'}: "
-            + "; ".join(str(p) for p in exc.problems),
-            data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-        ) from None
+        raise failed_closed(method, exc) from None
     except NotOffered as exc:
         raise MCPError(mt.INVALID_PARAMS, str(exc), data={"error": exc.code}) from None
     except UpstreamRefused as exc:

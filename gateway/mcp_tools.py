@@ -19,7 +19,7 @@ from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
-from .mcp_offerings import offering_handlers
+from .mcp_offerings import failed_closed, offering_handlers
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
@@ -95,13 +95,7 @@ async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
     try:
         toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        names = sorted({p.connection for p in exc.problems if p.connection})
-        raise MCPError(
-            mt.INTERNAL_ERROR,
-            f"tools/list failed closed: connection(s) {', '.join(names) or '?'} could not be listed: "
-            + "; ".join(str(p) for p in exc.problems),
-            data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-        ) from None
+        raise failed_closed("tools/list", exc) from None
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}

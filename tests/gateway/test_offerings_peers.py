@@ -18,11 +18,11 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from tests.peers import node20, node_bin, node_module
+from tests.peers import node_bin
 
-from .conftest import HERE, Served, assert_clean, make_project, serve
+from .conftest import Served, assert_clean, make_project, serve
+from .test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
 
-TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_offerings_client.mjs"
 PAGE = 3
 
 
@@ -72,17 +72,7 @@ def direct() -> dict[str, Any]:
 
 
 def test_ts_sdk_client_lists_reads_and_gets_through_the_gateway(served: Served, direct: dict[str, Any]) -> None:
-    env = {**os.environ, "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
-    done = subprocess.run(
-        [node20(), str(TS_CLIENT), f"{served.url}/v1/mcp/tools"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    out = json.loads(done.stdout)
+    out = ts_client(f"{served.url}/v1/mcp/tools", "offerings")
     assert set(out["capabilities"]) >= {"tools", "resources", "prompts", "completions"}
     assert out["resources"] == direct["resources"] and len(out["resources"]) > PAGE
     assert out["resourcePages"] == -(-len(direct["resources"]) // PAGE)
