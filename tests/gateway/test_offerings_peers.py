@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +19,7 @@ from mcp.shared.exceptions import MCPError
 from tests.peers import node_bin
 
 from .conftest import Served, assert_clean, make_project, serve
+from .test_peer_clients import _inspector as inspector  # pyright: ignore[reportPrivateUsage]
 from .test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
 
 PAGE = 3
@@ -91,14 +90,7 @@ def test_ts_sdk_client_lists_reads_and_gets_through_the_gateway(served: Served, 
 
 
 def _inspector(tmp_path: Path, url: str, *args: str) -> Any:
-    done = subprocess.run(
-        [str(node_bin("mcp-inspector")), "--cli", url, "--transport", "http", "--format", "json", "-q", *args],
-        env={**os.environ, "HOME": str(tmp_path)},
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
+    done = inspector(tmp_path, url, *args)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)["result"]
 
