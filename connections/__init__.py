@@ -46,6 +46,7 @@ from ._exceptions import ConnectionsError as ConnectionsError
 from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
 from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
 from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissing
+from ._exceptions import NotOffered as NotOffered
 from ._exceptions import ProjectError as ProjectError
 from ._exceptions import ResultTooLarge as ResultTooLarge
 from ._exceptions import ToolInputError as ToolInputError
@@ -54,6 +55,7 @@ from ._exceptions import TurnProblem as TurnProblem
 from ._exceptions import UnknownConnection as UnknownConnection
 from ._exceptions import UnknownTool as UnknownTool
 from ._exceptions import UpstreamError as UpstreamError
+from ._exceptions import UpstreamRefused as UpstreamRefused
 from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
 from ._host import HostMcp as HostMcp
@@ -64,6 +66,9 @@ from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
+from ._offer_calls import Freshness as Freshness
+from ._offerings import Merged as Merged
+from ._offerings import Offerings as Offerings
 from ._one_off import call_tool_once as call_tool_once
 from ._one_off import list_tools_once as list_tools_once
 from ._pool import AuthFor as AuthFor
@@ -130,9 +135,13 @@ __all__ = [
     "Effect",
     "EnvironmentVariableMissing",
     "Extension",
+    "Freshness",
     "Host",
     "HostMcp",
+    "Merged",
+    "NotOffered",
     "OAuthConfig",
+    "Offerings",
     "Project",
     "ProjectError",
     "RedactingFilter",
@@ -154,6 +163,7 @@ __all__ = [
     "UnknownConnection",
     "UnknownTool",
     "UpstreamError",
+    "UpstreamRefused",
     "UpstreamTimeout",
     "account_file",
     "call_tool_once",

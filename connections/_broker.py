@@ -20,6 +20,7 @@ from ._definitions import ConnectionDefinition
 from ._host import HostMcp
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
+from ._offerings import Offerings
 from ._one_off import call_tool_once, list_tools_once
 from ._pool import ClientPool
 from ._turns import TurnBuilder
@@ -83,6 +84,8 @@ class Broker:
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
         )
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
+        """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
         self.builder = TurnBuilder(

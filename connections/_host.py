@@ -14,8 +14,10 @@ from typing import Any, Literal, overload
 import mcp.types as mt
 
 from ._account import AccountConnections
+from ._clients import OpenedClient
 from ._exceptions import UnknownConnection
 from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
+from ._offer_calls import ListMethod, complete, get_prompt, list_every_page, read_resource
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tasks import ToolTask
@@ -25,7 +27,9 @@ __all__ = ["HostMcp"]
 
 
 class HostMcp:
-    """`host.mcp`: `names()`, `await list_tools(name)`, `await call_tool(name, tool, args)`."""
+    """`host.mcp`: `names()`, `await list_tools(name)`, `await call_tool(name, tool, args)`, and the
+    connection's resources, prompts and completions (`list_resources`, `read_resource`, `list_prompts`,
+    `get_prompt`, `complete`)."""
 
     def __init__(self, pool: ClientPool, accounts: AccountConnections | None = None) -> None:
         self._pool = pool
@@ -131,6 +135,71 @@ class HostMcp:
         if not isinstance(route, ClientPool):
             raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")
         return await route.task_request(name, method, params)
+
+    # -- resources, prompts, completion ------------------------------------------------------------
+    # Every one raises `UnknownConnection`, `UpstreamRefused` (the upstream's JSON-RPC error, its code
+    # kept), `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`; `ValueError` for an account
+    # connection (not supported there yet).
+
+    async def list_resources(self, name: str) -> list[mt.Resource]:
+        """Every resource the connection lists (all pages)."""
+        return list(await self._listed(name, "resources/list"))
+
+    async def list_resource_templates(self, name: str) -> list[mt.ResourceTemplate]:
+        """Every resource template the connection lists (all pages)."""
+        return list(await self._listed(name, "resources/templates/list"))
+
+    async def read_resource(self, name: str, uri: str) -> mt.ReadResourceResult:
+        """`resources/read` of `uri`: its text and blob contents."""
+
+        async def run(opened: OpenedClient) -> mt.ReadResourceResult:
+            return await read_resource(opened.client, uri)
+
+        return await self._pooled(name).request(name, "resources/read", run)
+
+    async def list_prompts(self, name: str) -> list[mt.Prompt]:
+        """Every prompt the connection lists (all pages)."""
+        return list(await self._listed(name, "prompts/list"))
+
+    async def get_prompt(
+        self, name: str, prompt: str, arguments: Mapping[str, str] | None = None
+    ) -> mt.GetPromptResult:
+        """`prompts/get` of `prompt` with `arguments`: its messages (text, images, embedded resources)."""
+
+        async def run(opened: OpenedClient) -> mt.GetPromptResult:
+            return await get_prompt(opened.client, prompt, arguments)
+
+        return await self._pooled(name).request(name, "prompts/get", run)
+
+    async def complete(
+        self,
+        name: str,
+        ref: mt.PromptReference | mt.ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None = None,
+    ) -> mt.Completion:
+        """`completion/complete`: the values the connection suggests for `argument` (`{"name", "value"}`)
+        of a prompt or URI template, given the other arguments in `context`."""
+
+        async def run(opened: OpenedClient) -> mt.CompleteResult:
+            return await complete(opened.client, ref, argument, context)
+
+        return (await self._pooled(name).request(name, "completion/complete", run)).completion
+
+    async def _listed(self, name: str, method: ListMethod) -> tuple[Any, ...]:
+        async def run(opened: OpenedClient) -> tuple[Any, ...]:
+            return (await list_every_page(opened.client, method)).items
+
+        return await self._pooled(name).request(name, method, run)
+
+    def _pooled(self, name: str) -> ClientPool:
+        route = self._route(name)
+        if not isinstance(route, ClientPool):
+            raise ValueError(
+                f"connection {name!r} is an account connection: resources, prompts and completion are not "
+                "reached through account connections yet; define the connector's url as a connection of its own"
+            )
+        return route
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

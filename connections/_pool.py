@@ -264,10 +264,14 @@ class ClientPool:
         for another method)."""
         if method not in TASK_METHODS:
             raise ValueError(f"{method!r} is not a task request (one of {', '.join(sorted(TASK_METHODS))})")
+        return await self.request(name, "call", lambda opened: task_request_json(opened.client, method, params))
+
+    async def request(self, name: str, operation: Operation, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
+        """`run` on `name`'s pooled session as `operation` (resources, prompts, completion: `_offer_calls.py`),
+        under the `list` timeout for a listing and the `call` timeout otherwise; errors as for `call_tool`."""
         slot = self._slot(name)
-        return await self._operate(
-            slot, "call", lambda opened: task_request_json(opened.client, method, params), slot.defn.timeouts.call
-        )
+        budget = slot.defn.timeouts.list if operation.endswith("/list") else slot.defn.timeouts.call
+        return await self._operate(slot, operation, run, budget)
 
     # -- internals --------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Project, TurnBuilder
+from connections import Offerings, Project, TurnBuilder
 
 from .auth_chain import Principal
 from .peer_calls import PeerCalls
@@ -38,6 +38,8 @@ class Runtime:
     request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
     """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
     app's is the deployment's (`state.serving_request_states`)."""
+    offerings: Offerings | None = None
+    """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
 
 
 def runtime_of(request: Request) -> Runtime:
