@@ -60,6 +60,7 @@ from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
 from ._host import HostMcp as HostMcp
 from ._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
+from ._listing_cache import ListingCache as ListingCache
 from ._loader import RESERVED_TOOL_NAMES as RESERVED_TOOL_NAMES
 from ._loader import Extension as Extension
 from ._loader import Project as Project
@@ -97,6 +98,7 @@ from ._tracing import tracing_enabled as tracing_enabled
 from ._translate import REOPEN_NOTE as REOPEN_NOTE
 from ._translate import transport_failure as transport_failure
 from ._turns import TurnBuilder as TurnBuilder
+from ._upstream_changes import Change as Change
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -122,6 +124,7 @@ __all__ = [
     "Broker",
     "CallContext",
     "CallObserver",
+    "Change",
     "ClientError",
     "ClientPool",
     "ConnectionDefinition",
@@ -138,6 +141,7 @@ __all__ = [
     "Freshness",
     "Host",
     "HostMcp",
+    "ListingCache",
     "Merged",
     "NotOffered",
     "OAuthConfig",

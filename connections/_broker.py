@@ -24,6 +24,7 @@ from ._offerings import Offerings
 from ._one_off import call_tool_once, list_tools_once
 from ._pool import ClientPool
 from ._turns import TurnBuilder
+from ._upstream_changes import Change
 
 __all__ = ["Broker", "Host"]
 
@@ -86,6 +87,8 @@ class Broker:
         )
         self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
         """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
+        # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
+        self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
         self.builder = TurnBuilder(
@@ -95,6 +98,10 @@ class Broker:
             host=self.host,
             starting=self._starting,
         )
+
+    def _offerings_changed(self, name: str, change: Change) -> None:
+        if change.kind != "tools":
+            self.offerings.invalidate(name)
 
     async def __aenter__(self) -> Broker:
         async with AsyncExitStack() as stack:

@@ -22,6 +22,7 @@ from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tasks import ToolTask
 from ._tool_results import as_call_tool_result
+from ._upstream_changes import resource_subscription
 
 __all__ = ["HostMcp"]
 
@@ -200,6 +201,17 @@ class HostMcp:
                 "reached through account connections yet; define the connector's url as a connection of its own"
             )
         return route
+
+    async def resource_subscription(self, name: str, uri: str, *, subscribe: bool = True) -> bool:
+        """Subscribe (or unsubscribe) the pooled session of `name` to resource `uri`, so the upstream's
+        `notifications/resources/updated` for it reach the pool's change watchers (`ListingCache.watch`).
+        False when the upstream has no such request (a 2026-07-28 one, or one without `resources.subscribe`).
+        Raises as `read_resource` does."""
+
+        async def run(opened: OpenedClient) -> bool:
+            return await resource_subscription(opened.client, uri, subscribe=subscribe)
+
+        return await self._pooled(name).request(name, "call", run)
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

@@ -224,6 +224,11 @@ class Offerings:
 
         return _result_json(await self._pool.request(defn.name, "completion/complete", run))
 
+    async def owner_of_resource(self, uri: str, viewer: str | None = None) -> str:
+        """The name of the advertised connection that offers resource `uri` (subscriptions route by it).
+        Raises `NotOffered` and the listing's `TurnBuildError`."""
+        return (await self._owner_of_resource(uri, viewer)).name
+
     async def _owner_of_prompt(self, name: str, viewer: str | None) -> ConnectionDefinition:
         candidates = [d for d in self._by_kind["prompts"] if d.allows_prompt(name)]
         return await self._owner(f"prompt {name[:200]!r}", candidates, viewer, [("prompts/list", _keyed("name", name))])

@@ -21,6 +21,7 @@ import mcp.types as mt
 from mcp import Client
 from pydantic import BaseModel
 
+from ._raw_requests import send_request
 from ._tool_results import as_call_tool_result
 
 __all__ = ["TASK_METHODS", "TaskRequests", "ToolTask", "start_task_json", "task_request_json"]
@@ -34,16 +35,6 @@ _RESULTS: dict[str, type[BaseModel]] = {
     "tasks/list": mt.ListTasksResult,
     "tasks/result": mt.CallToolResult,  # the payload of a `tools/call` task: its `CallToolResult`
 }
-
-
-async def send_request(client: Client, method: str, params: dict[str, Any]) -> Any:
-    """`method` with `params` on the client's session, stamped by the session (the `_meta` envelope and the
-    version's headers) and sent by its dispatcher: the answer's `result` as the wire has it, unvalidated."""
-    session = client.session
-    data: dict[str, Any] = {"method": method, "params": params}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
 
 
 def _json(model: type[BaseModel], raw: Any) -> dict[str, Any]:

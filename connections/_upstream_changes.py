@@ -31,7 +31,9 @@ from mcp.client.subscriptions import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
-__all__ = ["Change", "ChangeKind", "change_of", "listen_for_changes"]
+from ._raw_requests import send_request
+
+__all__ = ["Change", "ChangeKind", "change_of", "listen_for_changes", "resource_subscription"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,3 +121,14 @@ async def listen_for_changes(name: str, client: Client, on_change: Callable[[Cha
         for change in ALL_LISTINGS:  # events may have been missed until the next stream is open
             on_change(change)
         await anyio.sleep(RELISTEN_PAUSE)
+
+
+async def resource_subscription(client: Client, uri: str, *, subscribe: bool) -> bool:
+    """`resources/subscribe` (or `unsubscribe`) of `uri` on a handshake-era session whose upstream declares
+    `resources.subscribe`, so its `notifications/resources/updated` for `uri` start (or stop); False, and
+    nothing sent, for any other session (a 2026-07-28 upstream has no such request)."""
+    caps = client.server_capabilities
+    if client.protocol_version in MODERN_PROTOCOL_VERSIONS or not (caps.resources and caps.resources.subscribe):
+        return False
+    await send_request(client, "resources/subscribe" if subscribe else "resources/unsubscribe", {"uri": uri})
+    return True

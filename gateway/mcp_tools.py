@@ -21,6 +21,7 @@ from connections import CallContext, ConnectionsError, Offerings, ToolInputError
 
 from .mcp_call_stream import principal_id
 from .mcp_offerings import failed_closed, offering_handlers
+from .mcp_subscriptions import subscription_handlers
 from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
@@ -119,8 +120,15 @@ def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
     return runtime_of(request)
 
 
+def _offers_resources(offerings: Offerings | None) -> bool:
+    return offerings is not None and offerings.offers("resources")
+
+
 def tools_server(
-    runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime, offerings: Offerings | None = None
+    runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime,
+    offerings: Offerings | None = None,
+    *,
+    subscriptions: bool = False,
 ) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
@@ -153,4 +161,5 @@ def tools_server(
         on_call_tool=call,
         on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
         **offering_handlers(runtime, offerings),
+        **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
     )

@@ -11,6 +11,7 @@ from starlette.requests import Request
 from connections import Offerings, Project, TurnBuilder
 
 from .auth_chain import Principal
+from .mcp_subscriptions import Subscriptions
 from .peer_calls import PeerCalls
 from .request_state import RequestStates
 from .runners import TurnRunner
@@ -40,6 +41,8 @@ class Runtime:
     app's is the deployment's (`state.serving_request_states`)."""
     offerings: Offerings | None = None
     """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
+    subscriptions: Subscriptions | None = None
+    """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:
