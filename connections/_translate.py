@@ -26,7 +26,6 @@ from ._exceptions import (
     ConnectionUnavailable,
     ResultTooLarge,
     UpstreamError,
-    UpstreamRefused,
     UpstreamTimeout,
 )
 from ._redact import shown_command, shown_url
@@ -186,7 +185,7 @@ def translate(
             )
         if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
-        return UpstreamRefused(
+        return UpstreamError.refused(
             name,
             f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}",
             rpc_code=leaf.code,
