@@ -55,7 +55,6 @@ from ._exceptions import TurnProblem as TurnProblem
 from ._exceptions import UnknownConnection as UnknownConnection
 from ._exceptions import UnknownTool as UnknownTool
 from ._exceptions import UpstreamError as UpstreamError
-from ._exceptions import UpstreamRefused as UpstreamRefused
 from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
 from ._host import HostMcp as HostMcp
@@ -167,7 +166,6 @@ __all__ = [
     "UnknownConnection",
     "UnknownTool",
     "UpstreamError",
-    "UpstreamRefused",
     "UpstreamTimeout",
     "account_file",
     "call_tool_once",

@@ -9,8 +9,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── UnknownConnection        no connection by that name
 │   ├── UnknownTool              the connection has no such tool (or its allow/deny lists hide it)
 │   ├── UpstreamError            the upstream answered wrongly: JSON-RPC error, non-MCP body, HTTP error status
-│   │   ├── ResultTooLarge       the answer is over the connection's `max_result_bytes`: refused, not read
-│   │   └── UpstreamRefused      a JSON-RPC error answer; carries the upstream's code, message and data
+│   │   └── ResultTooLarge       the answer is over the connection's `max_result_bytes`: refused, not read
 │   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
 │   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
@@ -48,7 +47,6 @@ __all__ = [
     "UnknownConnection",
     "UnknownTool",
     "UpstreamError",
-    "UpstreamRefused",
     "UpstreamTimeout",
 ]
 
@@ -175,22 +173,25 @@ class UnknownTool(ClientError):
 
 
 class UpstreamError(ClientError):
-    """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status."""
+    """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status.
+
+    For a JSON-RPC error answer, `rpc_code`, `rpc_message` and `rpc_data` are the upstream's own (None,
+    "" and None otherwise): a forwarding server passes them on as its peer would have seen them directly.
+    """
 
     code = "upstream_error"
+    rpc_code: int | None = None
+    rpc_message: str = ""
+    rpc_data: object = None
 
-
-class UpstreamRefused(UpstreamError):
-    """The upstream answered with a JSON-RPC error: `rpc_code`, `rpc_message` and `rpc_data` are its own
-    (a forwarding server passes them on, as it would have seen them directly)."""
-
-    code = "upstream_refused"
-
-    def __init__(self, connection: str, message: str, *, rpc_code: int, rpc_message: str, rpc_data: object) -> None:
-        super().__init__(connection, message)
-        self.rpc_code = rpc_code
-        self.rpc_message = rpc_message
-        self.rpc_data = rpc_data
+    @classmethod
+    def refused(
+        cls, connection: str, message: str, *, rpc_code: int, rpc_message: str, rpc_data: object
+    ) -> UpstreamError:
+        """The error for the upstream's JSON-RPC error answer `rpc_code` / `rpc_message` / `rpc_data`."""
+        error = cls(connection, message)
+        error.rpc_code, error.rpc_message, error.rpc_data = rpc_code, rpc_message, rpc_data
+        return error
 
 
 class NotOffered(ConnectionsError):

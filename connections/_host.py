@@ -138,8 +138,8 @@ class HostMcp:
         return await route.task_request(name, method, params)
 
     # -- resources, prompts, completion ------------------------------------------------------------
-    # Every one raises `UnknownConnection`, `UpstreamRefused` (the upstream's JSON-RPC error, its code
-    # kept), `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`; `ValueError` for an account
+    # Every one raises `UnknownConnection`, `UpstreamError` (for the upstream's JSON-RPC error, with
+    # its `rpc_code`), `UpstreamTimeout`, `ConnectionUnavailable`; `ValueError` for an account
     # connection (not supported there yet).
 
     async def list_resources(self, name: str) -> list[mt.Resource]:

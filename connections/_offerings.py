@@ -27,7 +27,7 @@ from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from ._clients import OpenedClient
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem, UpstreamRefused
+from ._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem, UpstreamError
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._offer_cache import OfferCache
 from ._offer_calls import (
@@ -165,7 +165,7 @@ class Offerings:
 
         try:
             listed = await self._pool.request(defn.name, method, run)
-        except UpstreamRefused as exc:
+        except UpstreamError as exc:
             if method != "resources/templates/list" or exc.rpc_code != mt.METHOD_NOT_FOUND:
                 raise
             listed = Listed((), STALE)  # a server with resources but no templates: none to offer
@@ -178,7 +178,7 @@ class Offerings:
 
     async def read(self, uri: str, viewer: str | None = None) -> tuple[dict[str, Any], Freshness]:
         """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
-        Raises `NotOffered`, and the pool's errors (`UpstreamRefused` carries the upstream's own code)."""
+        Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
         defn = await self._owner_of_resource(uri, viewer)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:

@@ -26,7 +26,6 @@ from ._exceptions import (
     ConnectionUnavailable,
     ResultTooLarge,
     UpstreamError,
-    UpstreamRefused,
     UpstreamTimeout,
 )
 from ._redact import shown_command, shown_url
@@ -145,8 +144,11 @@ def translate(
             "ask the tool for less, or raise max_result_bytes in the connection's definition",
         )
     if isinstance(leaf, OAuthError):
-        # The OAuth layer's sentences name the connection's login command and never a token.
-        return ConnectionUnauthorized(name, f"{doing} failed: {leaf}")
+        # The OAuth layer's sentences name the connection's login command and never a token. They
+        # start with "connection 'x' ...", which the error's own prefix already says.
+        said, own = str(leaf), f"connection {name!r} "
+        said = f"this connection {said.removeprefix(own)}" if said.startswith(own) else said
+        return ConnectionUnauthorized(name, f"{doing} failed: {said}")
     if isinstance(leaf, OSError) and defn.kind == "stdio" and operation == "connect":
         reason = leaf.strerror or type(leaf).__name__
         return ConnectionUnavailable(name, f"cannot start {defn.command!r}: {reason}")
@@ -186,7 +188,7 @@ def translate(
             )
         if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
-        return UpstreamRefused(
+        return UpstreamError.refused(
             name,
             f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}",
             rpc_code=leaf.code,

@@ -27,7 +27,7 @@ import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from connections import ConnectionsError, Merged, NotOffered, Offerings, TurnBuildError, UpstreamRefused
+from connections import ConnectionsError, Merged, NotOffered, Offerings, TurnBuildError, UpstreamError
 
 from .auth_chain import Principal
 from .runtime import Runtime
@@ -124,7 +124,9 @@ async def _guarded(method: str, work: Awaitable[Any]) -> Any:
         raise failed_closed(method, exc) from None
     except NotOffered as exc:
         raise MCPError(mt.INVALID_PARAMS, str(exc), data={"error": exc.code}) from None
-    except UpstreamRefused as exc:
+    except UpstreamError as exc:
+        if exc.rpc_code is None:
+            raise MCPError(mt.INTERNAL_ERROR, f"{exc.code}: {exc}", data={"error": exc.code}) from None
         # The upstream's own answer, as the peer would have seen it directly.
         raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
     except ConnectionsError as exc:

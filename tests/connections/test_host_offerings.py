@@ -14,7 +14,7 @@ from connections import (
     Offerings,
     TurnBuildError,
     UnknownConnection,
-    UpstreamRefused,
+    UpstreamError,
     define_connection,
 )
 from connections._account import AccountConnections
@@ -45,7 +45,7 @@ async def test_host_mcp_lists_reads_gets_and_completes_with_typed_errors() -> No
         ref = mt.PromptReference(type="ref/prompt", name="completable-prompt")
         assert (await host.complete("ev", ref, {"name": "department", "value": "Sa"})).values == ["Sales"]
 
-        with pytest.raises(UpstreamRefused) as refused:
+        with pytest.raises(UpstreamError) as refused:
             await host.read_resource("ev", "nope://missing")
         assert refused.value.rpc_code == mt.INVALID_PARAMS and "nope://missing" in refused.value.rpc_message
         assert str(refused.value).startswith("connection 'ev': resources/read failed: upstream error -32602")
