@@ -211,7 +211,9 @@ class HostMcp:
         async def run(opened: OpenedClient) -> bool:
             return await resource_subscription(opened.client, uri, subscribe=subscribe)
 
-        return await self._pooled(name).request(name, "call", run)
+        return await self._pooled(name).request(
+            name, "resources/subscribe" if subscribe else "resources/unsubscribe", run
+        )
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

@@ -264,7 +264,8 @@ class ClientPool:
         for another method)."""
         if method not in TASK_METHODS:
             raise ValueError(f"{method!r} is not a task request (one of {', '.join(sorted(TASK_METHODS))})")
-        return await self.request(name, "call", lambda opened: task_request_json(opened.client, method, params))
+        operation: Operation = method  # pyright: ignore[reportAssignmentType]  # one of TASK_METHODS, checked above
+        return await self.request(name, operation, lambda opened: task_request_json(opened.client, method, params))
 
     async def request(self, name: str, operation: Operation, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
         """`run` on `name`'s pooled session as `operation` (resources, prompts, completion: `_offer_calls.py`),

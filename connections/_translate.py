@@ -43,6 +43,12 @@ Operation = Literal[
     "prompts/list",
     "prompts/get",
     "completion/complete",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
 ]
 _SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
 _RESULT_LIMIT = re.compile(r"answer over the (\d+)-byte limit \(max_result_bytes\)")  # ResultTooLarge.transport_note

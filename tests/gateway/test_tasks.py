@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -14,7 +15,7 @@ import pytest
 
 from tests.peers import node20, node_module
 
-from .conftest import HERE, Served, Upstream, serving, url_connection
+from .conftest import HERE, Served, Upstream, make_project, serving, url_connection
 
 TS_TASK_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_task_client.mjs"
 ALICE = "alice-token-0123456789abcdef"
@@ -117,3 +118,28 @@ def test_plain_calls_still_take_the_lane(server: Served) -> None:
     assert answer["result"]["content"][0]["text"] == "Echo: plain"
     with httpx2.Client(timeout=10) as client:  # and the gateway still refuses the unauthenticated
         assert client.post(f"{server.url}/v1/mcp/tools", json={}).status_code == 401
+
+
+def test_a_task_id_routes_on_any_replica_that_shares_the_redis(tmp_path: Path, everything: Upstream) -> None:
+    # Two replicas on one Redis share the sealing key; neither keeps any task state. The upstream is
+    # server-everything over HTTP; each replica has its own pooled session to it.
+    from .replicas import BEARER, redis_server, replica
+
+    project = make_project(tmp_path / "project", {"everything": url_connection(everything.url)})
+    with redis_server(tmp_path / "redis") as redis:
+        one = replica(project, tmp_path / "one", redis.url)
+        two = replica(project, tmp_path / "two", redis.url)
+        try:
+            created = _rpc(one, BEARER, "tools/call", {"name": RESEARCH, "arguments": {"topic": "r"}, "task": {}})
+            task_id = created["result"]["task"]["taskId"]
+            assert _rpc(one, BEARER, "tasks/get", {"taskId": task_id})["result"]["taskId"] == task_id
+            # The other replica opens the id (no "not issued" refusal) and asks the owning connection.
+            elsewhere = _rpc(two, BEARER, "tasks/get", {"taskId": task_id})
+            # server-everything keeps tasks per MCP session, so the other replica's session gets its "not found"
+            # (docs/http-api.md): routed, not refused, and named as the tasks/get it was.
+            assert elsewhere["error"]["code"] == -32603, elsewhere
+            assert "tasks/get failed" in elsewhere["error"]["message"]
+            assert "Task not found" in elsewhere["error"]["message"]
+        finally:
+            one.stop()
+            two.stop()
