@@ -28,6 +28,7 @@ from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_lane import serve_lane
 from .mcp_request_checks import envelope_problem, header_problem, serve_batch
+from .mcp_task_ext import serve_task_extension
 from .mcp_tasks import serve_tasks
 from .mcp_tools import SERVER_VERSION, json_result
 from .runtime import Runtime, runtime_of
@@ -236,6 +237,7 @@ class McpEndpoint:
 
         if self.lane and (
             await serve_tasks(runtime, scope, send, message)
+            or await serve_task_extension(runtime, scope, send, message)
             or await serve_lane(manager, runtime, scope, receive, send, len(raw), message)
         ):
             return

@@ -49,12 +49,12 @@ from .mcp_tools import server_tool
 from .runtime import Runtime
 from .sealing import Sealer, SealError
 
-__all__ = ["RELATED_TASK_META_KEY", "serve_tasks"]
+__all__ = ["PURPOSE", "RELATED_TASK_META_KEY", "Refused", "open_task", "serve_tasks", "start_task"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
-_PURPOSE = "task"
+PURPOSE = "task"
 _NOT_YOURS = "unknown task id: it was not issued to this principal by this gateway"
 _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
     "tasks/get": mt.GetTaskRequestParams,
@@ -64,7 +64,9 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class _Refused(Exception):
+class Refused(Exception):
+    """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
+
     def __init__(self, code: int, message: str) -> None:
         super().__init__(message)
         self.code = code
@@ -82,7 +84,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    sealer = runtime.request_states.sealer_for(_PURPOSE)
+    sealer = runtime.request_states.sealer_for(PURPOSE)
     principal = principal_id(scope)
     try:
         if is_task_call:
@@ -94,7 +96,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
         else:
             result = await _follow(runtime, sealer, principal, str(method), params)
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": result}
-    except _Refused as exc:
+    except Refused as exc:
         answer = _error(ident, exc.code, exc.message)
     except MCPError as exc:
         answer = _error(ident, exc.error.code, exc.error.message, exc.error.data)
@@ -106,46 +108,61 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     return True
 
 
-async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    tool = await server_tool(runtime, params["name"])
+async def start_task(
+    runtime: Runtime, sealer: Sealer, principal: str, name: str, arguments: Any, ttl: Any
+) -> tuple[ToolTask | None, dict[str, Any]]:
+    """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
+    the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
+    tool = await server_tool(runtime, name)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     if connection is None or defn is None or defn.kind == "account" or defn.auth is not None:
-        raise _Refused(
+        raise Refused(
             METHOD_NOT_FOUND,
             f"tool {tool.name!r} cannot run as a task here: tasks run on pooled connections "
             "(not authored tools, account connections or connections with a per-session auth callback)",
         )
-    task: Any = params["task"]
-    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     try:
         created = await runtime.host.mcp.call_tool(
-            connection, tool.name, params.get("arguments"), task=True, ttl_ms=ttl if isinstance(ttl, int) else None
+            connection, tool.name, arguments, task=True, ttl_ms=ttl if isinstance(ttl, int) else None
         )
     except ValueError as exc:  # an account connection: no tasks there
-        raise _Refused(METHOD_NOT_FOUND, str(exc)) from None
+        raise Refused(METHOD_NOT_FOUND, str(exc)) from None
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
-        return created.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return None, created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return {"task": {**task_json, "taskId": sealer.seal({"c": connection, "t": created.task_id, "p": principal})}}
+    return created, {**task_json, "taskId": sealer.seal({"c": connection, "t": created.task_id, "p": principal})}
+
+
+def open_task(sealer: Sealer, principal: str, task_id: Any) -> tuple[str, str]:
+    """The connection and the upstream's task id sealed in `task_id`, if `principal` made it. Raises `Refused`."""
+    try:
+        sealed = sealer.open(task_id)
+    except SealError:
+        raise Refused(INVALID_PARAMS, _NOT_YOURS) from None
+    connection, upstream_id = sealed.get("c"), sealed.get("t")
+    if sealed.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+        raise Refused(INVALID_PARAMS, _NOT_YOURS)
+    return connection, upstream_id
+
+
+async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    task: Any = params["task"]
+    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    handle, created = await start_task(runtime, sealer, principal, params["name"], params.get("arguments"), ttl)
+    return created if handle is None else {"task": created}
 
 
 async def _follow(
     runtime: Runtime, sealer: Sealer, principal: str, method: str, params: Mapping[str, Any]
 ) -> dict[str, Any]:
     if method == "tasks/list":
-        raise _Refused(
+        raise Refused(
             METHOD_NOT_FOUND,
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    try:
-        sealed = sealer.open(params.get("taskId"))
-    except SealError:
-        raise _Refused(INVALID_PARAMS, _NOT_YOURS) from None
-    connection, upstream_id = sealed.get("c"), sealed.get("t")
-    if sealed.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
-        raise _Refused(INVALID_PARAMS, _NOT_YOURS)
+    connection, upstream_id = open_task(sealer, principal, params.get("taskId"))
     answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
     sealed_id = params["taskId"]
     if method == "tasks/result":

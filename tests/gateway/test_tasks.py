@@ -6,12 +6,16 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.peers import node20, node_module
 
@@ -143,3 +147,63 @@ def test_a_task_id_routes_on_any_replica_that_shares_the_redis(tmp_path: Path, e
         finally:
             one.stop()
             two.stop()
+
+
+def _modern(served: Served, token: str, method: str, params: dict[str, Any], name: str | None = None) -> Any:
+    """A 2026-07-28 request declaring the tasks extension, with the envelope and headers the spec asks for."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw-peer", "version": "1"},
+    }
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": method,
+        **({"Mcp-Name": name} if name else {}),
+    }
+    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**params, "_meta": meta}}
+    with served.client(headers) as client:
+        return client.post("/v1/mcp/tools", json=body)
+
+
+def test_a_2026_07_28_peer_runs_a_task_through_the_extension_bridge(server: Served) -> None:
+    # No third-party 2026-07-28 tasks client exists to drive this yet: raw JSON-RPC with the spec's envelope.
+    created = _modern(server, ALICE, "tools/call", {"name": RESEARCH, "arguments": {"topic": "v2"}}, RESEARCH)
+    assert created.status_code == 200, created.text
+    task = created.json()["result"]
+    assert task["resultType"] == "task" and task["status"] == "working"
+    assert task["pollIntervalMs"] == 1000 and "ttlMs" in task and len(task["taskId"]) > 64
+    deadline = time.monotonic() + 30
+    while True:
+        got = _modern(server, ALICE, "tasks/get", {"taskId": task["taskId"]}).json()["result"]
+        if got["status"] != "working" or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert got["status"] == "completed" and got["taskId"] == task["taskId"]
+    assert "# Research Report: v2" in got["result"]["content"][0]["text"]
+    # Bob cannot see it; tasks/update is refused with a sentence.
+    refused = _modern(server, BOB, "tasks/get", {"taskId": task["taskId"]})
+    assert refused.json()["error"]["code"] == -32602
+    update = _modern(server, ALICE, "tasks/update", {"taskId": task["taskId"], "inputResponses": {}})
+    assert update.json()["error"]["code"] == -32601
+
+
+def test_a_2026_07_28_task_is_cancelled_through_the_extension_bridge(server: Served) -> None:
+    created = _modern(server, ALICE, "tools/call", {"name": RESEARCH, "arguments": {"topic": "stop"}}, RESEARCH)
+    task_id = created.json()["result"]["taskId"]
+    cancelled = _modern(server, ALICE, "tasks/cancel", {"taskId": task_id})
+    assert cancelled.json()["result"] == {"resultType": "complete"}
+    assert _modern(server, ALICE, "tasks/get", {"taskId": task_id}).json()["result"]["status"] == "cancelled"
+
+
+def test_the_tasks_extension_is_declared_to_2026_07_28_peers(server: Served) -> None:
+    async def run() -> dict[str, Any] | None:
+        headers = {"Authorization": f"Bearer {ALICE}"}
+        async with httpx2.AsyncClient(headers=headers) as http:
+            async with Client(streamable_http_client(f"{server.url}/v1/mcp/tools", http_client=http)) as client:
+                assert client.protocol_version == "2026-07-28"
+                return client.server_capabilities.extensions
+
+    assert "io.modelcontextprotocol/tasks" in (anyio.run(run) or {})
