@@ -48,6 +48,7 @@ from .runtime import Runtime
 __all__ = ["serve_task_extension"]
 
 _TASK_SUPPORT = ("required", "optional")
+_METHODS = frozenset({"tools/call", "tasks/get", "tasks/cancel", "tasks/update"})
 _STATUS_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt")
 
 
@@ -61,14 +62,14 @@ def _declares_tasks(params: Mapping[str, Any]) -> bool:
 async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body: Mapping[str, Any]) -> bool:
     """Answer `body` if it is a 2026-07-28 task request this module takes (module docstring); False otherwise."""
     method, ident, params = body.get("method"), body.get("id"), body.get("params")
-    version = header(scope, b"mcp-protocol-version")
-    if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS or type(ident) not in (str, int):
+    if method not in _METHODS or not isinstance(params, dict) or type(ident) not in (str, int):
+        return False  # the hot path (a plain tools/call) leaves here, having read three keys
+    if method == "tools/call" and (not _declares_tasks(params) or not isinstance(params.get("name"), str)):
         return False
-    if not isinstance(params, dict) or method not in ("tools/call", "tasks/get", "tasks/cancel", "tasks/update"):
+    version = header(scope, b"mcp-protocol-version")
+    if version is None or version in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
     if method == "tools/call":
-        if not _declares_tasks(params) or not isinstance(params.get("name"), str):
-            return False
         tool, _, _ = await runtime.catalog.tool(params["name"], None)
         if tool is None or not tool.execution or tool.execution.get("taskSupport") not in _TASK_SUPPORT:
             return False  # the lane answers it as a plain call
