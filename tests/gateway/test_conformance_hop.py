@@ -10,7 +10,14 @@ table (docs/conformance.md).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
 import pytest
+from mcp.client.client import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from tests.conformance import (
     ACTIVE,
@@ -19,8 +26,12 @@ from tests.conformance import (
     Outcome,
     assert_gateway_matches,
     compare_all,
+    connection_definition,
+    gateway,
+    http_upstream,
     table,
 )
+from tests.fixtures.upstreams import conformance_fixtures as fx
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(600)]
 
@@ -39,6 +50,13 @@ def runs(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureReques
     with capture.global_and_fixture_disabled():  # the baseline table, on the terminal even without -s
         print("\n" + table(results))
     return results
+
+
+@pytest.fixture(scope="module")
+def hop(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """(the upstream's URL, the gateway's /v1/mcp/tools with it behind) for the fidelity test."""
+    with http_upstream() as url, gateway(tmp_path_factory.mktemp("fidelity"), connection_definition(url=url)) as gw:
+        yield url, gw
 
 
 def test_the_groups_name_every_scenario_of_the_active_suite(runs: Runs) -> None:
@@ -96,3 +114,29 @@ def test_assert_gateway_matches_refuses_a_scenario_the_upstream_fails_directly()
         AssertionError, match="ping fails directly, so the upstream cannot vouch for it: ping: timed out"
     ):
         assert_gateway_matches(direct, {"ping": Outcome(True)}, scenarios=["ping"])
+
+
+async def _tools_seen(url: str, mode: str) -> dict[str, Any]:
+    def plain(model: Any) -> Any:
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"meta"})
+
+    async with (
+        httpx2.AsyncClient(timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client,  # pyright: ignore[reportArgumentType]
+    ):
+        seen: dict[str, Any] = {"tools/list": sorted((plain(t) for t in (await client.list_tools()).tools), key=str)}
+        for name in [*fx.CONTENT_TOOLS, "test_error_handling", "json_schema_2020_12_tool"]:
+            seen[name] = plain(await client.call_tool(name, {"name": "Ada"} if name.startswith("json") else {}))
+        return seen
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_tool_listing_and_results_are_the_same_directly_and_through_the_gateway(
+    hop: tuple[str, str], mode: str
+) -> None:
+    """The suite's content checks are lenient (an image passes with any `data`); here every listed tool (its
+    whole input schema, 2020-12 keywords included) and every content tool's result must arrive unchanged."""
+    direct, through = (anyio.run(_tools_seen, url, mode) for url in hop)
+    assert direct["test_image_content"]["content"] == [fx.image()]  # the upstream answers what the suite asks for
+    for key, value in direct.items():
+        assert through[key] == value, key
