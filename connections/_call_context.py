@@ -95,6 +95,9 @@ class CallContext:
     pass_input_required: bool = False
     input_responses: dict[str, Any] | None = field(default=None, repr=False)
     request_state: str | None = field(default=None, repr=False)
+    asker: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    """Writes one JSON-RPC request to the caller on its answer stream (a handshake peer's SSE answer), as
+    `sink` writes notifications; set by whoever streams the answer."""
 
     @property
     def wants_progress(self) -> bool:

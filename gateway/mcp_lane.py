@@ -165,7 +165,8 @@ async def serve_lane(
             assert params is not None  # the schema requires them
             principal = principal_id(scope)
             context = call_context(runtime, principal, params, modern=modern)
-            peer = await peer_call(runtime, principal, params, context)  # elicitation and sampling (peer_input.py)
+            session = _header(scope, b"mcp-session-id")
+            peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
                 answer = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
                 await stream_answer(send, receive, runtime.peers, principal, ident, context, answer)

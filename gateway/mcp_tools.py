@@ -135,7 +135,8 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
-        peer = await peer_call(served, principal, dumped, CallContext())
+        session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
+        peer = await peer_call(served, principal, dumped, CallContext(), session)
         return await tools_call_result(served, params.name, params.arguments, peer)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:

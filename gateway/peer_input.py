@@ -22,8 +22,9 @@ import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from connections import CallContext
+from connections import CallContext, InputHandler
 
+from .peer_asks import PeerAsks
 from .request_state import RequestStates, SealedState
 from .runtime import Runtime
 
@@ -42,6 +43,44 @@ def declared_input(params: Mapping[str, Any]) -> dict[str, Any]:
     if not isinstance(capabilities, Mapping):
         return {}
     return {k: v for k in INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+
+
+def _modern(params: Mapping[str, Any]) -> bool:
+    meta = params.get("_meta")
+    return isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta
+
+
+def _handshake_peer(
+    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext, session: str
+) -> PeerCall | None:
+    """A handshake-era peer whose sealed session says what it can answer (`peer_sessions.py`): its
+    answer streams, and the upstream's questions (mid-call, or a 2026-07-28 upstream's
+    `InputRequiredResult` driven by the pool) are asked of it on that stream (`peer_asks.py`)."""
+    declared = runtime.request_states.open_session(session, principal)
+    if not declared:
+        return None
+    context.capabilities = declared
+    if "elicitation" in declared:
+        context.elicitation = _asking(runtime.asks, principal, context, "elicitation/create")
+    if "sampling" in declared:
+        context.sampling = _asking(runtime.asks, principal, context, "sampling/createMessage")
+    if context.sink is None:
+        context.sink = _no_notifications  # an SSE answer, so that questions can ride it
+    name: str = params["name"]
+    return PeerCall(context, principal, name, None, runtime.request_states)
+
+
+def _no_notifications(_method: str, _params: dict[str, Any]) -> None:  # pragma: no cover - replaced when streamed
+    return None
+
+
+def _asking(asks: PeerAsks, principal: str, context: CallContext, method: str) -> InputHandler:
+    async def ask(params: dict[str, Any]) -> dict[str, Any]:
+        if context.asker is None:  # an answer that does not stream (the SDK's path): nowhere to ask
+            raise MCPError(code=mt.INVALID_REQUEST, message=f"{method} cannot reach the caller of this tool call")
+        return await asks.ask(principal, context.asker, method, params)
+
+    return ask
 
 
 async def _not_bridged(_params: dict[str, Any]) -> dict[str, Any]:
@@ -76,12 +115,14 @@ class PeerCall:
 
 
 async def peer_call(
-    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext
+    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext, session: str | None = None
 ) -> PeerCall | None:
     """What a peer's `tools/call` carries for input requests (module docstring), set on the call's
-    `context`; None: nothing, the plain path.
+    `context`; None: nothing, the plain path. `session` is the request's `Mcp-Session-Id`.
 
     Raises `RequestStateRefused` for a `requestState` the gateway will not honour."""
+    if session is not None and not _modern(params):
+        return _handshake_peer(runtime, principal, params, context, session)
     declared = declared_input(params)
     state, responses = params.get("requestState"), params.get("inputResponses")
     if not declared and state is None and responses is None:

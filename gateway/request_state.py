@@ -29,7 +29,7 @@ import os
 import secrets
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,6 +41,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
 __all__ = [
+    "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
     "MemoryUsedStates",
     "RedisUsedStates",
@@ -53,8 +54,11 @@ __all__ = [
 
 REQUEST_STATE_TTL_S = 600.0
 """How long a peer has to answer and retry (docs/http-api.md)."""
+PEER_SESSION_TTL_S = 7 * 24 * 3600.0
+"""How long a handshake peer's sealed `Mcp-Session-Id` vouches for its capabilities (`peer_sessions.py`)."""
 
 _PREFIX = "agent-sdk.rs1."
+_SESSION_PREFIX = "agent-sdk.ps1."
 _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
 _REDIS_KEY = "agent-sdk:request-state:key"
@@ -153,9 +157,31 @@ class RequestStates:
             "e": self._clock() + self._ttl,
             "j": secrets.token_hex(16),
         }
+        return self._sealed(_PREFIX, payload)
+
+    def seal_session(self, principal: str, capabilities: Mapping[str, Any]) -> str:
+        """A handshake peer's `Mcp-Session-Id`: its principal and declared capabilities, sealed (`peer_sessions.py`)."""
+        return self._sealed(
+            _SESSION_PREFIX, {"p": principal, "c": dict(capabilities), "e": self._clock() + PEER_SESSION_TTL_S}
+        )
+
+    def open_session(self, token: object, principal: str) -> dict[str, Any]:
+        """The capabilities sealed in a peer's `Mcp-Session-Id`; {} for one this deployment did not seal for
+        `principal`, or that expired (the peer is then treated as one that cannot answer)."""
+        try:
+            payload = self._decrypt(token, _SESSION_PREFIX)
+        except RequestStateRefused:
+            return {}
+        expires, capabilities = payload.get("e"), payload.get("c")
+        if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
+            return {}
+        return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+    def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)
-        sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), _AAD)
-        return _PREFIX + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+        # The prefix is authenticated too: a peer session id cannot pass as a requestState, nor the reverse.
+        sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), _AAD + prefix.encode())
+        return prefix + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
 
     async def open(self, token: object, principal: str, tool: str) -> SealedState:
         """The state sealed in `token`, for `principal` calling `tool`; claimed, so it opens once.
@@ -183,14 +209,14 @@ class RequestStates:
             pending=_text(payload.get("h")),
         )
 
-    def _decrypt(self, token: object) -> dict[str, Any]:
+    def _decrypt(self, token: object, prefix: str = _PREFIX) -> dict[str, Any]:
         forged = RequestStateRefused("it was not issued by this gateway, or it was altered")
-        if not isinstance(token, str) or not token.startswith(_PREFIX) or len(token) > 64 * 1024:
+        if not isinstance(token, str) or not token.startswith(prefix) or len(token) > 64 * 1024:
             raise forged
-        body = token[len(_PREFIX) :]
+        body = token[len(prefix) :]
         try:
             raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-            plain = self._aead.decrypt(raw[:12], raw[12:], _AAD)
+            plain = self._aead.decrypt(raw[:12], raw[12:], _AAD + prefix.encode())
             payload = json.loads(plain)
         except (binascii.Error, ValueError, InvalidTag):
             raise forged from None

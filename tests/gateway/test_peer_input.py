@@ -130,3 +130,39 @@ async def test_a_forged_altered_replayed_or_misdirected_request_state_is_refused
     key_file = modern_gateway.state_root / "request-state.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
     assert key_file.read_text().strip() not in modern_gateway.log_text()
+
+
+@pytest.fixture(scope="module")
+def handshake_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    port = free_port()
+    with running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"):
+        with serving(tmp_path_factory, "peer-input-legacy", {"asking": _definition(port, "legacy")}) as served:
+            yield served
+
+
+@pytest.mark.parametrize("upstream", ["handshake", "modern"])
+async def test_a_handshake_peer_answers_mid_call_on_its_sse_answer(
+    upstream: str, handshake_gateway: Served, modern_gateway: Served
+) -> None:
+    # handshake upstream: its `elicitation/create` is asked of the peer on the call's SSE answer, and the
+    # answer the peer POSTs back reaches the waiting upstream request. modern upstream: the pool drives its
+    # `InputRequiredResult` by asking the peer the same way (the bridged pairing).
+    gateway = handshake_gateway if upstream == "handshake" else modern_gateway
+    url = f"{gateway.url}/v1/mcp/tools"
+    async with httpx2.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(60):
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(
+                transport, mode="legacy", elicitation_callback=_elicit, sampling_callback=_sample, cache=None
+            ) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == "2025-11-25"
+                assert _text(await client.call_tool("ask_name", {})) == "Hello, Ada!"
+                assert _text(await client.call_tool("ask_model", {})) == "model said: waves"
+                assert _text(await client.call_tool("ask_both", {})) == "Ada: waves"
+            async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as plain:  # pyright: ignore[reportArgumentType]
+                refused = await plain.call_tool("ask_name", {})
+    assert refused.is_error
+    if upstream == "handshake":  # the pool's client refused for this caller, and the upstream said so
+        assert "Elicitation not supported: the caller of this tool call cannot answer it" in _text(refused)
+    else:  # the upstream saw no elicitation capability in the request's `_meta`
+        assert "did not declare the form elicitation capability" in _text(refused)
