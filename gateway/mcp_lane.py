@@ -168,8 +168,8 @@ async def serve_lane(
             session = _header(scope, b"mcp-session-id")
             peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
-                answer = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
-                await stream_answer(send, receive, runtime.peers, principal, ident, context, answer)
+                streamed = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
+                await stream_answer(send, receive, runtime.peers, principal, ident, context, streamed)
                 return True
             call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
             found = await until_gone(receive, runtime.peers, principal, ident, call, context)

@@ -17,7 +17,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool, calling
+from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool
 
 from .mcp_call_stream import principal_id
 from .peer_input import PeerCall, peer_call
@@ -86,13 +86,11 @@ async def tools_call_result(
     tool = await server_tool(runtime, name)
     try:
         if peer is None:
-            outcome = await tool.call(arguments)
+            result = (await tool.call(arguments)).mcp_result()
         else:
-            with calling(peer.context):
-                outcome = await tool.call(arguments)
+            result = peer.finish(await peer.run(lambda: tool.call(arguments)))
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
-    result = outcome.mcp_result() if peer is None else peer.finish(outcome.mcp_result())
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
         result = {**result, "resultType": _COMPLETE}
     return result

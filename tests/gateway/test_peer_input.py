@@ -48,12 +48,12 @@ def modern_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]
             yield served
 
 
-async def _elicit(_ctx: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+async def _elicit(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
     assert params.message == "What is your name?"
     return mt.ElicitResult(action="accept", content={"name": "Ada"})
 
 
-async def _sample(_ctx: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
+async def _sample(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
     return mt.CreateMessageResult(role="assistant", content=mt.TextContent(type="text", text="waves"), model="m")
 
 
@@ -61,8 +61,15 @@ def _text(result: mt.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
 
 
-async def test_a_modern_peer_answers_a_modern_upstream_through_its_own_handlers(modern_gateway: Served) -> None:
-    url = f"{modern_gateway.url}/v1/mcp/tools"
+@pytest.mark.parametrize("upstream", ["modern", "handshake"])
+async def test_a_modern_peer_answers_through_its_own_handlers(
+    upstream: str, modern_gateway: Served, handshake_gateway: Served
+) -> None:
+    # modern upstream: its `InputRequiredResult` goes to the peer (state sealed), the retry goes back to it.
+    # handshake upstream: its mid-call request holds the call open and reaches the peer as an
+    # `InputRequiredResult`; the retry's answer goes to the waiting upstream request (the bridged pairing).
+    gateway = modern_gateway if upstream == "modern" else handshake_gateway
+    url = f"{gateway.url}/v1/mcp/tools"
     async with httpx2.AsyncClient(timeout=30) as http:
         with anyio.fail_after(60):
             transport = streamable_http_client(url, http_client=http)
@@ -72,9 +79,13 @@ async def test_a_modern_peer_answers_a_modern_upstream_through_its_own_handlers(
                 assert _text(await client.call_tool("ask_model", {})) == "model said: waves"
                 assert _text(await client.call_tool("ask_both", {})) == "Ada: waves"
             async with Client(streamable_http_client(url, http_client=http), cache=None) as plain:  # pyright: ignore[reportArgumentType]
-                # No handler: the upstream is told the caller cannot answer, and says so itself.
+                # No handler: the upstream learns the caller cannot answer, and refuses cleanly.
                 refused = await plain.call_tool("ask_name", {})
-    assert refused.is_error and "did not declare the form elicitation capability" in _text(refused)
+    assert refused.is_error
+    if upstream == "modern":  # the request's `_meta` declared no elicitation
+        assert "did not declare the form elicitation capability" in _text(refused)
+    else:  # the pool's shared session declared it; its client refused for this caller
+        assert "Elicitation not supported: the caller of this tool call cannot answer it" in _text(refused)
 
 
 def _call(name: str, *, state: str | None = None, responses: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 `server-everything` (handshake era only, Streamable HTTP) lists `trigger-elicitation-request` and
 `trigger-sampling-request` only to a client that declared the capability: the pool's client declares
 both, and each request it sends mid-call is asked of the peer that made the call, on that call's
-SSE answer. Peers: the TypeScript SDK client and the `mcp` 2.x `Client` pinned to the handshake.
+SSE answer, or held open for a 2026-07-28 peer's retry. Peers: the TypeScript SDK client and the
+`mcp` 2.x `Client` in both modes.
 """
 
 from __future__ import annotations
@@ -54,25 +55,31 @@ def test_the_ts_sdk_client_answers_server_everythings_elicitation_and_sampling(g
     assert '"text": "waves"' in sampled and '"model": "ts-model"' in sampled
 
 
-async def _elicit(_ctx: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+async def _elicit(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
     assert params.message == "Please provide inputs for the following fields:"
     return mt.ElicitResult(action="accept", content={"name": "Grace", "check": True, "email": "grace@example.com"})
 
 
-async def _sample(_ctx: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
+async def _sample(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
     first = params.messages[0].content
     assert isinstance(first, mt.TextContent) and first.text.endswith("context: the sea")
     return mt.CreateMessageResult(role="assistant", content=mt.TextContent(type="text", text="tides"), model="py")
 
 
 @pytest.mark.anyio
-async def test_the_python_sdk_client_answers_server_everythings_elicitation_and_sampling(gateway: Served) -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_the_python_sdk_client_answers_server_everythings_elicitation_and_sampling(
+    gateway: Served, mode: str
+) -> None:
+    # legacy: asked mid-call on the SSE answer. auto (2026-07-28): the call is held open and each question
+    # reaches the peer as an `InputRequiredResult`; its retry carries the answer to the waiting request.
     async with httpx2.AsyncClient(timeout=30) as http:
         with anyio.fail_after(60):
             transport = streamable_http_client(f"{gateway.url}/v1/mcp/tools", http_client=http)
             async with Client(
-                transport, mode="legacy", elicitation_callback=_elicit, sampling_callback=_sample, cache=None
+                transport, mode=mode, elicitation_callback=_elicit, sampling_callback=_sample, cache=None
             ) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
                 elicited = await client.call_tool(ELICIT, {})
                 sampled = await client.call_tool(SAMPLE, {"prompt": "the sea", "maxTokens": 20})
     elicited_text = "".join(c.text for c in elicited.content if isinstance(c, mt.TextContent))
