@@ -44,6 +44,9 @@ import anyio
 import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.nginx import main_conf  # noqa: E402
+
 PEERS = Path(os.environ.get("AGENT_SDK_PEERS", ROOT / ".peers"))
 EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
 FAST_UPSTREAM = ROOT / "bench" / "fast_upstream.py"
@@ -254,18 +257,9 @@ def nginx_conf(tmp: Path, port: int, upstream_port: int) -> Path:
     """One worker, a keep-alive upstream block: the plain reverse-proxy hop (docs/performance.md)."""
     conf = tmp / "nginx.conf"
     conf.write_text(
-        f"""
-worker_processes 1;
-pid {tmp}/nginx.pid;
-error_log {tmp}/nginx-error.log;
-events {{ worker_connections 1024; }}
-http {{
-    access_log off;
-    client_body_temp_path {tmp}/body;
-    proxy_temp_path {tmp}/proxy;
-    fastcgi_temp_path {tmp}/fastcgi;
-    uwsgi_temp_path {tmp}/uwsgi;
-    scgi_temp_path {tmp}/scgi;
+        main_conf(
+            tmp,
+            f"""access_log off;
     upstream mcp {{ server 127.0.0.1:{upstream_port}; keepalive 64; }}
     server {{
         listen 127.0.0.1:{port};
@@ -275,9 +269,8 @@ http {{
             proxy_set_header Connection "";
             proxy_set_header Host $http_host;
         }}
-    }}
-}}
-"""
+    }}""",
+        )
     )
     return conf
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ import filelock
 import keyring
 import keyring.errors
 
-from oauth import Secret, printable
+from oauth import Secret, printable, write_private
 
 from ._redact import redact, remember_secret
 
@@ -196,18 +195,7 @@ def _write_private(path: Path, data: object) -> None:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         with filelock.FileLock(str(path) + ".lock", timeout=10, mode=0o600, thread_local=False, is_singleton=False):
-            fd, tmp = tempfile.mkstemp(prefix=".account.", suffix=".tmp", dir=path.parent)
-            try:
-                os.fchmod(fd, 0o600)
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(data, handle, indent=2)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                os.replace(tmp, path)  # readers see the old file or the new one, never half
-            except BaseException:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
-                raise
+            write_private(path, json.dumps(data, indent=2).encode())  # readers see the old or the new file
     except filelock.Timeout:
         raise AccountSetupError(f"timed out waiting for the lock on {path}") from None
     except OSError as exc:

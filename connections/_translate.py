@@ -130,8 +130,11 @@ def translate(
             "ask the tool for less, or raise max_result_bytes in the connection's definition",
         )
     if isinstance(leaf, OAuthError):
-        # The OAuth layer's sentences name the connection's login command and never a token.
-        return ConnectionUnauthorized(name, f"{doing} failed: {leaf}")
+        # The OAuth layer's sentences name the connection's login command and never a token. They
+        # start with "connection 'x' ...", which the error's own prefix already says.
+        said, own = str(leaf), f"connection {name!r} "
+        said = f"this connection {said.removeprefix(own)}" if said.startswith(own) else said
+        return ConnectionUnauthorized(name, f"{doing} failed: {said}")
     if isinstance(leaf, OSError) and defn.kind == "stdio" and operation == "connect":
         reason = leaf.strerror or type(leaf).__name__
         return ConnectionUnavailable(name, f"cannot start {defn.command!r}: {reason}")

@@ -9,13 +9,11 @@ re-reads the file when it changes, so `hub keys revoke` takes effect on the next
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import hmac
 import json
 import os
 import secrets
-import tempfile
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -26,7 +24,7 @@ from typing import Any, Protocol, TypeVar
 import filelock
 
 from connections import is_valid_tool_name
-from oauth import Secret
+from oauth import Secret, write_private
 
 __all__ = [
     "KEY_PREFIX",
@@ -254,15 +252,4 @@ class HubKeyStore:
     def _write(self, keys: list[HubKey]) -> None:
         records = [to_record(k) for k in keys]
         payload = json.dumps({"version": 1, "keys": records}, indent=2).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".hub-keys.", suffix=".tmp", dir=self._root)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)  # atomic: a serving hub reads the old file or the new one
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_private(self.path, payload)  # atomic: a serving hub reads the old file or the new one

@@ -36,6 +36,7 @@ from ._exceptions import StoreCorrupt as StoreCorrupt
 from ._exceptions import StoreError as StoreError
 from ._exceptions import TokenError as TokenError
 from ._file_store import FileTokenStore as FileTokenStore
+from ._files import write_private as write_private
 from ._grant import ClientRegistration as ClientRegistration
 from ._grant import Grant as Grant
 from ._grant import StoreKey as StoreKey
@@ -112,4 +113,5 @@ __all__ = [
     "print_url",
     "printable",
     "serving_store",
+    "write_private",
 ]

@@ -11,11 +11,8 @@ across a token request).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import AsyncGenerator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -26,6 +23,7 @@ import anyio.to_thread
 import filelock
 
 from ._exceptions import StoreCorrupt, StoreError
+from ._files import write_private
 from ._grant import Grant, StoreKey
 from ._store import KeyLocks
 
@@ -174,18 +172,7 @@ class FileTokenStore:
 
     def _write_all(self, grants: dict[str, dict[str, Any]]) -> None:
         payload = json.dumps({"version": 1, "grants": grants}, indent=2, sort_keys=True).encode()
-        fd, tmp = tempfile.mkstemp(prefix=".mcp-auth.", suffix=".tmp", dir=self._root)
-        try:
-            os.fchmod(fd, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(payload)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, self.path)  # atomic: readers see the old file or the new one, never half
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            raise
+        write_private(self.path, payload)  # atomic: readers see the old file or the new one, never half
 
 
 def _pointer(record: object) -> tuple[str, str] | None:

@@ -38,6 +38,7 @@ from connections._definitions import ConnectionDefinition
 from connections._fast_calls import fast_calls_apply
 from connections._http1 import Http1Origin
 from tests.conftest import free_port
+from tests.nginx import main_conf
 from tests.peers import debian_bin, node20, node_bin, node_module
 from tests.processes import recording_server, running
 
@@ -334,27 +335,8 @@ def nginx(tmp: Path, server: str, *, listen: str = "", http: str = "") -> Iterat
     everything under `tmp`; `http` adds directives to the `http` block. Yields the port."""
     port = free_port()
     conf = tmp / "nginx.conf"
-    conf.write_text(
-        f"""
-        worker_processes 1;
-        pid {tmp}/nginx.pid;
-        error_log {tmp}/error.log;
-        events {{ worker_connections 256; }}
-        http {{
-            access_log off;
-            client_body_temp_path {tmp}/body;
-            proxy_temp_path {tmp}/proxy;
-            fastcgi_temp_path {tmp}/fastcgi;
-            uwsgi_temp_path {tmp}/uwsgi;
-            scgi_temp_path {tmp}/scgi;
-            {http}
-            server {{
-                listen 127.0.0.1:{port}{listen};
-                {server}
-            }}
-        }}
-        """
-    )
+    block = f"server {{ listen 127.0.0.1:{port}{listen};\n{server}\n}}"
+    conf.write_text(main_conf(tmp, f"access_log off;\n{http}\n{block}"))
     with running([debian_bin("nginx"), "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], port=port):
         yield port
 

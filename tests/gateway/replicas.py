@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.conftest import free_port
+from tests.nginx import main_conf
 from tests.peers import debian_bin, node_bin
 from tests.processes import running, stop, wait_for_port
 
@@ -98,23 +99,7 @@ def nginx_front(folder: Path, replica_ports: Sequence[int], *, access_log: bool 
         else "access_log off;"
     )
     main = folder / "nginx.conf"
-    main.write_text(
-        f"""
-worker_processes 1;
-pid {folder}/nginx.pid;
-error_log {folder}/error.log warn;
-events {{ worker_connections 1024; }}
-http {{
-    {log}
-    client_body_temp_path {folder}/body;
-    proxy_temp_path {folder}/proxy;
-    fastcgi_temp_path {folder}/fastcgi;
-    uwsgi_temp_path {folder}/uwsgi;
-    scgi_temp_path {folder}/scgi;
-    include {folder}/agent-sdk.conf;
-}}
-"""
-    )
+    main.write_text(main_conf(folder, f"{log}\ninclude {folder}/agent-sdk.conf;", error_log="warn"))
     with running([debian_bin("nginx"), "-p", str(folder), "-c", str(main), "-g", "daemon off;"], port=port):
         yield f"http://127.0.0.1:{port}"
 

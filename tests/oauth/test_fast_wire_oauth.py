@@ -80,4 +80,5 @@ async def test_a_401_after_logout_fails_with_the_login_sentence_on_either_wire(
         assert isinstance(first.value, ConnectionUnavailable), first.value
     assert isinstance(second.value, ConnectionUnauthorized), second.value
     assert sentence in str(second.value)
+    assert str(second.value).count("'docs'") == 1, second.value  # the connection is named once, not twice
     assert second.value.code == "connection_unauthorized"
