@@ -32,7 +32,7 @@ What it holds:
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -154,7 +154,7 @@ def current_call() -> CallContext | None:
 
 
 @contextmanager
-def calling(context: CallContext | None) -> Iterator[CallContext | None]:
+def calling(context: CallContext | None) -> Generator[CallContext | None]:
     """Run the block's `tools/call` with `context` (None: a plain call, as if no context was ever set)."""
     token = _CURRENT.set(context)
     try:

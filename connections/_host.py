@@ -12,10 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import mcp.types as mt
+from mcp_types import LoggingLevel
 
 from ._account import AccountConnections
 from ._exceptions import UnknownConnection
 from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
+from ._host_notices import LogCallback, ProgressCallback, with_notices
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
 from ._tool_results import as_call_tool_result
@@ -68,21 +70,31 @@ class HostMcp:
         tool: str,
         args: Mapping[str, Any] | None = None,
         *,
+        on_progress: ProgressCallback | None = None,
+        on_log: LogCallback | None = None,
+        log_level: LoggingLevel = "info",
         elicitation: ElicitationHandler | None = None,
         sampling: SamplingHandler | None = None,
     ) -> mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
-        `elicitation` and `sampling` answer the upstream's requests for input during this call (either
-        protocol generation; docs/clients.md): without one, the upstream learns the call cannot answer
-        it. The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
-        Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
+        `on_progress` hears the upstream's progress on this call; `on_log` its log messages at or above
+        `log_level` (and the connection's `min_log_level`); both as `mcp.Client` callbacks
+        (`_host_notices.py`). `elicitation` and `sampling` answer the upstream's requests for input during
+        this call (either protocol generation; `_host_handlers.py`, docs/clients.md): without one, the
+        upstream learns this call cannot answer it. The pool keeps results as JSON; this is where they
+        become the SDK's `CallToolResult`. Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`,
+        `UpstreamTimeout`, `ConnectionUnavailable`.
         """
         route = self._route(name)
-        if elicitation is None and sampling is None:
-            return as_call_tool_result(await route.call_tool(name, tool, args))
-        with with_handlers(elicitation=elicitation, sampling=sampling):
-            return as_call_tool_result(await route.call_tool(name, tool, args))
+        if on_progress is None and on_log is None:
+            if elicitation is None and sampling is None:
+                return as_call_tool_result(await route.call_tool(name, tool, args))
+            with with_handlers(elicitation=elicitation, sampling=sampling):
+                return as_call_tool_result(await route.call_tool(name, tool, args))
+        async with with_notices(on_progress, on_log, log_level):
+            with with_handlers(elicitation=elicitation, sampling=sampling):
+                return as_call_tool_result(await route.call_tool(name, tool, args))
 
     def __repr__(self) -> str:
         return f"HostMcp(connections={self.names()})"

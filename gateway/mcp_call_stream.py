@@ -16,6 +16,7 @@ JSON answer, the hot path.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -29,13 +30,20 @@ from connections import CallContext, calling, log_level_value
 from .peer_calls import PeerCalls
 from .runtime import Runtime
 
-__all__ = ["CANCELLED_CODE", "call_context", "peer_cancelled", "principal_id", "stream_answer", "until_gone"]
+__all__ = ["QUEUED", "call_context", "peer_cancelled", "principal_id", "send_accepted", "stream_answer", "until_gone"]
 
 _T = TypeVar("_T")
 
-CANCELLED_CODE = -32800
-"""The JSON-RPC error a cancelled call's still-open POST is answered with (MCP names none; a peer that
-cancelled ignores the answer, as the spec says it may: basic/utilities/cancellation)."""
+
+async def send_accepted(send: Send) -> None:
+    """The answer to a cancelled call's still-open POST: 202 and no body. A cancelled request gets no
+    JSON-RPC response (MCP basic/utilities/cancellation), and 202 tells the client that none follows."""
+    await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+QUEUED = 1000
+"""Notifications waiting for a slow peer at most, per call; past that the oldest is dropped."""
 
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -123,11 +131,12 @@ async def stream_answer(
 
     `answer()` runs the call with `context` current (`calling`) and returns the JSON-RPC answer
     (result or error). A call the peer cancelled ends the stream without an answer."""
-    queued: list[bytes] = []
+    queued: deque[bytes] = deque()
     wake = anyio.Event()
 
     def sink(method: str, params: dict[str, Any]) -> None:
-        nonlocal wake
+        if len(queued) >= QUEUED:  # a peer that reads slower than the upstream talks loses the oldest
+            queued.popleft()
         queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
         wake.set()
 
@@ -155,7 +164,7 @@ async def stream_answer(
             await wake.wait()
             wake = anyio.Event()
             while queued:
-                await send({"type": "http.response.body", "body": queued.pop(0), "more_body": True})
+                await send({"type": "http.response.body", "body": queued.popleft(), "more_body": True})
     for event in queued:  # what came in while the answer was being made
         await send({"type": "http.response.body", "body": event, "more_body": True})
     payload = outcome[0]

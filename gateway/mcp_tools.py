@@ -9,13 +9,14 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool
 
@@ -23,7 +24,7 @@ from .mcp_call_stream import principal_id
 from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
 
-__all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
+__all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -144,10 +145,14 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return Server(
-        "agent-sdk-tools",
-        version=SERVER_VERSION,
-        on_list_tools=list_tools,
-        on_call_tool=call,
-        on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
-    )
+    with warnings.catch_warnings():
+        # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
+        # a gateway forwards what its upstreams log (docs/http-api.md).
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return Server(  # pyright: ignore[reportDeprecated]
+            "agent-sdk-tools",
+            version=SERVER_VERSION,
+            on_list_tools=list_tools,
+            on_call_tool=call,
+            on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+        )

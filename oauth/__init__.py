@@ -55,10 +55,14 @@ from ._manage import GrantStatus as GrantStatus
 from ._manage import LogoutResult as LogoutResult
 from ._manage import grant_status as grant_status
 from ._manage import logout as logout
+from ._redirect_login import LoginStart as LoginStart
+from ._redirect_login import finish_login as finish_login
+from ._redirect_login import start_login as start_login
 from ._redis_store import RedisTokenStore as RedisTokenStore
 from ._secret import Secret as Secret
 from ._store import TokenStore as TokenStore
 from ._text import printable as printable
+from ._transport import insecure_transport_warning as insecure_transport_warning
 
 __all__ = [
     "AuthStats",
@@ -84,6 +88,7 @@ __all__ = [
     "LocalStore",
     "LoginHandler",
     "LoginRequired",
+    "LoginStart",
     "LoginTimeout",
     "LogoutResult",
     "OAuthConfig",
@@ -104,8 +109,10 @@ __all__ = [
     "check_store",
     "connection_auth",
     "deployment_store",
+    "finish_login",
     "follow_redirects",
     "grant_status",
+    "insecure_transport_warning",
     "login",
     "logout",
     "open_browser",
@@ -113,5 +120,6 @@ __all__ = [
     "print_url",
     "printable",
     "serving_store",
+    "start_login",
     "write_private",
 ]

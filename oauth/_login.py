@@ -11,6 +11,7 @@ import hmac
 import os
 import socket
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 import anyio
@@ -106,6 +107,70 @@ def configured_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistr
     return ClientRegistration(config.client_id, secret, method, source="configured")
 
 
+def declared_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistration | None:
+    """The client the definition names: a pre-registered one, else its metadata-document URL when the
+    server supports those; None when the login must reuse or register one."""
+    client = configured_client(config, asm)
+    if client is None and config.client_metadata_url and asm.client_id_metadata_document_supported:
+        client = ClientRegistration(config.client_metadata_url, None, "none", source="metadata_document")
+    return client
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """What discovery found for one resource: the 401's challenge, its metadata, its server's metadata."""
+
+    challenge: Challenge | None
+    prm: ResourceMetadata | None
+    asm: ServerMetadata
+    resource: str
+
+
+async def discover(
+    http: httpx2.AsyncClient, resource_url: str, challenge: Challenge | None, finder: Discovery | None = None
+) -> Found:
+    """Probe for the challenge (unless given), then the resource's and its authorization server's metadata."""
+    finder = finder or Discovery(http)
+    if challenge is None:
+        challenge = await probe_challenge(http, resource_url)
+    prm = await finder.resource_metadata(resource_url, challenge)
+    issuer = prm.authorization_servers[0] if prm else _origin(resource_url)  # 2025-03-26: the origin
+    asm = await finder.server_metadata(issuer, legacy=prm is None)
+    return Found(challenge, prm, asm, prm.resource if prm else resource_url)
+
+
+async def redeem(
+    http: httpx2.AsyncClient,
+    store: TokenStore,
+    key: StoreKey,
+    asm: ServerMetadata,
+    client: ClientRegistration,
+    code: str,
+    redirect_uri: str,
+    verifier: str,
+    resource: str,
+) -> Grant:
+    """Exchange the code (PKCE verifier, RFC 8707 resource) and save the grant. A client the server no
+    longer knows (`invalid_client`) is saved as dead, so the next login registers again."""
+    try:
+        tokens = await exchange_code(
+            http,
+            asm.token_endpoint,
+            client,
+            code=code,
+            redirect_uri=redirect_uri,
+            code_verifier=verifier,
+            resource=resource,
+        )
+    except InvalidClient:
+        dropped = Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
+        await store.save(dropped.killed(InvalidClient.error))
+        raise
+    grant = Grant(key, asm.issuer, asm.token_endpoint, client, tokens, resource, asm.revocation_endpoint)
+    await store.save(grant)
+    return grant
+
+
 def _port_of(uri: str | None) -> int:
     if not uri:
         return 0
@@ -184,20 +249,13 @@ async def login(
     owned = http is None
     client_http = http or httpx2.AsyncClient(timeout=30.0)
     try:
-        finder = discovery or Discovery(client_http)
-        if challenge is None:
-            challenge = await probe_challenge(client_http, resource_url)
-        prm = await finder.resource_metadata(resource_url, challenge)
-        issuer = prm.authorization_servers[0] if prm else _origin(resource_url)  # 2025-03-26: the origin
-        asm = await finder.server_metadata(issuer, legacy=prm is None)
-        resource = prm.resource if prm else resource_url
+        found = await discover(client_http, resource_url, challenge, discovery)
+        challenge, prm, asm, resource = found.challenge, found.prm, found.asm, found.resource
         key = StoreKey(connection, resource_url)
         previous = await store.load(key)
         say(f"Authorization server: {printable(asm.issuer)}")
 
-        client = configured_client(config, asm)
-        if client is None and config.client_metadata_url and asm.client_id_metadata_document_supported:
-            client = ClientRegistration(config.client_metadata_url, None, "none", source="metadata_document")
+        client = declared_client(config, asm)
         reused = False
         if client is None and previous is not None and previous.issuer == asm.issuer:
             # A registration the server refused (invalid_client) is never reused: register again once.
@@ -212,7 +270,8 @@ async def login(
             scope = choose_scopes(scopes, challenge, prm, config)
             if reused and verify_client and client is not None:
                 if not await _client_known(
-                    client_http, _authorization_url(asm, client, listener, state, verifier, resource, scope, config)
+                    client_http,
+                    authorization_url(asm, client, listener.redirect_uri, state, verifier, resource, scope, config),
                 ):
                     known = f"{printable(asm.issuer)} no longer knows client {printable(client.client_id)}"
                     say(f"{known}; registering again")
@@ -224,36 +283,20 @@ async def login(
                 await store.save(
                     Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
                 )
-            url = _authorization_url(asm, client, listener, state, verifier, resource, scope, config)
+            url = authorization_url(asm, client, listener.redirect_uri, state, verifier, resource, scope, config)
             redirect = await _await_redirect(url, listener, interaction, login_timeout)
 
         code = check_redirect(redirect, state, asm)
-        try:
-            tokens = await exchange_code(
-                client_http,
-                asm.token_endpoint,
-                client,
-                code=code,
-                redirect_uri=listener.redirect_uri,
-                code_verifier=verifier,
-                resource=resource,
-            )
-        except InvalidClient:
-            dropped = Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
-            await store.save(dropped.killed(InvalidClient.error))  # the next login registers again
-            raise
-        grant = Grant(key, asm.issuer, asm.token_endpoint, client, tokens, resource, asm.revocation_endpoint)
-        await store.save(grant)
-        return grant
+        return await redeem(client_http, store, key, asm, client, code, listener.redirect_uri, verifier, resource)
     finally:
         if owned:
             await client_http.aclose()
 
 
-def _authorization_url(
+def authorization_url(
     asm: ServerMetadata,
     client: ClientRegistration,
-    listener: CallbackListener,
+    redirect_uri: str,
     state: str,
     verifier: str,
     resource: str,
@@ -265,7 +308,7 @@ def _authorization_url(
         require_secure(asm.authorization_endpoint, "authorization endpoint"),
         client.client_id,
         "code",
-        redirect_uri=listener.redirect_uri,
+        redirect_uri=redirect_uri,
         scope=scope,
         state=state,
         code_challenge=create_s256_code_challenge(verifier),

@@ -21,7 +21,7 @@ from authlib.common.security import is_secure_transport
 from ._exceptions import InsecureTransport
 from ._text import printable
 
-__all__ = ["INSECURE_ENV", "insecure_transport_allowed", "require_secure"]
+__all__ = ["INSECURE_ENV", "insecure_transport_allowed", "insecure_transport_warning", "require_secure"]
 
 INSECURE_ENV = "AGENT_SDK_OAUTH_INSECURE_TRANSPORT"
 _log = logging.getLogger("oauth")
@@ -31,6 +31,13 @@ _warned: set[str] = set()
 def insecure_transport_allowed() -> bool:
     """True when the test-rig escape hatch is on (either variable set to a non-empty value)."""
     return bool(os.environ.get(INSECURE_ENV) or os.environ.get("AUTHLIB_INSECURE_TRANSPORT"))
+
+
+def insecure_transport_warning() -> str | None:
+    """The sentence a command prints when the escape hatch is on, else None."""
+    if not insecure_transport_allowed():
+        return None
+    return f"warning: {INSECURE_ENV} is set: OAuth may use plain http outside loopback"
 
 
 @functools.lru_cache(maxsize=512)

@@ -31,13 +31,13 @@ from oauth import (
     deployment_store,
     follow_redirects,
     grant_status,
+    insecure_transport_warning,
     login,
     logout,
     open_browser,
     print_url,
     printable,
 )
-from oauth._transport import INSECURE_ENV, insecure_transport_allowed
 
 from ..errors import CliError
 from ._common import add_project_args, state_root_of
@@ -149,8 +149,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 async def _run(args: argparse.Namespace, url: str, config: OAuthConfig, state_root: Path) -> int:
-    if insecure_transport_allowed():
-        print(f"warning: {INSECURE_ENV} is set: OAuth may use plain http outside loopback", file=sys.stderr)
+    if warning := insecure_transport_warning():
+        print(warning, file=sys.stderr)
     async with LocalStore(state_root) as local:
         key = StoreKey(args.name, url)
         if args.status:

@@ -7,27 +7,22 @@ the authorization server sends it back to `GET /v1/oauth/callback`, which checks
 `LOGIN_TTL`), `iss` (RFC 9207), exchanges the code with the verifier, stores the grant in the store
 `serve` reads, and restarts the connection so its next use opens with the new token.
 
-Discovery, registration, the redirect checks and the code exchange are `oauth`'s own (the CLI login
-uses the same functions); only the redirect target differs: this route instead of a loopback listener.
+Discovery, registration, the redirect checks and the code exchange are `oauth`'s own two-step login
+(`start_login`, `finish_login`: the CLI login runs the same pieces); only the redirect target
+differs: this route instead of a loopback listener.
 """
 
 from __future__ import annotations
 
 import html
 import time
-from urllib.parse import urlencode, urlsplit
 
-from authlib.common.security import generate_token
-from authlib.oauth2.rfc7636 import create_s256_code_challenge
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from connections import UnknownConnection, remember_secret
-from oauth import ClientRegistration, Discovery, Grant, OAuthConfig, OAuthError, StoreKey, printable
-from oauth._login import check_redirect, choose_scopes, configured_client, probe_challenge
-from oauth._registration import register_client
-from oauth._tokens import exchange_code
+from oauth import OAuthConfig, OAuthError, finish_login, printable, start_login
 
 from ..errors import ApiError, InvalidRequest
 from ..http_json import error_response
@@ -56,7 +51,7 @@ def _redirect_uri(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', '')}{CALLBACK_PATH}"
 
 
-async def start_login(request: Request) -> Response:
+async def begin_route(request: Request) -> Response:
     name = request.path_params["name"]
     try:
         require_operator(request)
@@ -81,46 +76,9 @@ async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthCo
     """Discovery, the client, and a remembered pending login; the authorization URL to send the browser to.
 
     Raises `OAuthError` (discovery, PKCE support, registration, a store error)."""
-    http = services.http
-    finder = Discovery(http)
-    challenge = await probe_challenge(http, url)
-    prm = await finder.resource_metadata(url, challenge)
-    parts = urlsplit(url)
-    issuer = prm.authorization_servers[0] if prm else f"{parts.scheme}://{parts.netloc}"  # 2025-03-26: the origin
-    asm = await finder.server_metadata(issuer, legacy=prm is None)
-    resource = prm.resource if prm else url
-    key = StoreKey(name, url)
-    client = configured_client(config, asm)
-    if client is None and config.client_metadata_url and asm.client_id_metadata_document_supported:
-        client = ClientRegistration(config.client_metadata_url, None, "none", source="metadata_document")
-    if client is None:
-        previous = await services.store.load(key)
-        if (
-            previous is not None
-            and previous.issuer == asm.issuer
-            and previous.client.source == "dynamic"
-            and previous.client.redirect_uri == redirect_uri
-        ):
-            client = previous.client
-    if client is None:
-        client = await register_client(http, asm, redirect_uri, config)
-    verifier, state = generate_token(64), generate_token(32)
-    params = {
-        "response_type": "code",
-        "client_id": client.client_id,
-        "redirect_uri": redirect_uri,
-        "state": state,
-        "code_challenge": create_s256_code_challenge(verifier),
-        "code_challenge_method": "S256",
-        "resource": resource,
-    }
-    scope = choose_scopes(None, challenge, prm, config)
-    if scope:
-        params["scope"] = scope
-    params.update(config.extra_authorize_params)
-    services.remember(state, PendingLogin(key, asm, client, redirect_uri, verifier, resource, time.monotonic()))
-    separator = "&" if "?" in asm.authorization_endpoint else "?"
-    return f"{asm.authorization_endpoint}{separator}{urlencode(params)}"
+    started = await start_login(name, url, config, services.store, redirect_uri=redirect_uri, http=services.http)
+    services.remember(started.state.reveal(), PendingLogin(started, time.monotonic()))
+    return started.authorization_url
 
 
 _PAGE = (
@@ -153,29 +111,10 @@ async def callback(request: Request) -> Response:
             "not started here); start the login again.",
         )
     try:
-        code = check_redirect(params, params.get("state", ""), pending.server)
-        tokens = await exchange_code(
-            services.http,
-            pending.server.token_endpoint,
-            pending.client,
-            code=code,
-            redirect_uri=pending.redirect_uri,
-            code_verifier=pending.verifier,
-            resource=pending.resource,
-        )
-        grant = Grant(
-            pending.key,
-            pending.server.issuer,
-            pending.server.token_endpoint,
-            pending.client,
-            tokens,
-            pending.resource,
-            pending.server.revocation_endpoint,
-        )
-        await services.store.save(grant)
+        await finish_login(pending.start, params, services.store, http=services.http)
     except OAuthError as exc:
         return _page(400, "Login failed", printable(str(exc), 500))
-    name = pending.key.connection
+    name = pending.start.key.connection
     try:
         runtime_of(request).host.mcp.restart(name)
     except (UnknownConnection, ValueError):
@@ -185,6 +124,6 @@ async def callback(request: Request) -> Response:
 
 def login_routes() -> list[Route]:
     return [
-        Route("/v1/connections/{name}/login", start_login, methods=["POST"]),
+        Route("/v1/connections/{name}/login", begin_route, methods=["POST"]),
         Route(CALLBACK_PATH, callback, methods=["GET"]),
     ]

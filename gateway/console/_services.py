@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import httpx2
 from starlette.requests import Request
 
-from oauth import ClientRegistration, ServerMetadata, StoreKey, TokenStore
+from oauth import LoginStart, TokenStore
 
 from ..settings import ServeSettings
 from ..state import token_store
@@ -32,12 +32,7 @@ _MAX_PENDING = 64
 class PendingLogin:
     """One started browser login, found again by its `state` when the redirect arrives."""
 
-    key: StoreKey
-    server: ServerMetadata
-    client: ClientRegistration
-    redirect_uri: str
-    verifier: str
-    resource: str
+    start: LoginStart
     started: float
 
 
