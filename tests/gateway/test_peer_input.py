@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import free_port
 from tests.processes import running
 
-from .conftest import Served, serving
+from .conftest import Served, serving, url_connection
 
 ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
 MODERN = "2026-07-28"
@@ -32,20 +32,26 @@ MODERN = "2026-07-28"
 pytestmark = pytest.mark.anyio
 
 
-def _definition(port: int, protocol: str) -> str:
-    return (
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', protocol={protocol!r},"
-        " advertise_tools=True)\n"
-    )
-
-
 @pytest.fixture(scope="module")
-def modern_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    """One `asking.py` upstream behind two gateways: one pins it to 2026-07-28, the other to the handshake."""
     port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
     with running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"):
-        with serving(tmp_path_factory, "peer-input-modern", {"asking": _definition(port, "modern")}) as served:
-            yield served
+        with (
+            serving(
+                tmp_path_factory, "peer-input-modern", {"asking": url_connection(url, protocol="modern")}
+            ) as modern,
+            serving(
+                tmp_path_factory, "peer-input-legacy", {"asking": url_connection(url, protocol="legacy")}
+            ) as handshake,
+        ):
+            yield {"modern": modern, "handshake": handshake}
+
+
+@pytest.fixture
+def modern_gateway(gateways: dict[str, Served]) -> Served:
+    return gateways["modern"]
 
 
 async def _elicit(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
@@ -62,23 +68,30 @@ def _text(result: mt.CallToolResult) -> str:
 
 
 @pytest.mark.parametrize("upstream", ["modern", "handshake"])
-async def test_a_modern_peer_answers_through_its_own_handlers(
-    upstream: str, modern_gateway: Served, handshake_gateway: Served
+@pytest.mark.parametrize("peer", ["modern", "handshake"])
+async def test_every_pairing_answers_through_the_peers_own_handlers(
+    peer: str, upstream: str, gateways: dict[str, Served]
 ) -> None:
-    # modern upstream: its `InputRequiredResult` goes to the peer (state sealed), the retry goes back to it.
-    # handshake upstream: its mid-call request holds the call open and reaches the peer as an
-    # `InputRequiredResult`; the retry's answer goes to the waiting upstream request (the bridged pairing).
-    gateway = modern_gateway if upstream == "modern" else handshake_gateway
-    url = f"{gateway.url}/v1/mcp/tools"
+    # modern peer, modern upstream: the upstream's `InputRequiredResult` goes to the peer (its state
+    # sealed), and the retry goes back to the upstream with the upstream's own state.
+    # modern peer, handshake upstream: the upstream's mid-call request holds the call open and reaches
+    # the peer as an `InputRequiredResult`; the retry's answer goes to the waiting upstream request.
+    # handshake peer, handshake upstream: the upstream's request is asked of the peer on the call's SSE
+    # answer, and the response the peer POSTs back reaches the waiting upstream request.
+    # handshake peer, modern upstream: the pool drives the `InputRequiredResult` by asking the peer so.
+    url = f"{gateways[upstream].url}/v1/mcp/tools"
+    mode = "auto" if peer == "modern" else "legacy"
     async with httpx2.AsyncClient(timeout=30) as http:
         with anyio.fail_after(60):
             transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, elicitation_callback=_elicit, sampling_callback=_sample, cache=None) as client:  # pyright: ignore[reportArgumentType]
-                assert client.protocol_version == MODERN
+            async with Client(
+                transport, mode=mode, elicitation_callback=_elicit, sampling_callback=_sample, cache=None
+            ) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == (MODERN if peer == "modern" else "2025-11-25")
                 assert _text(await client.call_tool("ask_name", {})) == "Hello, Ada!"
                 assert _text(await client.call_tool("ask_model", {})) == "model said: waves"
                 assert _text(await client.call_tool("ask_both", {})) == "Ada: waves"
-            async with Client(streamable_http_client(url, http_client=http), cache=None) as plain:  # pyright: ignore[reportArgumentType]
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as plain:  # pyright: ignore[reportArgumentType]
                 # No handler: the upstream learns the caller cannot answer, and refuses cleanly.
                 refused = await plain.call_tool("ask_name", {})
     assert refused.is_error
@@ -141,39 +154,3 @@ async def test_a_forged_altered_replayed_or_misdirected_request_state_is_refused
     key_file = modern_gateway.state_root / "request-state.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
     assert key_file.read_text().strip() not in modern_gateway.log_text()
-
-
-@pytest.fixture(scope="module")
-def handshake_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    port = free_port()
-    with running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"):
-        with serving(tmp_path_factory, "peer-input-legacy", {"asking": _definition(port, "legacy")}) as served:
-            yield served
-
-
-@pytest.mark.parametrize("upstream", ["handshake", "modern"])
-async def test_a_handshake_peer_answers_mid_call_on_its_sse_answer(
-    upstream: str, handshake_gateway: Served, modern_gateway: Served
-) -> None:
-    # handshake upstream: its `elicitation/create` is asked of the peer on the call's SSE answer, and the
-    # answer the peer POSTs back reaches the waiting upstream request. modern upstream: the pool drives its
-    # `InputRequiredResult` by asking the peer the same way (the bridged pairing).
-    gateway = handshake_gateway if upstream == "handshake" else modern_gateway
-    url = f"{gateway.url}/v1/mcp/tools"
-    async with httpx2.AsyncClient(timeout=30) as http:
-        with anyio.fail_after(60):
-            transport = streamable_http_client(url, http_client=http)
-            async with Client(
-                transport, mode="legacy", elicitation_callback=_elicit, sampling_callback=_sample, cache=None
-            ) as client:  # pyright: ignore[reportArgumentType]
-                assert client.protocol_version == "2025-11-25"
-                assert _text(await client.call_tool("ask_name", {})) == "Hello, Ada!"
-                assert _text(await client.call_tool("ask_model", {})) == "model said: waves"
-                assert _text(await client.call_tool("ask_both", {})) == "Ada: waves"
-            async with Client(streamable_http_client(url, http_client=http), mode="legacy", cache=None) as plain:  # pyright: ignore[reportArgumentType]
-                refused = await plain.call_tool("ask_name", {})
-    assert refused.is_error
-    if upstream == "handshake":  # the pool's client refused for this caller, and the upstream said so
-        assert "Elicitation not supported: the caller of this tool call cannot answer it" in _text(refused)
-    else:  # the upstream saw no elicitation capability in the request's `_meta`
-        assert "did not declare the form elicitation capability" in _text(refused)
