@@ -45,6 +45,9 @@ async def send_accepted(send: Send) -> None:
 QUEUED = 1000
 """Notifications waiting for a slow peer at most, per call; past that the oldest is dropped."""
 
+WATCH_AFTER = 0.25
+"""Seconds a call runs before its peer's connection is watched for a disconnect."""
+
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
     (b"cache-control", b"no-cache, no-transform"),
@@ -99,19 +102,37 @@ async def until_gone(
 ) -> _T | None:
     """`call`'s value; None when the peer cancelled it or went away first (`context.cancelled_by` says which).
 
-    The disconnect watch is a bare asyncio task, not an anyio task group: it is set up on every call,
-    and a task group costs the hot path several times more (docs/performance.md)."""
-    scope = context.scope = anyio.CancelScope()
+    Every lane call comes through here, so it is kept cheap (`bench/bench_gateway_ab.py`): the call is
+    cancelled as asyncio cancels a task (`context.cancel` cancels this task; `asyncio.timeout` works
+    the same way), not in an anyio cancel scope, and the POST's connection is watched only once the
+    call has run `WATCH_AFTER` seconds (asking uvicorn for the next ASGI message costs it a read
+    resume); a peer that left earlier is noticed then."""
+    task = asyncio.current_task()
+    assert task is not None
+    context.scope = task
     cancel = context.cancel
     key = peers.started(principal, request_id, cancel)
-    watcher = asyncio.get_running_loop().create_task(_watch(receive, cancel))
+    loop = task.get_loop()
+    watching: list[asyncio.Task[None]] = []
+    timer = loop.call_later(WATCH_AFTER, _start_watch, loop, receive, cancel, watching)
     try:
-        with scope:
-            return await call
+        return await call
+    except asyncio.CancelledError:
+        if context.cancelled_by is None or task.uncancel() > 0:
+            raise  # not (only) ours: the server is stopping
         return None
     finally:
-        watcher.cancel()
+        context.scope = None  # a late cancel() cancels nothing
+        timer.cancel()
+        if watching:
+            watching[0].cancel()
         peers.finished(key, cancel)
+
+
+def _start_watch(
+    loop: asyncio.AbstractEventLoop, receive: Receive, cancel: Callable[[str], None], watching: list[asyncio.Task[None]]
+) -> None:
+    watching.append(loop.create_task(_watch(receive, cancel)))
 
 
 def _event(payload: dict[str, Any]) -> bytes:
