@@ -24,6 +24,7 @@ from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
 from ._call_context import CallContext as CallContext
+from ._call_context import InputHandler as InputHandler
 from ._call_context import calling as calling
 from ._call_context import current_call as current_call
 from ._call_context import log_level_value as log_level_value
@@ -140,6 +141,7 @@ __all__ = [
     "Freshness",
     "Host",
     "HostMcp",
+    "InputHandler",
     "ListingCache",
     "Merged",
     "NotOffered",

@@ -19,8 +19,9 @@ What it holds:
   synchronously (from the wire's reader, in receive order) and must not block: the lane queues
   what it gets and writes it on the POST's SSE answer; `host.mcp` queues it for the host's callbacks.
 - `cancel()`: the caller's cancellation hook. The caller runs the call inside `scope` (an anyio
-  `CancelScope`); cancelling it cancels the upstream call, which then sees `notifications/cancelled`
-  with its own request id (a handshake-era upstream) or its POST closed (2026-07-28), as for a timeout.
+  `CancelScope`, or its own asyncio task, as the lane does); cancelling it cancels the upstream
+  call, which then sees `notifications/cancelled` with its own request id (a handshake-era
+  upstream) or its POST closed (2026-07-28), as for a timeout.
 
 - `elicitation`, `sampling`: the caller's handlers for an upstream's mid-call requests
   (`_input_requests.py`); None: the caller cannot answer them, and the upstream is told so.
@@ -32,17 +33,17 @@ What it holds:
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
-import anyio
 from mcp_types import LoggingLevel
 
 __all__ = [
     "LOG_LEVELS",
     "CallContext",
+    "Cancellable",
     "InputHandler",
     "NotificationSink",
     "calling",
@@ -68,6 +69,13 @@ InputHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 """Answers one upstream input request's params (`elicitation/create`, `sampling/createMessage`) with its
 result as JSON; raises `MCPError` to refuse it (the upstream gets that error)."""
 
+
+class Cancellable(Protocol):
+    """An anyio `CancelScope` or an asyncio `Task`: what `CallContext.cancel` cancels."""
+
+    def cancel(self) -> object: ...
+
+
 NotificationSink = Callable[[str, dict[str, Any]], None]
 """Takes one notification for the caller, `(method, params)`; synchronous, never blocks."""
 
@@ -84,8 +92,8 @@ class CallContext:
     progress_token: str | int | None = None
     log_level: LoggingLevel | None = None
     sink: NotificationSink | None = field(default=None, repr=False)
-    scope: anyio.CancelScope | None = field(default=None, repr=False)
-    """The cancel scope the caller runs the call in; `cancel()` cancels it."""
+    scope: Cancellable | None = field(default=None, repr=False)
+    """What the caller runs the call in (an anyio `CancelScope`, or the asyncio task itself); `cancel()` cancels it."""
     cancelled_by: str | None = None
     """Why the call was cancelled (`cancel()`'s reason), for the caller's own answer and log."""
     elicitation: InputHandler | None = field(default=None, repr=False)
@@ -95,6 +103,9 @@ class CallContext:
     pass_input_required: bool = False
     input_responses: dict[str, Any] | None = field(default=None, repr=False)
     request_state: str | None = field(default=None, repr=False)
+    asker: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    """Writes one JSON-RPC request to the caller on its answer stream (a handshake peer's SSE answer), as
+    `sink` writes notifications; set by whoever streams the answer."""
 
     @property
     def wants_progress(self) -> bool:
@@ -151,7 +162,7 @@ def current_call() -> CallContext | None:
 
 
 @contextmanager
-def calling(context: CallContext | None) -> Iterator[CallContext | None]:
+def calling(context: CallContext | None) -> Generator[CallContext | None]:
     """Run the block's `tools/call` with `context` (None: a plain call, as if no context was ever set)."""
     token = _CURRENT.set(context)
     try:

@@ -21,12 +21,14 @@ on the call, and every wire routes what comes back to the context of the call it
 
 from __future__ import annotations
 
+import warnings
 import weakref
 from collections.abc import Mapping
 from typing import Any
 
 import mcp.types as mt
 from mcp import Client
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import LOG_LEVEL_META_KEY, LoggingLevel
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -94,7 +96,9 @@ async def prepare_call(
         assert rank is not None
         if client.session.server_capabilities is not None and client.session.server_capabilities.logging is not None:
             if logs.level is None or rank < logs.level:
-                await client.session.set_logging_level(level)
+                with warnings.catch_warnings():  # deprecated at 2026-07-28 only; this is a handshake session
+                    warnings.simplefilter("ignore", MCPDeprecationWarning)
+                    await client.session.set_logging_level(level)  # pyright: ignore[reportDeprecated]
                 logs.level = rank
     else:
         meta: dict[str, Any] = params.setdefault("_meta", {})

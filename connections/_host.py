@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from typing import Any, Literal, overload
 
 import mcp.types as mt
+from mcp_types import LoggingLevel
 
 from ._account import AccountConnections
 from ._clients import OpenedClient
 from ._exceptions import UnknownConnection
 from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
+from ._host_notices import LogCallback, ProgressCallback, with_notices
 from ._offer_calls import ListMethod, complete, get_prompt, list_every_page, read_resource
 from ._pool import ClientPool
 from ._session_runner import ConnectionStatus
@@ -76,6 +78,9 @@ class HostMcp:
         args: Mapping[str, Any] | None = None,
         *,
         task: Literal[False] = False,
+        on_progress: ProgressCallback | None = None,
+        on_log: LogCallback | None = None,
+        log_level: LoggingLevel = "info",
         elicitation: ElicitationHandler | None = None,
         sampling: SamplingHandler | None = None,
     ) -> mt.CallToolResult: ...
@@ -99,14 +104,20 @@ class HostMcp:
         *,
         task: bool = False,
         ttl_ms: int | None = None,
+        on_progress: ProgressCallback | None = None,
+        on_log: LogCallback | None = None,
+        log_level: LoggingLevel = "info",
         elicitation: ElicitationHandler | None = None,
         sampling: SamplingHandler | None = None,
     ) -> ToolTask | mt.CallToolResult:
         """Call one tool; an `isError` result is returned as is.
 
-        `elicitation` and `sampling` answer the upstream's requests for input during this call (either
-        protocol generation; docs/clients.md): without one, the upstream learns the call cannot answer
-        it. The pool keeps results as JSON; this is where they become the SDK's `CallToolResult`.
+        `on_progress` hears the upstream's progress on this call; `on_log` its log messages at or above
+        `log_level` (and the connection's `min_log_level`); both as `mcp.Client` callbacks
+        (`_host_notices.py`). `elicitation` and `sampling` answer the upstream's requests for input during
+        this call (either protocol generation; `_host_handlers.py`, docs/clients.md): without one, the
+        upstream learns this call cannot answer it. The pool keeps results as JSON; this is where they
+        become the SDK's `CallToolResult`.
 
         With `task=True` the call runs as a task (MCP 2025-11-25 tasks; `ttl_ms` asks the upstream to keep
         it that long): a `ToolTask` handle comes back at once (`await handle.status()`, `.result()`,
@@ -123,10 +134,14 @@ class HostMcp:
             if "task" not in created:
                 return as_call_tool_result(created)
             return ToolTask(name, mt.Task.model_validate(created["task"], by_name=False), route)
-        if elicitation is None and sampling is None:
-            return as_call_tool_result(await route.call_tool(name, tool, args))
-        with with_handlers(elicitation=elicitation, sampling=sampling):
-            return as_call_tool_result(await route.call_tool(name, tool, args))
+        if on_progress is None and on_log is None:
+            if elicitation is None and sampling is None:
+                return as_call_tool_result(await route.call_tool(name, tool, args))
+            with with_handlers(elicitation=elicitation, sampling=sampling):
+                return as_call_tool_result(await route.call_tool(name, tool, args))
+        async with with_notices(on_progress, on_log, log_level):
+            with with_handlers(elicitation=elicitation, sampling=sampling):
+                return as_call_tool_result(await route.call_tool(name, tool, args))
 
     async def task_request(self, name: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
         """`tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list` (with the upstream's own task id) on the

@@ -8,10 +8,12 @@ An upstream asks for input in one of two shapes, by protocol generation:
   answered by the handler of the call it belongs to: `current_call()`, under which the SDK runs the
   callback. The SDK's Streamable HTTP transport reads a POST's answer stream in the context of the
   task that sent the POST, and the fast wire (`_fast_answers.py`) answers on the caller's own task,
-  so a request met on a call's answer stream finds that call and no other. A request that finds no
-  call (stdio and SSE read every message on a task of their own, so nothing ties a request to a
-  call), or a call whose caller has no handler for it, is refused with INVALID_REQUEST, the error a
-  client that does not support the feature gives (the SDK's default callbacks).
+  so a request met on a call's answer stream finds that call and no other. Stdio and SSE read every
+  message on a task of their own, and the wire does not say which call a request is about: such a
+  request goes to the one call in flight on the session when it is the only request in flight there
+  (`in_flight`), as `_call_routing.py` does for log messages. A request that finds no call, or a
+  call whose caller has no handler for it, is refused with INVALID_REQUEST, the error a client that
+  does not support the feature gives (the SDK's default callbacks): never another caller's handler.
 - 2026-07-28 (SEP-2322, multi round-trip requests): the upstream answers `tools/call` with an
   `InputRequiredResult`. Each request's `_meta` declares exactly what its caller can answer
   (`advertised`). `drive` answers the embedded requests with the caller's handlers and retries with
@@ -23,7 +25,9 @@ Every wait is the caller's handler's: the pool's `call` timeout bounds the whole
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import weakref
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import mcp.types as mt
@@ -32,7 +36,7 @@ from mcp.shared.exceptions import MCPError
 
 from ._call_context import CallContext, InputHandler, current_call
 
-__all__ = ["INPUT_REQUIRED", "MAX_ROUNDS", "advertised", "answer", "client_callbacks", "drive"]
+__all__ = ["INPUT_REQUIRED", "MAX_ROUNDS", "advertised", "answer", "client_callbacks", "drive", "in_flight"]
 
 INPUT_REQUIRED = "input_required"
 MAX_ROUNDS = 10
@@ -98,20 +102,49 @@ async def drive(first: dict[str, Any], context: CallContext | None, retry: Retry
     )
 
 
-async def _callback(method: str, params: Any) -> Any:
+_IN_FLIGHT: weakref.WeakKeyDictionary[Any, dict[CallContext, None]] = weakref.WeakKeyDictionary()
+
+
+@contextmanager
+def in_flight(session: Any, context: CallContext | None) -> Generator[None]:
+    """Mark `context`'s call as in flight on `session` (a `ClientSession`) for the block."""
+    if context is None or (context.elicitation is None and context.sampling is None):
+        yield
+        return
+    calls = _IN_FLIGHT.setdefault(session, {})
+    calls[context] = None
     try:
-        result = await answer(current_call(), method, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        yield
+    finally:
+        calls.pop(context, None)
+
+
+def _owner(session: Any) -> CallContext | None:
+    """The call an upstream request on `session` belongs to (module docstring), or None."""
+    found = current_call()
+    if found is not None:
+        return found
+    calls = _IN_FLIGHT.get(session)
+    pending = getattr(getattr(session, "_dispatcher", None), "_pending", None)
+    if not calls or len(calls) != 1 or not isinstance(pending, dict) or len(pending) != 1:  # pyright: ignore[reportUnknownArgumentType]
+        return None  # none, or several requests in flight: the request may be about another caller's
+    return next(iter(calls))
+
+
+async def _callback(session: Any, method: str, params: Any) -> Any:
+    try:
+        result = await answer(_owner(session), method, params.model_dump(by_alias=True, mode="json", exclude_none=True))
     except MCPError as exc:
         return exc.error
     return ClientResponse.validate_python(result)
 
 
-async def _elicitation(_context: ClientRequestContext, params: mt.ElicitRequestParams) -> Any:
-    return await _callback("elicitation/create", params)
+async def _elicitation(context: ClientRequestContext, params: mt.ElicitRequestParams) -> Any:
+    return await _callback(context.session, "elicitation/create", params)
 
 
-async def _sampling(_context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> Any:
-    return await _callback("sampling/createMessage", params)
+async def _sampling(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> Any:
+    return await _callback(context.session, "sampling/createMessage", params)
 
 
 def client_callbacks() -> dict[str, Any]:

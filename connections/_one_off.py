@@ -91,7 +91,7 @@ async def call_tool_once(
         raise UnknownTool(defn.name, tool, f"tool {tool!r} is not allowed by the connection's allow/deny lists")
 
     async def run(client: Client) -> dict[str, Any]:
-        return await call_tool_json(client, tool, dict(arguments or {}))
+        return await call_tool_json(client, tool, dict(arguments or {}), defn.min_log_level)
 
     result: dict[str, Any] = await _one_off(defn, "call", run, headers=headers, environ=environ, auth=auth, tool=tool)
     return result

@@ -28,6 +28,7 @@ import httpx2
 from mcp.client.session import IncomingMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ._call_context import calling
 from ._clients import OpenedClient, client_mode, open_client
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVariableMissing, UpstreamTimeout
@@ -195,7 +196,10 @@ class SessionSlot:
 
         mode = client_mode(defn, self.learned_mode)
         runner = run_session(defn, s, settings, mode=mode, on_list_changed=list_changed, on_end=ended)
-        tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
+        # Started from a first caller's task, but it serves every caller: it must not inherit that caller's
+        # call context (`_call_context.py`), or the session's reader would route others' requests to it.
+        with calling(None):
+            tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
         await self._wait_ready(s)
         if s.error is not None:
             if not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash

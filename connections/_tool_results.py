@@ -23,7 +23,7 @@ from mcp_types import methods as _methods
 
 from ._call_context import CallContext, current_call
 from ._call_routing import prepare_call
-from ._input_requests import INPUT_REQUIRED, advertised, drive
+from ._input_requests import INPUT_REQUIRED, advertised, drive, in_flight
 
 __all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
 
@@ -112,7 +112,8 @@ async def _send_call(
         return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
     logs = await prepare_call(client, context, data["params"], opts, log_cap)
     try:
-        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+        with in_flight(session, context):
+            return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
     finally:
         if logs is not None:
             logs.calls.pop(context, None)

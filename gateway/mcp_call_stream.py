@@ -16,6 +16,7 @@ JSON answer, the hot path.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
@@ -29,13 +30,23 @@ from connections import CallContext, calling, log_level_value
 from .peer_calls import PeerCalls
 from .runtime import Runtime
 
-__all__ = ["CANCELLED_CODE", "call_context", "peer_cancelled", "principal_id", "stream_answer", "until_gone"]
+__all__ = ["QUEUED", "call_context", "peer_cancelled", "principal_id", "send_accepted", "stream_answer", "until_gone"]
 
 _T = TypeVar("_T")
 
-CANCELLED_CODE = -32800
-"""The JSON-RPC error a cancelled call's still-open POST is answered with (MCP names none; a peer that
-cancelled ignores the answer, as the spec says it may: basic/utilities/cancellation)."""
+
+async def send_accepted(send: Send) -> None:
+    """The answer to a cancelled call's still-open POST: 202 and no body. A cancelled request gets no
+    JSON-RPC response (MCP basic/utilities/cancellation), and 202 tells the client that none follows."""
+    await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+QUEUED = 1000
+"""Notifications waiting for a slow peer at most, per call; past that the oldest is dropped."""
+
+WATCH_AFTER = 0.25
+"""Seconds a call runs before its peer's connection is watched for a disconnect."""
 
 _SSE_HEADERS = [
     (b"content-type", b"text/event-stream"),
@@ -91,19 +102,37 @@ async def until_gone(
 ) -> _T | None:
     """`call`'s value; None when the peer cancelled it or went away first (`context.cancelled_by` says which).
 
-    The disconnect watch is a bare asyncio task, not an anyio task group: it is set up on every call,
-    and a task group costs the hot path several times more (docs/performance.md)."""
-    scope = context.scope = anyio.CancelScope()
+    Every lane call comes through here, so it is kept cheap (`bench/bench_gateway_ab.py`): the call is
+    cancelled as asyncio cancels a task (`context.cancel` cancels this task; `asyncio.timeout` works
+    the same way), not in an anyio cancel scope, and the POST's connection is watched only once the
+    call has run `WATCH_AFTER` seconds (asking uvicorn for the next ASGI message costs it a read
+    resume); a peer that left earlier is noticed then."""
+    task = asyncio.current_task()
+    assert task is not None
+    context.scope = task
     cancel = context.cancel
     key = peers.started(principal, request_id, cancel)
-    watcher = asyncio.get_running_loop().create_task(_watch(receive, cancel))
+    loop = task.get_loop()
+    watching: list[asyncio.Task[None]] = []
+    timer = loop.call_later(WATCH_AFTER, _start_watch, loop, receive, cancel, watching)
     try:
-        with scope:
-            return await call
+        return await call
+    except asyncio.CancelledError:
+        if context.cancelled_by is None or task.uncancel() > 0:
+            raise  # not (only) ours: the server is stopping
         return None
     finally:
-        watcher.cancel()
+        context.scope = None  # a late cancel() cancels nothing
+        timer.cancel()
+        if watching:
+            watching[0].cancel()
         peers.finished(key, cancel)
+
+
+def _start_watch(
+    loop: asyncio.AbstractEventLoop, receive: Receive, cancel: Callable[[str], None], watching: list[asyncio.Task[None]]
+) -> None:
+    watching.append(loop.create_task(_watch(receive, cancel)))
 
 
 def _event(payload: dict[str, Any]) -> bytes:
@@ -123,15 +152,22 @@ async def stream_answer(
 
     `answer()` runs the call with `context` current (`calling`) and returns the JSON-RPC answer
     (result or error). A call the peer cancelled ends the stream without an answer."""
-    queued: list[bytes] = []
+    queued: deque[bytes] = deque()
     wake = anyio.Event()
 
     def sink(method: str, params: dict[str, Any]) -> None:
-        nonlocal wake
+        if len(queued) >= QUEUED:  # a peer that reads slower than the upstream talks loses the oldest
+            queued.popleft()
         queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
         wake.set()
 
+    def ask(request: dict[str, Any]) -> None:  # a question for the peer (peer_asks.py), in order with the rest
+        nonlocal wake
+        queued.append(_event(request))
+        wake.set()
+
     context.sink = sink
+    context.asker = ask
     outcome: list[dict[str, Any] | None] = []
 
     async def run() -> None:
@@ -149,7 +185,7 @@ async def stream_answer(
             await wake.wait()
             wake = anyio.Event()
             while queued:
-                await send({"type": "http.response.body", "body": queued.pop(0), "more_body": True})
+                await send({"type": "http.response.body", "body": queued.popleft(), "more_body": True})
     for event in queued:  # what came in while the answer was being made
         await send({"type": "http.response.body", "body": event, "more_body": True})
     payload = outcome[0]

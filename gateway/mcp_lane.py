@@ -61,11 +61,18 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from connections import CallContext, tracing_enabled
+from connections import tracing_enabled
 
 from .json_pieces import answer_pieces
-from .mcp_call_stream import CANCELLED_CODE, call_context, peer_cancelled, principal_id, stream_answer, until_gone
-from .mcp_tools import tools_call_result, tools_list_result
+from .mcp_call_stream import (
+    call_context,
+    peer_cancelled,
+    principal_id,
+    send_accepted,
+    stream_answer,
+    until_gone,
+)
+from .mcp_tools import server_tool, tools_call_result, tools_list_result
 from .peer_input import PeerCall, peer_call
 from .runtime import Runtime
 
@@ -165,15 +172,19 @@ async def serve_lane(
             assert params is not None  # the schema requires them
             principal = principal_id(scope)
             context = call_context(runtime, principal, params, modern=modern)
-            peer = await peer_call(runtime, principal, params, context)  # elicitation and sampling (peer_input.py)
+            session = _header(scope, b"mcp-session-id")
+            peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
-                answer = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
-                await stream_answer(send, receive, runtime.peers, principal, ident, context, answer)
+                # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
+                # error has an HTTP status of its own, which a stream's 200 could not carry).
+                await server_tool(runtime, params["name"])
+                run_call = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
+                await stream_answer(send, receive, runtime.peers, principal, ident, context, run_call)
                 return True
             call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
             found = await until_gone(receive, runtime.peers, principal, ident, call, context)
             if found is None:
-                await _send_jsonrpc(send, ident, error=_cancelled(context), modern=modern)
+                await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
                 return True
             result = found
         else:
@@ -335,10 +346,6 @@ async def _answer(
         return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
     except Exception as exc:
         return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)
-
-
-def _cancelled(context: CallContext) -> ErrorData:
-    return ErrorData(code=CANCELLED_CODE, message=f"request cancelled: {context.cancelled_by or 'by the peer'}")
 
 
 def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:

@@ -41,7 +41,7 @@ from ._asgi import header
 from .mcp_call_stream import principal_id
 from .mcp_lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
 from .mcp_task_capability import TASKS_EXTENSION
-from .mcp_tasks import PURPOSE, Refused, open_task, start_task
+from .mcp_tasks import Refused, open_task, start_task
 from .mcp_tools import server_tool
 from .runtime import Runtime
 
@@ -78,11 +78,10 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     if rejection is not None:
         await _write(send, ident, error=(rejection.code, rejection.message))
         return True
-    sealer = runtime.request_states.sealer_for(PURPOSE)
     principal = principal_id(scope)
     try:
         if method == "tools/call":
-            result = await _create(runtime, sealer, principal, params)
+            result = await _create(runtime, principal, params)
         elif method == "tasks/update":
             raise Refused(
                 METHOD_NOT_FOUND,
@@ -90,7 +89,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
                 "tasks/result stream, which this gateway does not bridge yet",
             )
         else:
-            connection, upstream_id = open_task(sealer, principal, params.get("taskId"))
+            connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
             if method == "tasks/cancel":
                 await runtime.host.mcp.task_request(connection, "tasks/cancel", {"taskId": upstream_id})
                 result = {"resultType": "complete"}
@@ -107,9 +106,9 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     return True
 
 
-async def _create(runtime: Runtime, sealer: Any, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _create(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
     await server_tool(runtime, params["name"])  # an unknown name: -32602 as on the lane
-    handle, created = await start_task(runtime, sealer, principal, params["name"], params.get("arguments"), None)
+    handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}
     return {**_v2_task(created), "resultType": "task"}

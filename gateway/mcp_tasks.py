@@ -1,10 +1,9 @@
 """Tasks on `/v1/mcp/tools` (MCP 2025-11-25): a task-augmented `tools/call` and `tasks/*`, relayed to the upstream.
 
 A peer that calls an advertised tool with `params.task` gets the upstream's `CreateTaskResult`, whose
-`taskId` is replaced by a sealed one (`sealing.py`, purpose `task`, on the deployment key that also
-seals `requestState`: `RequestStates.sealer_for`): the connection, the upstream's own task id and the
-principal who made it, encrypted and authenticated, so any replica opens it and no peer can read,
-forge or alter it. A later
+`taskId` is replaced by a sealed one (`RequestStates.seal_task`, on the deployment key that also seals
+`requestState`): the connection, the upstream's own task id and the principal who made it, encrypted
+and authenticated, so any replica opens it and no peer can read, forge or alter it. A later
 `tasks/get`, `tasks/result` or `tasks/cancel` with that id is opened by whichever replica receives it
 and sent to the owning connection's pooled session with the upstream's id; no state is held in any
 gateway process. Every answer leaves with the sealed id in place of the upstream's. An id that does
@@ -47,14 +46,12 @@ from ._asgi import header
 from .mcp_call_stream import principal_id
 from .mcp_tools import server_tool
 from .runtime import Runtime
-from .sealing import Sealer, SealError
 
-__all__ = ["PURPOSE", "RELATED_TASK_META_KEY", "Refused", "open_task", "serve_tasks", "start_task"]
+__all__ = ["RELATED_TASK_META_KEY", "Refused", "open_task", "serve_tasks", "start_task"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
 RELATED_TASK_META_KEY = "io.modelcontextprotocol/related-task"
-PURPOSE = "task"
 _NOT_YOURS = "unknown task id: it was not issued to this principal by this gateway"
 _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
     "tasks/get": mt.GetTaskRequestParams,
@@ -84,7 +81,6 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    sealer = runtime.request_states.sealer_for(PURPOSE)
     principal = principal_id(scope)
     try:
         if is_task_call:
@@ -92,9 +88,9 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
         else:  # not in the SDK's table of requests: the 2025-11-25 schema's params
             _FOLLOW_UP_PARAMS[str(method)].model_validate(params, by_name=False)
         if is_task_call:
-            result = await _start(runtime, sealer, principal, params)
+            result = await _start(runtime, principal, params)
         else:
-            result = await _follow(runtime, sealer, principal, str(method), params)
+            result = await _follow(runtime, principal, str(method), params)
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": result}
     except Refused as exc:
         answer = _error(ident, exc.code, exc.message)
@@ -109,7 +105,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
 
 
 async def start_task(
-    runtime: Runtime, sealer: Sealer, principal: str, name: str, arguments: Any, ttl: Any
+    runtime: Runtime, principal: str, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
     """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
     the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
@@ -131,38 +127,32 @@ async def start_task(
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
         return None, created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return created, {**task_json, "taskId": sealer.seal({"c": connection, "t": created.task_id, "p": principal})}
+    return created, {**task_json, "taskId": runtime.request_states.seal_task(connection, created.task_id, principal)}
 
 
-def open_task(sealer: Sealer, principal: str, task_id: Any) -> tuple[str, str]:
+def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]:
     """The connection and the upstream's task id sealed in `task_id`, if `principal` made it. Raises `Refused`."""
-    try:
-        sealed = sealer.open(task_id)
-    except SealError:
-        raise Refused(INVALID_PARAMS, _NOT_YOURS) from None
-    connection, upstream_id = sealed.get("c"), sealed.get("t")
-    if sealed.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+    opened = runtime.request_states.open_task(task_id, principal)
+    if opened is None:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
-    return connection, upstream_id
+    return opened
 
 
-async def _start(runtime: Runtime, sealer: Sealer, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
     ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    handle, created = await start_task(runtime, sealer, principal, params["name"], params.get("arguments"), ttl)
+    handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
 
-async def _follow(
-    runtime: Runtime, sealer: Sealer, principal: str, method: str, params: Mapping[str, Any]
-) -> dict[str, Any]:
+async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if method == "tasks/list":
         raise Refused(
             METHOD_NOT_FOUND,
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    connection, upstream_id = open_task(sealer, principal, params.get("taskId"))
+    connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
     answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
     sealed_id = params["taskId"]
     if method == "tasks/result":

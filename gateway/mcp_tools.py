@@ -9,15 +9,16 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool, calling
+from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
 from .mcp_call_stream import principal_id
 from .mcp_offerings import failed_closed, offering_handlers
@@ -26,7 +27,7 @@ from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
 
-__all__ = ["SERVER_VERSION", "json_result", "tools_call_result", "tools_list_result", "tools_server"]
+__all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -91,13 +92,11 @@ async def tools_call_result(
     tool = await server_tool(runtime, name)
     try:
         if peer is None:
-            outcome = await tool.call(arguments)
+            result = (await tool.call(arguments)).mcp_result()
         else:
-            with calling(peer.context):
-                outcome = await tool.call(arguments)
+            result = peer.finish(await peer.run(lambda: tool.call(arguments)))
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
-    result = outcome.mcp_result() if peer is None else peer.finish(outcome.mcp_result())
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
         result = {**result, "resultType": _COMPLETE}
     return result
@@ -144,7 +143,8 @@ def tools_server(
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
         principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
-        peer = await peer_call(served, principal, dumped, CallContext())
+        session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
+        peer = await peer_call(served, principal, dumped, CallContext(), session)
         return await tools_call_result(served, params.name, params.arguments, peer)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
@@ -154,12 +154,16 @@ def tools_server(
         return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
-    return TaskServer(  # pyright: ignore[reportDeprecated]  # logging for handshake-era peers
-        "agent-sdk-tools",
-        version=SERVER_VERSION,
-        on_list_tools=list_tools,
-        on_call_tool=call,
-        on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
-        **offering_handlers(runtime, offerings),
-        **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
-    )
+    with warnings.catch_warnings():
+        # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
+        # a gateway forwards what its upstreams log (docs/http-api.md).
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        return TaskServer(  # pyright: ignore[reportDeprecated]
+            "agent-sdk-tools",
+            version=SERVER_VERSION,
+            on_list_tools=list_tools,
+            on_call_tool=call,
+            on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+            **offering_handlers(runtime, offerings),
+            **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
+        )

@@ -22,22 +22,26 @@ Each refusal is a JSON-RPC INVALID_PARAMS error whose message says which check f
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import os
 import secrets
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import anyio
 import mcp_types as mt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
-from .sealing import Sealer, SealError
-
 __all__ = [
+    "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
     "MemoryUsedStates",
     "RedisUsedStates",
@@ -50,8 +54,12 @@ __all__ = [
 
 REQUEST_STATE_TTL_S = 600.0
 """How long a peer has to answer and retry (docs/http-api.md)."""
+PEER_SESSION_TTL_S = 7 * 24 * 3600.0
+"""How long a handshake peer's sealed `Mcp-Session-Id` vouches for its capabilities (`peer_sessions.py`)."""
 
 _PREFIX = "agent-sdk.rs1."
+_SESSION_PREFIX = "agent-sdk.ps1."
+_TASK_PREFIX = "agent-sdk.task1."
 _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
 _REDIS_KEY = "agent-sdk:request-state:key"
@@ -126,9 +134,7 @@ class RequestStates:
     ) -> None:
         if len(key) != 32:
             raise ValueError("a requestState key is 32 bytes")
-        self._key = key
-        self._sealer = Sealer(key, aad=_AAD, prefix=_PREFIX)
-        self._others: dict[str, Sealer] = {}
+        self._aead = AESGCM(key)
         self._used = used if used is not None else MemoryUsedStates(clock)
         self._ttl = ttl_s
         self._clock = clock
@@ -152,17 +158,48 @@ class RequestStates:
             "e": self._clock() + self._ttl,
             "j": secrets.token_hex(16),
         }
-        return self._sealer.seal(payload)
+        return self._sealed(_PREFIX, payload)
 
-    def sealer_for(self, purpose: str) -> Sealer:
-        """A `Sealer` on the same deployment key for another `purpose` (e.g. `task` ids, `mcp_tasks.py`):
-        its tokens never open as a `requestState`, nor these as its."""
-        found = self._others.get(purpose)
-        if found is None:
-            found = self._others[purpose] = Sealer(
-                self._key, aad=f"agent-sdk {purpose} v1".encode(), prefix=f"agent-sdk.{purpose}1."
-            )
-        return found
+    def seal_session(self, principal: str, capabilities: Mapping[str, Any]) -> str:
+        """A handshake peer's `Mcp-Session-Id`: its principal and declared capabilities, sealed (`peer_sessions.py`)."""
+        return self._sealed(
+            _SESSION_PREFIX, {"p": principal, "c": dict(capabilities), "e": self._clock() + PEER_SESSION_TTL_S}
+        )
+
+    def open_session(self, token: object, principal: str) -> dict[str, Any]:
+        """The capabilities sealed in a peer's `Mcp-Session-Id`; {} for one this deployment did not seal for
+        `principal`, or that expired (the peer is then treated as one that cannot answer)."""
+        try:
+            payload = self._decrypt(token, _SESSION_PREFIX)
+        except RequestStateRefused:
+            return {}
+        expires, capabilities = payload.get("e"), payload.get("c")
+        if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
+            return {}
+        return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+    def seal_task(self, connection: str, upstream_id: str, principal: str) -> str:
+        """The task id a peer holds for an upstream task (`mcp_tasks.py`): the connection, the upstream's own
+        task id and the principal who started it, sealed. No expiry: the upstream's task TTL decides."""
+        return self._sealed(_TASK_PREFIX, {"c": connection, "t": upstream_id, "p": principal})
+
+    def open_task(self, token: object, principal: str) -> tuple[str, str] | None:
+        """The connection and upstream task id sealed in `token` for `principal`; None for a token this
+        deployment did not seal as a task id, or sealed for another principal."""
+        try:
+            payload = self._decrypt(token, _TASK_PREFIX)
+        except RequestStateRefused:
+            return None
+        connection, upstream_id = payload.get("c"), payload.get("t")
+        if payload.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+            return None
+        return connection, upstream_id
+
+    def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
+        nonce = os.urandom(12)
+        # The prefix is authenticated too: a peer session id cannot pass as a requestState, nor the reverse.
+        sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), _AAD + prefix.encode())
+        return prefix + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
 
     async def open(self, token: object, principal: str, tool: str) -> SealedState:
         """The state sealed in `token`, for `principal` calling `tool`; claimed, so it opens once.
@@ -190,11 +227,20 @@ class RequestStates:
             pending=_text(payload.get("h")),
         )
 
-    def _decrypt(self, token: object) -> dict[str, Any]:
+    def _decrypt(self, token: object, prefix: str = _PREFIX) -> dict[str, Any]:
+        forged = RequestStateRefused("it was not issued by this gateway, or it was altered")
+        if not isinstance(token, str) or not token.startswith(prefix) or len(token) > 64 * 1024:
+            raise forged
+        body = token[len(prefix) :]
         try:
-            return self._sealer.open(token)
-        except SealError:
-            raise RequestStateRefused("it was not issued by this gateway, or it was altered") from None
+            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            plain = self._aead.decrypt(raw[:12], raw[12:], _AAD + prefix.encode())
+            payload = json.loads(plain)
+        except (binascii.Error, ValueError, InvalidTag):
+            raise forged from None
+        if not isinstance(payload, dict):
+            raise forged
+        return payload  # pyright: ignore[reportUnknownVariableType]
 
 
 def _text(value: object) -> str | None:

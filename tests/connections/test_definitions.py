@@ -56,6 +56,14 @@ def test_header_values_must_be_strings_and_the_message_never_shows_them() -> Non
     assert "a value of type int" in defn.problems[0].message
 
 
+def test_min_log_level_caps_what_is_forwarded_and_must_name_a_level() -> None:
+    assert define_connection(url="https://x.example.com/mcp", min_log_level="warning").min_log_level == "warning"
+    assert define_connection(url="https://x.example.com/mcp").min_log_level is None
+    bad = define_connection(url="https://x.example.com/mcp", min_log_level="WARN")
+    assert codes(bad) == ["bad-field-type"] and bad.min_log_level is None
+    assert "field 'min_log_level' must be one of 'debug', 'info'" in bad.problems[0].message
+
+
 def test_command_args_env_cwd_make_a_stdio_connection(tmp_path: object) -> None:
     defn = define_connection(command="npx", args=["-y", "server"], env={"DEBUG": "1"}, cwd="/srv")
     assert (defn.kind, defn.command, defn.args, dict(defn.env), defn.cwd) == (

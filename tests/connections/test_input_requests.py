@@ -129,3 +129,33 @@ async def test_interleaved_callers_on_one_handshake_session_each_answer_their_ow
         assert isinstance(bob, mt.CallToolResult) and text(bob) == "Hello, Bob!"
         assert isinstance(none, UpstreamError) and "Elicitation not supported" in str(none)
         assert pool.status("asking").opens == 1
+
+
+@pytest.mark.parametrize("protocol", GENERATIONS)
+async def test_a_stdio_upstream_asks_the_one_call_in_flight(protocol: str) -> None:
+    # Over stdio nothing on the wire ties a mid-call request to a call: it goes to the call in flight
+    # when that is the only request in flight on the session (else it is refused, never misrouted).
+    defn = define_connection(command=sys.executable, args=[str(ASKING), "--stdio"], protocol=protocol).named(
+        "asking", None
+    )
+    async with ClientPool({"asking": defn}) as pool:
+        host = HostMcp(pool)
+        with anyio.fail_after(30):
+            both = await host.call_tool("asking", "ask_both", {}, elicitation=named("Cy"), sampling=model)
+        assert text(both) == "Cy: waves, waves"
+
+
+async def test_the_caller_that_opened_a_stdio_session_never_answers_a_later_callers_question() -> None:
+    # The session's reader task starts during the first caller's call: it must not carry that call's
+    # context, or every later request on the session would find the first caller's handlers.
+    defn = define_connection(command=sys.executable, args=[str(ASKING), "--stdio"], protocol="legacy").named(
+        "asking", None
+    )
+    async with ClientPool({"asking": defn}) as pool:
+        host = HostMcp(pool)
+        with anyio.fail_after(30):
+            assert text(await host.call_tool("asking", "ask_name", {}, elicitation=named("Ada"))) == "Hello, Ada!"
+            assert text(await host.call_tool("asking", "ask_name", {}, elicitation=named("Cy"))) == "Hello, Cy!"
+            with pytest.raises(UpstreamError, match="Elicitation not supported"):
+                await host.call_tool("asking", "ask_name", {})
+        assert pool.status("asking").opens == 1

@@ -171,6 +171,11 @@ RULES: dict[str, Expected] = {
         "agent/mcp-connections/slow.py", 3, "error", "bad-field-type",
         "every timeout must be a positive number of seconds",
     ),
+    "bad-log-level": Expected(
+        "agent/mcp-connections/chatty.py", 3, "error", "bad-field-type",
+        "field 'min_log_level' must be one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', "
+        "'alert', 'emergency', got 'verbose'",
+    ),
     "headers-need-url": Expected(
         "agent/mcp-connections/local.py", 3, "error", "headers-need-url",
         "headers=... only apply to url connections; remove them or use url=...",

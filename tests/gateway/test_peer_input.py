@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from tests.conftest import free_port
 from tests.processes import running
 
-from .conftest import Served, serving
+from .conftest import Served, serving, url_connection
 
 ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
 MODERN = "2026-07-28"
@@ -32,28 +32,34 @@ MODERN = "2026-07-28"
 pytestmark = pytest.mark.anyio
 
 
-def _definition(port: int, protocol: str) -> str:
-    return (
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', protocol={protocol!r},"
-        " advertise_tools=True)\n"
-    )
-
-
 @pytest.fixture(scope="module")
-def modern_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    """One `asking.py` upstream behind two gateways: one pins it to 2026-07-28, the other to the handshake."""
     port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
     with running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"):
-        with serving(tmp_path_factory, "peer-input-modern", {"asking": _definition(port, "modern")}) as served:
-            yield served
+        with (
+            serving(
+                tmp_path_factory, "peer-input-modern", {"asking": url_connection(url, protocol="modern")}
+            ) as modern,
+            serving(
+                tmp_path_factory, "peer-input-legacy", {"asking": url_connection(url, protocol="legacy")}
+            ) as handshake,
+        ):
+            yield {"modern": modern, "handshake": handshake}
 
 
-async def _elicit(_ctx: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+@pytest.fixture
+def modern_gateway(gateways: dict[str, Served]) -> Served:
+    return gateways["modern"]
+
+
+async def _elicit(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
     assert params.message == "What is your name?"
     return mt.ElicitResult(action="accept", content={"name": "Ada"})
 
 
-async def _sample(_ctx: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
+async def _sample(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> mt.CreateMessageResult:
     return mt.CreateMessageResult(role="assistant", content=mt.TextContent(type="text", text="waves"), model="m")
 
 
@@ -61,20 +67,38 @@ def _text(result: mt.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, mt.TextContent))
 
 
-async def test_a_modern_peer_answers_a_modern_upstream_through_its_own_handlers(modern_gateway: Served) -> None:
-    url = f"{modern_gateway.url}/v1/mcp/tools"
+@pytest.mark.parametrize("upstream", ["modern", "handshake"])
+@pytest.mark.parametrize("peer", ["modern", "handshake"])
+async def test_every_pairing_answers_through_the_peers_own_handlers(
+    peer: str, upstream: str, gateways: dict[str, Served]
+) -> None:
+    # modern peer, modern upstream: the upstream's `InputRequiredResult` goes to the peer (its state
+    # sealed), and the retry goes back to the upstream with the upstream's own state.
+    # modern peer, handshake upstream: the upstream's mid-call request holds the call open and reaches
+    # the peer as an `InputRequiredResult`; the retry's answer goes to the waiting upstream request.
+    # handshake peer, handshake upstream: the upstream's request is asked of the peer on the call's SSE
+    # answer, and the response the peer POSTs back reaches the waiting upstream request.
+    # handshake peer, modern upstream: the pool drives the `InputRequiredResult` by asking the peer so.
+    url = f"{gateways[upstream].url}/v1/mcp/tools"
+    mode = "auto" if peer == "modern" else "legacy"
     async with httpx2.AsyncClient(timeout=30) as http:
         with anyio.fail_after(60):
             transport = streamable_http_client(url, http_client=http)
-            async with Client(transport, elicitation_callback=_elicit, sampling_callback=_sample, cache=None) as client:  # pyright: ignore[reportArgumentType]
-                assert client.protocol_version == MODERN
+            async with Client(
+                transport, mode=mode, elicitation_callback=_elicit, sampling_callback=_sample, cache=None
+            ) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == (MODERN if peer == "modern" else "2025-11-25")
                 assert _text(await client.call_tool("ask_name", {})) == "Hello, Ada!"
                 assert _text(await client.call_tool("ask_model", {})) == "model said: waves"
                 assert _text(await client.call_tool("ask_both", {})) == "Ada: waves"
-            async with Client(streamable_http_client(url, http_client=http), cache=None) as plain:  # pyright: ignore[reportArgumentType]
-                # No handler: the upstream is told the caller cannot answer, and says so itself.
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as plain:  # pyright: ignore[reportArgumentType]
+                # No handler: the upstream learns the caller cannot answer, and refuses cleanly.
                 refused = await plain.call_tool("ask_name", {})
-    assert refused.is_error and "did not declare the form elicitation capability" in _text(refused)
+    assert refused.is_error
+    if upstream == "modern":  # the request's `_meta` declared no elicitation
+        assert "did not declare the form elicitation capability" in _text(refused)
+    else:  # the pool's shared session declared it; its client refused for this caller
+        assert "Elicitation not supported: the caller of this tool call cannot answer it" in _text(refused)
 
 
 def _call(name: str, *, state: str | None = None, responses: dict[str, Any] | None = None) -> dict[str, Any]:
