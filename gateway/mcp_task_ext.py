@@ -24,7 +24,6 @@ as in `mcp_tasks.py`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,7 +40,7 @@ from ._asgi import header
 from .mcp_call_stream import principal_id
 from .mcp_lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
 from .mcp_task_capability import TASKS_EXTENSION
-from .mcp_tasks import Refused, open_task, start_task
+from .mcp_tasks import Refused, error_answer, open_task, start_task, write_answer
 from .mcp_tools import server_tool
 from .runtime import Runtime
 
@@ -144,13 +143,7 @@ async def _status(runtime: Runtime, connection: str, upstream_id: str, sealed_id
 async def _write(
     send: Send, ident: Any, *, result: dict[str, Any] | None = None, error: tuple[int, str] | None = None
 ) -> None:
-    status = 200
-    if error is not None:
-        status = ERROR_CODE_HTTP_STATUS.get(error[0], 200)
-        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "error": {"code": error[0], "message": error[1]}}
+    if error is not None:  # at 2026-07-28 an error carries the spec's HTTP status
+        await write_answer(send, error_answer(ident, *error), ERROR_CODE_HTTP_STATUS.get(error[0], 200))
     else:
-        answer = {"jsonrpc": "2.0", "id": ident, "result": result}
-    payload = json.dumps(answer, separators=(",", ":")).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": payload})
+        await write_answer(send, {"jsonrpc": "2.0", "id": ident, "result": result})

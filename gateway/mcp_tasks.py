@@ -47,7 +47,7 @@ from .mcp_call_stream import principal_id
 from .mcp_tools import server_tool
 from .runtime import Runtime
 
-__all__ = ["RELATED_TASK_META_KEY", "Refused", "open_task", "serve_tasks", "start_task"]
+__all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -93,14 +93,14 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
             result = await _follow(runtime, principal, str(method), params)
         answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": result}
     except Refused as exc:
-        answer = _error(ident, exc.code, exc.message)
+        answer = error_answer(ident, exc.code, exc.message)
     except MCPError as exc:
-        answer = _error(ident, exc.error.code, exc.error.message, exc.error.data)
+        answer = error_answer(ident, exc.error.code, exc.error.message, exc.error.data)
     except ValidationError as exc:
-        answer = _error(ident, INVALID_PARAMS, f"invalid params for {method}: {exc.error_count()} error(s)")
+        answer = error_answer(ident, INVALID_PARAMS, f"invalid params for {method}: {exc.error_count()} error(s)")
     except ConnectionsError as exc:
-        answer = _error(ident, INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500))
-    await _write(send, answer)
+        answer = error_answer(ident, INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500))
+    await write_answer(send, answer)
     return True
 
 
@@ -164,15 +164,16 @@ async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping
     return {**answer, "taskId": sealed_id}
 
 
-def _error(ident: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+def error_answer(ident: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
     return {"jsonrpc": "2.0", "id": ident, "error": error}
 
 
-async def _write(send: Send, answer: dict[str, Any]) -> None:
+async def write_answer(send: Send, answer: dict[str, Any], status: int = 200) -> None:
+    """One JSON-RPC answer as `application/json` with `status`."""
     payload = json.dumps(answer, separators=(",", ":")).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
-    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": payload})
