@@ -23,12 +23,17 @@ def capabilities(**fields: object) -> dict[str, object]:
     return caps.model_dump(exclude_none=True)
 
 
+# Always declared with tools: `logging` (#14), `tasks` and the 2026-07-28 tasks extension (a tool's
+# task support is known only from its live listing; mcp_task_capability.py).
+ALWAYS = {"tools", "logging", "tasks", "extensions"}
+
+
 def test_the_capabilities_name_only_what_some_connection_advertises() -> None:
-    assert set(capabilities(advertise_tools=True)) == {"tools"}
-    assert set(capabilities(advertise_resources=True)) == {"tools", "resources", "completions"}
-    assert set(capabilities(advertise_prompts=["greet"])) == {"tools", "prompts", "completions"}
+    assert set(capabilities(advertise_tools=True)) == ALWAYS
+    assert set(capabilities(advertise_resources=True)) == ALWAYS | {"resources", "completions"}
+    assert set(capabilities(advertise_prompts=["greet"])) == ALWAYS | {"prompts", "completions"}
     host_only = capabilities(advertise_resources=True, host_only=True)  # a validate error; never offered either
-    assert set(host_only) == {"tools"}
+    assert set(host_only) == ALWAYS
 
 
 def listing(*uris: str, ttl_ms: int = 0, private: bool = True) -> Merged:
