@@ -6,9 +6,9 @@ about N x L; the builder lists all connections in parallel, so the target is <= 
 
     .venv/bin/python bench/bench_turn_build.py [--latency-ms 200] [--builds 7]
 
-Two paths are measured: auth-less connections through the shared pool (listing cache off, so
-every build really lists), and connections with a per-session `auth` callback, each listed
-through a one-off client carrying that session's headers (connect + list + close per build).
+Two paths are measured, the listing cache off (every build really lists): auth-less connections
+through the shared pool, and connections with a per-session `auth` callback, each listed through
+the identity pool's client for that session's headers (opened by the warm-up build, reused after).
 """
 
 from __future__ import annotations
@@ -31,14 +31,20 @@ from tests.conftest import free_port  # noqa: E402
 from tests.processes import recording_server, running  # noqa: E402
 
 
-def write_project(root: Path, url: str, count: int, with_auth: bool, protocol: str = "auto") -> None:
+def write_project(
+    root: Path, url: str, count: int, with_auth: bool, protocol: str = "auto", async_auth: bool = False
+) -> None:
     folder = root / "agent" / "mcp-connections"
     folder.mkdir(parents=True)
     for i in range(count):
-        auth = "auth=lambda session: {'headers': {'X-Tenant': str(session.auth)}}, " if with_auth else ""
+        auth = "auth=tenant, " if with_auth else ""
         (folder / f"c{i}.py").write_text(
             textwrap.dedent(f"""
                 from connections import define_connection
+
+                {"async " if async_auth else ""}def tenant(session):
+                    return {{'headers': {{'X-Tenant': str(session.auth)}}}}
+
                 connection = define_connection(
                     url={url!r}, headers={{"X-Tool-Prefix": "c{i}"}}, {auth}advertise_tools=True, protocol={protocol!r}
                 )
@@ -69,6 +75,9 @@ async def main() -> None:
         default="lean",
         help="lean: bench/slow_lister.py (a raw ASGI upstream, cheap per request); sdk: the mcp SDK's server",
     )
+    parser.add_argument(
+        "--async-auth", action="store_true", help="an `async def` auth callback (default: a sync one, run on a thread)"
+    )
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     port = free_port()
@@ -88,10 +97,10 @@ async def main() -> None:
         for with_auth in (False, True):
             for count in (1, 10, 50):
                 with tempfile.TemporaryDirectory() as tmp:
-                    write_project(Path(tmp), url, count, with_auth, protocol)
+                    write_project(Path(tmp), url, count, with_auth, protocol, args.async_auth)
                     times = await measure(Path(tmp), args.builds, expected_tools=2 * count)
                 med = statistics.median(times)
-                path = "per-session auth (one-off)" if with_auth else "pooled (auth-less)"
+                path = "per-session auth (pooled)" if with_auth else "pooled (auth-less)"
                 print(f"{path:<28} {count:>3} {med * 1000:>10.1f} {max(times) * 1000:>8.1f} {med / latency:>11.2f}")
 
 

@@ -18,11 +18,13 @@ from oauth import ConnectionAuth, TokenStore, connection_auth
 from ._account import AccountConnections
 from ._definitions import ConnectionDefinition
 from ._host import HostMcp
+from ._identity_pool import IdentityPool
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
-from ._one_off import call_tool_once, list_tools_once
+from ._offerings import Offerings
 from ._pool import ClientPool
 from ._turns import TurnBuilder
+from ._upstream_changes import Change
 
 __all__ = ["Broker", "Host"]
 
@@ -42,8 +44,9 @@ class Broker:
 
     Connections with `oauth` get their `Authorization` from `token_store` (tokens written by
     `agent-sdk mcp oauth`); without a store such a connection fails with a sentence saying so.
-    Per-session `auth` connections are never pooled: each turn's listing and calls use one-off
-    clients carrying that session's headers. `child_env` is added to the environment of the
+    Per-session `auth` connections are pooled per identity (`IdentityPool`: a client per distinct set
+    of headers the callback returns, never used for another's call); `session_ended(id)` releases what a
+    session held. `child_env` is added to the environment of the
     stdio children that opt in with `bridge=True` (the gateway hands its account bridge's URL
     and secret down this way). `fast_calls=False` keeps pooled calls on the SDK's HTTP transport
     (docs/clients.md). At most `start_limit` stdio children start at once (default: the number of
@@ -67,6 +70,12 @@ class Broker:
         self._oauth_http: httpx2.AsyncClient | None = None
         self._auths: dict[str, ConnectionAuth] = {}
         pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
+        self.identities = IdentityPool(
+            {name: d for name, d in pooled.items() if d.auth is not None},
+            environ=self.environ,
+            listing_ttl=listing_ttl,
+            fast_calls=fast_calls,
+        )
         self.pool = ClientPool(
             pooled,
             environ=self.environ,
@@ -83,6 +92,10 @@ class Broker:
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
         )
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
+        """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
+        # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
+        self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
         self.builder = TurnBuilder(
@@ -93,9 +106,14 @@ class Broker:
             starting=self._starting,
         )
 
+    def _offerings_changed(self, name: str, change: Change) -> None:
+        if change.kind != "tools":
+            self.offerings.invalidate(name)
+
     async def __aenter__(self) -> Broker:
         async with AsyncExitStack() as stack:
             await stack.enter_async_context(self.pool)
+            await stack.enter_async_context(self.identities)
             await stack.enter_async_context(self.accounts)
             self._stack = stack.pop_all()
         return self
@@ -137,6 +155,10 @@ class Broker:
     def _starting(self, defn: ConnectionDefinition) -> bool:
         return self.pool.serves(defn.name) and self.pool.status(defn.name).state in ("queued", "opening")
 
+    def session_ended(self, session_id: str) -> None:
+        """Close the `auth` connections' clients that only session `session_id` held (docs/clients.md)."""
+        self.identities.session_ended(session_id)
+
     def account_connectors(self, name: str) -> tuple[str, ...] | None:
         """The hub connectors account connection `name` last resolved to (None before its first use)."""
         return self.accounts.resolved(name)
@@ -144,7 +166,7 @@ class Broker:
     async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
         if headers is None:
             return await self.host.mcp.list_tools(defn.name, use_cache=True)
-        return await list_tools_once(defn, headers=headers, environ=self.environ)
+        return await self.identities.list_identity_tools(defn.name, headers, use_cache=True)
 
     def _call_tool(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
@@ -155,4 +177,4 @@ class Broker:
             if defn.kind == "account":
                 return self.accounts.call_tool(defn.name, tool, arguments)
             return self.pool.call_tool(defn.name, tool, arguments)
-        return call_tool_once(defn, tool, arguments, headers=headers, environ=self.environ)
+        return self.identities.call_identity_tool(defn.name, tool, arguments, headers)

@@ -6,7 +6,7 @@ stdio connection gets a minimal inherited environment plus the definition's `env
 connections get one `httpx2.AsyncClient` carrying the static headers and an optional
 `httpx2.Auth` (the OAuth provider plugs in there).
 
-`_one_off.py` opens one for a single operation; `_translate.py` maps what it raises.
+`_translate.py` maps what it raises.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from ._exceptions import ConnectionUnavailable
 from ._expand import expand_args, expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
+from ._identity import HeadersPerCall, IdentityAuth
 from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
@@ -104,7 +105,7 @@ class OpenedClient:
 @functools.cache
 def shared_ssl_context() -> ssl.SSLContext:
     """One verifying TLS context for every client: building one loads the CA bundle (~90 ms), and
-    one-off clients for per-session `auth` open for every operation. Contexts are safe to share."""
+    every identity of a per-session `auth` connection opens its own client. Contexts are safe to share."""
     return httpx2.create_ssl_context()
 
 
@@ -152,6 +153,7 @@ async def open_client(
     http_status: list[int] | None = None,
     child_env: Mapping[str, str] | None = None,
     fast_calls: bool = False,
+    headers_per_call: bool = False,
 ) -> AsyncGenerator[OpenedClient]:
     """Open one MCP session for `defn`; close it (and stop a stdio child) when the block ends.
 
@@ -161,7 +163,8 @@ async def open_client(
     over a stdio child's environment last, and only for a `bridge=True` definition that is not
     linkable (the account bridge's URL and secret: opt-in, never for what accounts reach).
     `fast_calls=True` sends `tools/call` and `tools/list` over the fast wire where it applies (`_fast_calls.py`);
-    the pool asks for it, one-off clients (one operation each) do not.
+    the pool asks for it. `headers_per_call=True`: `auth` only adds an identity's headers, and the fast
+    wire gets those with each call instead of running it (`_identity_pool.py`).
 
     Raises `EnvironmentVariableMissing` for an unset `${VAR}`, `ConnectionUnavailable` for an
     account connection, and whatever the transport raises (map it with `translate`).
@@ -254,9 +257,12 @@ async def open_client(
                     headers=all_headers,
                     session_id=session_ids[0] if session_ids else None,
                     http_status=status,
-                    auth=auth,
+                    auth=None if headers_per_call else auth,
                     max_body=defn.max_result_bytes,
                 )
+                if headers_per_call and opened.fast is not None and isinstance(auth, IdentityAuth):
+                    # Before anyone sees the session: no fast-wire call ever leaves without its identity.
+                    client.session._dispatcher = HeadersPerCall(opened.fast, auth)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
             yield opened
     finally:
         if origin is not None:

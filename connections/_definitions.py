@@ -11,12 +11,14 @@ turns them into diagnostics, so `agent-sdk validate` reports every broken file i
 from __future__ import annotations
 
 import difflib
+import functools
 import sys
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 from mcp_types import LoggingLevel
 
 from oauth import OAuthConfig
@@ -68,6 +70,10 @@ _FIELD_TYPES: dict[str, str] = {
     "servers": "a list of connector names or the string '*'",
     "auth": "a function auth(session) returning {'headers': {...}}",
     "advertise_tools": "True or False",
+    "advertise_resources": "True, False or a list of resource URIs and URI templates",
+    "advertise_prompts": "True, False or a list of prompt names",
+    "deny_resources": "a list of resource URIs and URI templates",
+    "deny_prompts": "a list of prompt names",
     "timeouts": "a Timeouts(...) or a dict with connect/list/call/auth seconds",
     "allow_tools": "a list of tool names",
     "deny_tools": "a list of tool names",
@@ -76,11 +82,17 @@ _FIELD_TYPES: dict[str, str] = {
     "linkable": "True or False",
     "bridge": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
+    "max_identities": "a whole number of at least 1",
+    "identity_idle_timeout": "a positive number of seconds",
     "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
 """The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
+DEFAULT_MAX_IDENTITIES = 100
+"""Identities (distinct `auth` header sets) an `auth` connection keeps a client for by default."""
+DEFAULT_IDENTITY_IDLE_TIMEOUT = 300.0
+"""Seconds an identity's client stays open unused by default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +112,12 @@ class ConnectionDefinition:
     servers: tuple[str, ...] | Literal["*"] = "*"
     auth: AuthCallback | None = field(default=None, repr=False, compare=False)
     advertise_tools: bool = False
+    advertise_resources: bool | frozenset[str] = False
+    """True: every resource and template; a set: only those URIs and URI templates (docs/connections.md)."""
+    advertise_prompts: bool | frozenset[str] = False
+    """True: every prompt; a set: only those names."""
+    deny_resources: frozenset[str] = frozenset()
+    deny_prompts: frozenset[str] = frozenset()
     timeouts: Timeouts = field(default_factory=Timeouts)
     allow_tools: frozenset[str] | None = None
     deny_tools: frozenset[str] = frozenset()
@@ -112,6 +130,10 @@ class ConnectionDefinition:
     """The least severe upstream log message forwarded to a caller (None: whatever the caller asks for)."""
     bridge: bool = False
     """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
+    max_identities: int = DEFAULT_MAX_IDENTITIES
+    """`auth` connections: the most identities kept at once (least recently used idle one closed first)."""
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT
+    """`auth` connections: seconds after which an unused identity's client is closed."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -137,6 +159,19 @@ class ConnectionDefinition:
             return False
         return self.allow_tools is None or tool in self.allow_tools
 
+    def allows_prompt(self, prompt: str) -> bool:
+        """Whether `advertise_prompts` and `deny_prompts` put `prompt` on `/v1/mcp/tools` (deny wins)."""
+        return _offered(self.advertise_prompts, self.deny_prompts, prompt, prompt)
+
+    def allows_resource(self, uri: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the resource at `uri`: it is named, or
+        one named URI template matches it (deny wins, by URI or by a matching template)."""
+        return _offered(self.advertise_resources, self.deny_resources, uri, uri, match=True)
+
+    def allows_template(self, template: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (named as written)."""
+        return _offered(self.advertise_resources, self.deny_resources, template, template)
+
     def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
         """A copy bound to its path-derived name (and any loader-imposed changes)."""
         return replace(self, name=name, source=source, **changes)
@@ -148,6 +183,33 @@ class ConnectionDefinition:
             f"ConnectionDefinition(name={self.name!r}, kind={self.kind!r}, target={target!r}, "
             f"headers={sorted(self.headers)}, env={sorted(self.env)})"
         )
+
+
+def _offered(
+    advertise: bool | frozenset[str], deny: frozenset[str], key: str, uri: str, *, match: bool = False
+) -> bool:
+    if advertise is False or _listed(deny, key, uri, match):
+        return False
+    return advertise is True or _listed(advertise, key, uri, match)
+
+
+def _listed(entries: frozenset[str], key: str, uri: str, match: bool) -> bool:
+    if key in entries:
+        return True
+    return match and any(_template_matches(entry, uri) for entry in entries if "{" in entry)
+
+
+@functools.lru_cache(maxsize=256)
+def _template(entry: str) -> UriTemplate | None:
+    try:
+        return UriTemplate.parse(entry)
+    except InvalidUriTemplate:
+        return None  # reported by `define_connection`; never matches
+
+
+def _template_matches(entry: str, uri: str) -> bool:
+    template = _template(entry)
+    return template is not None and template.match(uri) is not None
 
 
 _KNOWN = tuple(f.name for f in fields(ConnectionDefinition) if f.name not in {"name", "source", "line", "problems"})
@@ -173,6 +235,10 @@ def define_connection(
     servers: list[str] | tuple[str, ...] | str | None = None,
     auth: AuthCallback | None = None,
     advertise_tools: bool = False,
+    advertise_resources: bool | list[str] | tuple[str, ...] = False,
+    advertise_prompts: bool | list[str] | tuple[str, ...] = False,
+    deny_resources: list[str] | tuple[str, ...] | None = None,
+    deny_prompts: list[str] | tuple[str, ...] | None = None,
     timeouts: Timeouts | Mapping[str, float] | None = None,
     allow_tools: list[str] | tuple[str, ...] | None = None,
     deny_tools: list[str] | tuple[str, ...] | None = None,
@@ -181,6 +247,8 @@ def define_connection(
     linkable: bool = False,
     max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
     bridge: bool = False,
+    max_identities: int = DEFAULT_MAX_IDENTITIES,
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
     min_log_level: str | None = None,
     **unknown: Any,
 ) -> ConnectionDefinition:
@@ -300,6 +368,14 @@ def define_connection(
     elif timeouts is not None:
         bad("timeouts", timeouts)
 
+    offered_resources = _offer("advertise_resources", advertise_resources, bad, problems)
+    offered_prompts = _offer("advertise_prompts", advertise_prompts, bad, problems)
+    denied_resources = frozenset(_str_list("deny_resources", deny_resources, bad) or ())
+    denied_prompts = frozenset(_str_list("deny_prompts", deny_prompts, bad) or ())
+    for fname, entries in (("advertise_resources", offered_resources), ("deny_resources", denied_resources)):
+        if isinstance(entries, frozenset):
+            problems.extend(_template_problems(fname, entries))
+
     allow = _str_list("allow_tools", allow_tools, bad)
     deny = _str_list("deny_tools", deny_tools, bad) or ()
     if protocol not in ("auto", "legacy", "modern"):
@@ -311,6 +387,13 @@ def define_connection(
     if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int) or max_result_bytes < 1024:
         bad("max_result_bytes", max_result_bytes)
         max_result_bytes = DEFAULT_MAX_RESULT_BYTES
+    if isinstance(max_identities, bool) or not isinstance(max_identities, int) or max_identities < 1:
+        bad("max_identities", max_identities)
+        max_identities = DEFAULT_MAX_IDENTITIES
+    idle = identity_idle_timeout
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle < float("inf"):
+        bad("identity_idle_timeout", idle)
+        idle = DEFAULT_IDENTITY_IDLE_TIMEOUT
     if min_log_level is not None and log_level_value(min_log_level) is None:
         bad("min_log_level", min_log_level)
         min_log_level = None
@@ -329,6 +412,10 @@ def define_connection(
         servers=clean_servers,
         auth=auth,
         advertise_tools=advertise_tools,
+        advertise_resources=offered_resources,
+        advertise_prompts=offered_prompts,
+        deny_resources=denied_resources,
+        deny_prompts=denied_prompts,
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
@@ -338,10 +425,52 @@ def define_connection(
         max_result_bytes=max_result_bytes,
         min_log_level=min_log_level,  # type: ignore[arg-type]  # checked above
         bridge=bridge,
+        max_identities=max_identities,
+        identity_idle_timeout=float(idle),
         source=origin,
         line=line,
         problems=tuple(problems),
     )
+
+
+def _offer(
+    fname: str, value: object, bad: Callable[[str, object], None], problems: list[Problem]
+) -> bool | frozenset[str]:
+    """`advertise_resources` / `advertise_prompts`: True, False, or a non-empty list of strings."""
+    if value is True or value is False:
+        return value
+    if value is None:
+        return False
+    entries = _str_list(fname, value, bad)
+    if entries is None:
+        return False
+    if not entries or not all(entries):
+        what = "URIs or URI templates" if fname == "advertise_resources" else "prompt names"
+        problems.append(
+            Problem(
+                f"empty-{fname.replace('_', '-')}",
+                f"field {fname!r} lists no {what} (or an empty one); name at least one, or use True for all of them",
+            )
+        )
+        return False
+    return frozenset(entries)
+
+
+def _template_problems(fname: str, entries: frozenset[str]) -> list[Problem]:
+    out: list[Problem] = []
+    for entry in sorted(entries):
+        if "{" not in entry:
+            continue
+        try:
+            UriTemplate.parse(entry)
+        except InvalidUriTemplate as exc:
+            out.append(
+                Problem(
+                    "bad-uri-template",
+                    f"{fname} entry {entry[:80]!r} is not an RFC 6570 URI template: {str(exc).split(';')[0]}"[:240],
+                )
+            )
+    return out
 
 
 def _shown(fname: str, value: object) -> str:

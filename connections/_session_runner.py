@@ -25,7 +25,6 @@ from typing import Literal
 import anyio
 import anyio.abc
 import httpx2
-import mcp.types as mt
 from mcp.client.session import IncomingMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -36,6 +35,7 @@ from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVar
 from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
 from ._translate import REOPEN_NOTE, translate
+from ._upstream_changes import Change, change_of, listen_for_changes
 
 __all__ = ["CLOSE_GRACE", "ConnectionStatus", "OpenSettings", "PooledSession", "SessionSlot", "run_session"]
 
@@ -99,6 +99,8 @@ class OpenSettings:
     fast_calls: bool
     start_limiter: anyio.CapacityLimiter | None = None
     """How many stdio children may be starting at once (None: no bound)."""
+    headers_per_call: bool = False
+    """`auth_for` only adds an identity's headers; the fast wire takes them per call (`_identity_pool.py`)."""
 
 
 class SessionSlot:
@@ -187,8 +189,8 @@ class SessionSlot:
             )
         cache.invalidate(defn.name)
 
-        def list_changed() -> None:
-            cache.invalidate(defn.name)
+        def list_changed(change: Change) -> None:
+            cache.changed(defn.name, change)
 
         def ended() -> None:
             if not self.closing:
@@ -256,7 +258,7 @@ async def run_session(
     settings: OpenSettings,
     *,
     mode: str,
-    on_list_changed: Callable[[], None],
+    on_list_changed: Callable[[Change], None],
     on_end: Callable[[], None],
 ) -> None:
     """Open `defn` as `s`, hold it until `s.wake`, close it; `on_end()` once it is over (unless the pool closes)."""
@@ -285,6 +287,7 @@ async def run_session(
                     http_status=status,
                     child_env=settings.child_env,
                     fast_calls=settings.fast_calls,
+                    headers_per_call=settings.headers_per_call,
                 ) as opened:
                     scope.deadline = math.inf
                     s.opened = opened
@@ -295,6 +298,7 @@ async def run_session(
                         limiter.release()
                     async with anyio.create_task_group() as watch:
                         watch.start_soon(_relay, opened.gone, s.wake)
+                        watch.start_soon(listen_for_changes, defn.name, opened.client, _live(s, on_list_changed))
                         await s.wake.wait()
                         watch.cancel_scope.cancel()
             except Exception as exc:
@@ -316,11 +320,26 @@ async def run_session(
         s.finished.set()
 
 
-def _on_message(s: PooledSession, on_list_changed: Callable[[], None]) -> Callable[[IncomingMessage], Awaitable[None]]:
+def _live(s: PooledSession, on_list_changed: Callable[[Change], None]) -> Callable[[Change], None]:
+    """`on_list_changed`, for as long as `s` is not retired."""
+
+    def changed(change: Change) -> None:
+        if not s.stopping:
+            on_list_changed(change)
+
+    return changed
+
+
+def _on_message(
+    s: PooledSession, on_list_changed: Callable[[Change], None]
+) -> Callable[[IncomingMessage], Awaitable[None]]:
+    report = _live(s, on_list_changed)
+
     async def handle(message: IncomingMessage) -> None:
-        # MCP 2025-11-25 server/tools §List Changed Notification: drop the cached listing.
-        if isinstance(message, mt.ToolListChangedNotification) and not s.stopping:
-            on_list_changed()
+        # MCP 2025-11-25 server/tools §List Changed Notification (and resources, prompts): tell the cache.
+        change = change_of(message)
+        if change is not None:
+            report(change)
         await anyio.lowlevel.checkpoint()
 
     return handle

@@ -5,10 +5,12 @@ process-group kill), with two differences the pool needs: the child's pid and li
 visible (`StdioChild`), and the child's whole process group is swept after it exits, so a
 grandchild left behind by a server that exited on stdin EOF is not orphaned.
 
-Framing is done on bytes: a line that spans reads grows in one `bytearray` (no re-joining of a
-growing buffer, no decoded copy) and is parsed straight into Python objects (`pydantic_core.from_json`,
-no intermediate tree), then validated without copying its strings; so a large answer peaks at about
-twice its size here, and once parsed only the objects remain. A line over
+Framing is done on bytes: a line that spans reads grows in one `io.BytesIO` (no re-joining of a
+growing buffer, no decoded copy), whose `getvalue()` hands over its own `bytes` rather than a copy
+(a `bytearray` would be copied again by `from_json`, which takes `bytes` without copying); the line
+is parsed straight into Python objects (`pydantic_core.from_json`, no intermediate tree), then
+validated without copying its strings; so a large answer peaks at twice its size here (the line
+and its objects), and once parsed only the objects remain. A line over
 `max_message_bytes` is not kept: the rest of it is skipped and the request it answers (its `id`,
 found at the line's start or end) gets an error that `translate` reports as `ResultTooLarge`.
 
@@ -20,6 +22,7 @@ the gateway still stops every child and cannot hang on one.
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import re
@@ -124,7 +127,7 @@ async def stdio_transport(
     limit = max_message_bytes or sys.maxsize
 
     async def reader() -> None:
-        pending = bytearray()  # the current line so far, when it spans reads
+        pending = io.BytesIO()  # the current line so far, when it spans reads
         head = b""  # a skipped line's first bytes (set while skipping)
         tail = b""
         skipping = False
@@ -137,11 +140,11 @@ async def stdio_transport(
                         piece = chunk[start:] if end < 0 else chunk[start:end]
                         if skipping:
                             tail = (tail + piece)[-_EDGE:]
-                        elif len(pending) + len(piece) > limit:
-                            skipping, head, tail = True, bytes((pending or piece)[:_EDGE]), piece[-_EDGE:]
-                            pending = bytearray()
+                        elif pending.tell() + len(piece) > limit:
+                            skipping, head, tail = True, (pending.getvalue() or piece)[:_EDGE], piece[-_EDGE:]
+                            pending = io.BytesIO()
                         elif end < 0:
-                            pending += piece
+                            pending.write(piece)
                         if end < 0:
                             break
                         start = end + 1
@@ -151,9 +154,10 @@ async def stdio_transport(
                             if refusal is not None:
                                 await read_send.send(refusal)
                             continue
-                        if pending:
-                            pending += piece
-                            line, pending = pending, bytearray()
+                        if pending.tell():
+                            pending.write(piece)
+                            line = pending.getvalue()  # the buffer itself, not a copy (its last reference)
+                            pending = io.BytesIO()
                         else:
                             line = piece  # the whole line came in one read: the common case
                         if line.strip():
@@ -209,7 +213,7 @@ def _unencodable(message: SessionMessage, exc: ValueError) -> SessionMessage | N
     return SessionMessage(mt.JSONRPCError(jsonrpc="2.0", id=root.id, error=error))
 
 
-def _parse(line: bytes | bytearray) -> SessionMessage | Exception:
+def _parse(line: bytes) -> SessionMessage | Exception:
     try:
         return SessionMessage(mt.jsonrpc_message_adapter.validate_python(pydantic_core.from_json(line), by_name=False))
     except ValueError as exc:  # a log line on stdout: surfaced to the session, which drops it

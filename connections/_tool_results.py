@@ -1,6 +1,6 @@
 """`call_tool_json`: one `tools/call` on an open client, its result kept as JSON.
 
-Every pooled and one-off `tools/call` goes through here, whatever the wire (stdio, the SDK's
+Every pooled `tools/call` (identity clients' too) goes through here, whatever the wire (stdio, the SDK's
 Streamable HTTP transport, the fast wire of `_fast_calls.py`) and whatever the protocol generation.
 It does what `ClientSession.call_tool` does, minus the model: the session's own stamp builds the
 request (the `_meta` envelope, `MCP-Protocol-Version`, and at 2026-07-28 `Mcp-Method`, `Mcp-Name`

@@ -3,8 +3,8 @@
 Order of work for a turn:
 1. authored server tools;
 2. every per-session `auth` callback of a connection the model can reach, in parallel;
-3. every `advertise_tools` connection listed in parallel (auth'd ones through a one-off client
-   carrying this session's headers, auth-less ones through the shared pool);
+3. every `advertise_tools` connection listed in parallel (auth'd ones through the identity pool's
+   client for this session's headers, auth-less ones through the shared pool);
 4. names checked (the tool-name rule, collisions with authored tools, between connections and
    within one listing);
 5. the attached-connection meta-tools when any attached connection exists.
@@ -28,6 +28,7 @@ from mcp.shared.inbound import x_mcp_header_map
 from ._auth_threads import AuthThreads, AuthThreadsBusy
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, TurnBuildError, TurnProblem
+from ._identity import SessionHeaders
 from ._loader import RESERVED_TOOL_NAMES, Project
 from ._meta_tools import CallTool, ListTools, meta_tools
 from ._names import NAME_RULE, is_valid_tool_name
@@ -51,7 +52,7 @@ class TurnBuilder:
 
     `list_tools(defn, headers)` / `call_tool(defn, tool, args, headers)` reach the upstream:
     `headers` is None for the shared pool (static headers only) and the evaluated session headers
-    for a one-off client. `host` is what authored tools get as `ctx.host` (static headers only).
+    (a `SessionHeaders`) for the identity pool. `host` is what authored tools get as `ctx.host` (static headers only).
 
     Stdio children start in bounded batches (`ClientPool`), so a build waits for a child queued
     behind others up to `start_wait` seconds; one still starting then is a `connection_starting`
@@ -186,7 +187,8 @@ class TurnBuilder:
         async def one(defn: ConnectionDefinition) -> None:
             try:
                 threads = self._auth_threads.setdefault(defn.name, AuthThreads())
-                out.values[defn.name] = await evaluate_auth(defn, session, threads)
+                # Carries the session's id: the identity pool knows which session holds which client.
+                out.values[defn.name] = SessionHeaders(await evaluate_auth(defn, session, threads), session.id)
             except _AuthFailure as exc:
                 out.failed.add(defn.name)
                 problems.append(TurnProblem(exc.code, exc.message, connection=defn.name))
@@ -207,7 +209,7 @@ class TurnBuilder:
         listings: dict[str, list[mt.Tool]] = {}
 
         async def one(defn: ConnectionDefinition) -> None:
-            # The pool and the one-off clients apply the definition's own `connect` and `list` timeouts;
+            # The pools apply the definition's own `connect` and `list` timeouts;
             # this outer bound only guarantees a build never waits on a peer past it. A stdio child may
             # first wait for a start slot behind others (each start bounded by its own timeout), so its
             # bound is the build's `start_wait`, and one still starting is reported as such.
@@ -287,6 +289,9 @@ class TurnBuilder:
             connection=defn.name,
             invoke=invoke,
             header_params=bool(x_mcp_header_map(tool.input_schema)),
+            execution=tool.execution.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if tool.execution
+            else None,
         )
 
 

@@ -18,9 +18,12 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from connections import CallContext, ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
 from .mcp_call_stream import principal_id
+from .mcp_offerings import failed_closed, offering_handlers
+from .mcp_subscriptions import subscription_handlers
+from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
 
@@ -38,6 +41,8 @@ def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
         data["outputSchema"] = dict(tool.output_schema)
     if tool.annotations:
         data["annotations"] = dict(tool.annotations)
+    if tool.execution:
+        data["execution"] = dict(tool.execution)
     return data
 
 
@@ -103,13 +108,7 @@ async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
     try:
         toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        names = sorted({p.connection for p in exc.problems if p.connection})
-        raise MCPError(
-            mt.INTERNAL_ERROR,
-            f"tools/list failed closed: connection(s) {', '.join(names) or '?'} could not be listed: "
-            + "; ".join(str(p) for p in exc.problems),
-            data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-        ) from None
+        raise failed_closed("tools/list", exc) from None
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
@@ -120,11 +119,21 @@ def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
     return runtime_of(request)
 
 
-def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime) -> Server[Any]:
+def _offers_resources(offerings: Offerings | None) -> bool:
+    return offerings is not None and offerings.offers("resources")
+
+
+def tools_server(
+    runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime,
+    offerings: Offerings | None = None,
+    *,
+    subscriptions: bool = False,
+) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
-    passes its one runtime (a stdio request has no HTTP request).
+    passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
+    answers the resources, prompts and completion they advertise (`mcp_offerings.py`).
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -149,10 +158,12 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(  # pyright: ignore[reportDeprecated]
+        return TaskServer(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+            **offering_handlers(runtime, offerings),
+            **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
         )

@@ -87,7 +87,27 @@ class _BrokerCollector(Collector):
                 misses.add_metric([name, *tail], count)
         for name, count in sorted(getattr(self.broker, "oauth_refreshes", dict)().items()):
             refreshes.add_metric([name, *tail], count)
-        return [sessions, restarts, hits, misses, refreshes]
+        return [sessions, restarts, hits, misses, refreshes, *self._identities(extra, tail)]
+
+    def _identities(self, extra: list[str], tail: list[str]) -> list[Metric]:
+        """Per `auth` connection: identities kept and closed. Counts only: never a digest, never a header."""
+        live = GaugeMetricFamily(
+            "agent_sdk_identity_clients",
+            "Identities (per-session auth header sets) an auth connection keeps a client for",
+            labels=["connection", *extra],
+        )
+        closed = CounterMetricFamily(
+            "agent_sdk_identity_clients_closed",
+            "Identity clients closed: evicted by max_identities, idle, rotated away or released by their session",
+            labels=["connection", *extra],
+        )
+        identities = getattr(self.broker, "identities", None)
+        if identities is not None:
+            for name in identities.names():
+                counts = identities.identity_counts(name)
+                live.add_metric([name, *tail], counts.live)
+                closed.add_metric([name, *tail], counts.closed)
+        return [live, closed]
 
 
 class Metrics:

@@ -9,7 +9,8 @@ the auth chain admitted; every unauthenticated loopback caller is the one `anony
   later calls on this gateway process (a replica behind a balancer keeps its own; 2026-07-28
   peers send the level with each request instead).
 
-Both are bounded: a principal that floods either evicts its own oldest entries first, then others'.
+A call is kept only while it is in flight (so the connection limits bound them); the levels of the
+last `MAX_LEVELS` principals to set one are kept, the least recently set forgotten first.
 """
 
 from __future__ import annotations

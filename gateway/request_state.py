@@ -59,6 +59,7 @@ PEER_SESSION_TTL_S = 7 * 24 * 3600.0
 
 _PREFIX = "agent-sdk.rs1."
 _SESSION_PREFIX = "agent-sdk.ps1."
+_TASK_PREFIX = "agent-sdk.task1."
 _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
 _REDIS_KEY = "agent-sdk:request-state:key"
@@ -176,6 +177,23 @@ class RequestStates:
         if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
             return {}
         return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+    def seal_task(self, connection: str, upstream_id: str, principal: str) -> str:
+        """The task id a peer holds for an upstream task (`mcp_tasks.py`): the connection, the upstream's own
+        task id and the principal who started it, sealed. No expiry: the upstream's task TTL decides."""
+        return self._sealed(_TASK_PREFIX, {"c": connection, "t": upstream_id, "p": principal})
+
+    def open_task(self, token: object, principal: str) -> tuple[str, str] | None:
+        """The connection and upstream task id sealed in `token` for `principal`; None for a token this
+        deployment did not seal as a task id, or sealed for another principal."""
+        try:
+            payload = self._decrypt(token, _TASK_PREFIX)
+        except RequestStateRefused:
+            return None
+        connection, upstream_id = payload.get("c"), payload.get("t")
+        if payload.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+            return None
+        return connection, upstream_id
 
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)

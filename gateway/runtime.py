@@ -8,10 +8,11 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Project, TurnBuilder
+from connections import Offerings, Project, TurnBuilder
 
 from .auth_chain import Principal
 from .held_calls import HeldCalls
+from .mcp_subscriptions import Subscriptions
 from .peer_asks import PeerAsks
 from .peer_calls import PeerCalls
 from .request_state import RequestStates
@@ -44,6 +45,10 @@ class Runtime:
     request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
     """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
     app's is the deployment's (`state.serving_request_states`)."""
+    offerings: Offerings | None = None
+    """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
+    subscriptions: Subscriptions | None = None
+    """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -87,3 +87,13 @@ def recording_server(port: int, *, tools: str = "record", read_only: str = "", l
         "--list-delay-ms",
         str(list_delay_ms),
     ]
+
+
+def identity_upstream(port: int, *, stateful: bool, refuse_tenant: str | None = None) -> list[str]:
+    """The command line of our identity-counting upstream (tests/fixtures/identity_upstream.py)."""
+    cmd = [sys.executable, str(FIXTURES / "identity_upstream.py"), "--port", str(port)]
+    if stateful:
+        cmd.append("--stateful")
+    if refuse_tenant is not None:
+        cmd += ["--refuse-tenant", refuse_tenant]
+    return cmd

@@ -1,19 +1,21 @@
 """`FileSessionStore`: sessions as files under the state root, for one process; survives a restart.
 
-    <state-root>/sessions/<id>.json     the record (owner, title, current token, running/last turn); mode 0600
-    <state-root>/traces/<id>.ndjson     the event log, one JSON object a line, append-only
+    <state-root>/sessions/<id>.json       the record (owner, title, current token, running/last turn); mode 0600
+    <state-root>/traces/<id>.ndjson       the event log, one JSON object a line, append-only
+    <state-root>/session-index.ndjson     the per-principal index and the token map (`_index.py`); mode 0600
 
-Records are replaced atomically (write a temporary file, then rename). Opening reads the records
-only: event logs are read on demand and kept in a bounded cache. A line cut short by a crash is
-dropped when its log is first read, so appends after a restart start on a clean line. A record
-that says a turn was running when the process stopped is closed as `interrupted` on open.
+Records are replaced atomically (write a temporary file, then rename), then their index entry is
+appended. Opening reads the index and lists the records folder; it reads a record only when the
+index is wrong about it (or missing), and the records of turns that were running. Records are read
+on first use and kept in a bounded cache; event logs likewise. A line cut short by a crash is dropped
+when its log is first read, so appends after a restart start on a clean line. A record that says a
+turn was running when the process stopped is closed as `interrupted` on open.
 """
 
 from __future__ import annotations
 
 import bisect
 import contextlib
-import hashlib
 import json
 import logging
 import os
@@ -25,14 +27,18 @@ from typing import Any
 import anyio
 from cachetools import LRUCache
 
+from oauth import printable
+
 from .._asgi import loads_stored
-from ._records import SESSION_ID, SessionRecord, closing_events, created_ms, interrupted_outcome, with_index
+from ._index import SessionIndex, stamp_of, token_digest
+from ._records import SessionRecord, closing_events, interrupted_outcome, with_index
 
 __all__ = ["FileSessionStore"]
 
 logger = logging.getLogger("agent_sdk.sessions")
 
 _CACHED_LOGS = 256
+_CACHED_RECORDS = 1024
 
 
 class FileSessionStore:
@@ -44,22 +50,24 @@ class FileSessionStore:
         self.root = root
         self._records = root / "sessions"
         self._traces = root / "traces"
-        self._by_id: dict[str, SessionRecord] = {}
-        self._tokens: dict[str, str] = {}
+        self._index = SessionIndex(root / "session-index.ndjson")
+        """Per principal: (created ms, id), oldest first (a listing page is a slice, not a scan); token digests."""
+        self._cache: LRUCache[str, SessionRecord] = LRUCache(maxsize=_CACHED_RECORDS)
+        """Records read or written lately; every change is saved at once, so one can drop out at any time."""
         self._retired: dict[str, str] = {}
         """Token digests a follow-up rotated away (this process's lifetime), so a stale one is told from a wrong one."""
-        self._owned: dict[str, list[tuple[int, str]]] = {}
-        """Per principal: (created ms, id), oldest first; a listing page is a slice, not a scan."""
         self._logs: LRUCache[str, list[dict[str, Any]]] = LRUCache(maxsize=_CACHED_LOGS)
         self._changed: dict[str, anyio.Event] = {}
 
     async def open(self) -> None:
-        """Create the folders (mode 0700) and read every record. Raises `OSError` for an unwritable state root."""
+        """Create the folders (mode 0700) and load the index, reading only the records it is wrong about and
+        those of turns cut off by a crash. Raises `OSError` for an unwritable state root."""
         for folder in (self.root, self._records, self._traces):
             folder.mkdir(parents=True, exist_ok=True, mode=0o700)
-        for record in self._load_records():
-            self._index(record)
-            if record.turn is not None:  # cut off by a crash or a kill: close it, as the stream's reader expects
+        self._index.load(self._records, self._read)
+        for sid in self._index.running():  # cut off by a crash or a kill: close it, as the stream's reader expects
+            record = self._record(sid)
+            if record is not None and record.turn is not None:
                 outcome = interrupted_outcome("server_restarted")
                 turn_id = record.turn
                 record.turn = None
@@ -68,53 +76,53 @@ class FileSessionStore:
                 self.save(record)
 
     async def aclose(self) -> None:
-        return None
+        self._index.close()
 
     # -- records ---------------------------------------------------------------------------------
 
     async def create(self, record: SessionRecord) -> None:
         self.save(record)
-        self._index(record)
         self._logs[record.id] = []
 
     async def load(self, session_id: str) -> SessionRecord | None:
-        record = self._by_id.get(session_id)
+        record = self._record(session_id)
         if record is None:
             return None
         record.event_count = len(self._log(session_id))
         return _copy(record)
 
     async def find_token(self, token: str) -> tuple[str, bool] | None:
-        digest = _digest(token)
-        if (sid := self._tokens.get(digest)) is not None:
-            return sid, True
+        digest = token_digest(token)
+        sid = self._index.by_token(digest)
+        if sid is not None and (record := self._record(sid)) is not None:
+            if token_digest(record.continuation_token) == digest:  # the index led here; the record decides
+                return sid, True
         if (sid := self._retired.get(digest)) is not None:
             return sid, False
         return None
 
     async def rotate(self, session_id: str, expected: str | None, new: str) -> bool:
-        record = self._by_id[session_id]
-        if expected is not None and _digest(expected) != _digest(record.continuation_token):
+        record = self._known(session_id)
+        old = token_digest(record.continuation_token)
+        if expected is not None and token_digest(expected) != old:
             return False
-        old = _digest(record.continuation_token)
-        self._tokens.pop(old, None)
         self._retired[old] = session_id
         record.continuation_token = new
-        self._tokens[_digest(new)] = session_id
         self.save(record)
         return True
 
     async def page(
         self, principal: str, before: tuple[int, str] | None, limit: int
     ) -> tuple[list[SessionRecord], tuple[int, str] | None]:
-        owned = self._owned.get(principal, [])
+        owned = self._index.owned(principal)
         end = len(owned) if before is None else bisect.bisect_left(owned, before)
         keys = owned[max(0, end - limit) : end][::-1]
-        records = [r for sid in (k[1] for k in keys) if (r := await self.load(sid)) is not None]
+        loaded = [await self.load(sid) for _, sid in keys]
+        records = [r for r in loaded if r is not None and r.owner == principal]
         return records, (keys[-1] if keys and end - limit > 0 else None)
 
     async def count(self) -> int:
-        return len(self._by_id)
+        return len(self._index.entries)
 
     # -- events ----------------------------------------------------------------------------------
 
@@ -137,7 +145,7 @@ class FileSessionStore:
     async def begin_turn(
         self, session_id: str, turn_id: str, holder: str, lease_s: float, events: Sequence[dict[str, Any]]
     ) -> bool:
-        record = self._by_id[session_id]
+        record = self._known(session_id)
         if record.turn is not None:
             return False
         record.turn = turn_id
@@ -151,7 +159,7 @@ class FileSessionStore:
     async def end_turn(
         self, session_id: str, holder: str, last_turn: dict[str, Any], events: Sequence[dict[str, Any]]
     ) -> bool:
-        record = self._by_id[session_id]
+        record = self._known(session_id)
         self._append(session_id, events)
         record.turn = None
         record.last_turn = last_turn
@@ -176,6 +184,7 @@ class FileSessionStore:
     # -- files -------------------------------------------------------------------------------------
 
     def save(self, record: SessionRecord) -> None:
+        """Replace the record's file atomically, then append its index entry."""
         path = self._records / f"{record.id}.json"
         tmp = path.with_suffix(".json.tmp")
         data = asdict(record)
@@ -183,12 +192,26 @@ class FileSessionStore:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             json.dump(data, fh)
+            fh.flush()
+            stamp = stamp_of(os.fstat(fh.fileno()))  # a rename keeps inode, mtime and size
         os.replace(tmp, path)
+        self._cache[record.id] = record
+        self._index.put(record.id, record, stamp)
 
-    def _index(self, record: SessionRecord) -> None:
-        self._by_id[record.id] = record
-        self._tokens[_digest(record.continuation_token)] = record.id
-        bisect.insort(self._owned.setdefault(record.owner, []), (created_ms(record), record.id))
+    def _record(self, session_id: str) -> SessionRecord | None:
+        """The live record (cached, else read); None for a session the index does not hold."""
+        record = self._cache.get(session_id)
+        if record is None and session_id in self._index.entries:
+            record = self._read(session_id)
+            if record is not None:
+                self._cache[session_id] = record
+        return record
+
+    def _known(self, session_id: str) -> SessionRecord:
+        record = self._record(session_id)
+        if record is None:
+            raise KeyError(session_id)
+        return record
 
     def _append(self, session_id: str, events: Sequence[dict[str, Any]]) -> None:
         log = self._log(session_id)
@@ -213,22 +236,18 @@ class FileSessionStore:
             log = self._logs[session_id] = self._load_events(session_id)
         return log
 
-    def _load_records(self) -> list[SessionRecord]:
-        """Every stored record; unreadable ones are logged and skipped."""
-        out: list[SessionRecord] = []
-        # Names, not `Path`s: sorting 10,000 paths took half of a restart's reading (`Path.__lt__`).
-        with os.scandir(self._records) as entries:
-            names = sorted(e.name for e in entries if e.name.endswith(".json") and SESSION_ID.fullmatch(e.name[:-5]))
-        folder = os.fspath(self._records)
-        for name in names:
-            try:
-                with open(os.path.join(folder, name), "rb") as fh:
-                    record = SessionRecord(**loads_stored(fh.read()))
-            except (OSError, ValueError, TypeError):
-                logger.warning("skipping unreadable session record %s", name)
-                continue
-            out.append(record)
-        return out
+    def _read(self, session_id: str) -> SessionRecord | None:
+        """One stored record; an unreadable one is logged and is None."""
+        try:
+            with open(self._records / f"{session_id}.json", "rb") as fh:
+                record = SessionRecord(**loads_stored(fh.read()))
+        except (OSError, ValueError, TypeError):
+            logger.warning("skipping unreadable session record %s.json", session_id)
+            return None
+        if record.id != session_id:
+            logger.warning("skipping session record %s.json: it holds session %s", session_id, printable(record.id, 64))
+            return None
+        return record
 
     def _load_events(self, session_id: str) -> list[dict[str, Any]]:
         path = self._traces / f"{session_id}.ndjson"
@@ -249,10 +268,6 @@ class FileSessionStore:
             if isinstance(event, dict):
                 events.append(event)  # pyright: ignore[reportUnknownArgumentType]
         return events
-
-
-def _digest(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _copy(record: SessionRecord) -> SessionRecord:

@@ -125,4 +125,31 @@ async def test_a_host_caller_that_cancels_its_task_cancels_the_upstream_call(leg
                 tg.cancel_scope.cancel()
             await _until(lambda: any("cancelled" in e for e in leg.seen()[before:]))
     started = next(e for e in leg.seen()[before:] if e.get("call") == "hang")
-    assert [e for e in leg.seen()[before:] if "cancelled" in e] == [{"cancelled": "hang", "id": started["id"]}]
+    # a handshake upstream and stdio are told with `notifications/cancelled`; a 2026-07-28 one over HTTP has
+    # its POST closed
+    by = "closed" if leg.defn.protocol == "modern" and not leg.stdio else "notification"
+    cancelled = [e for e in leg.seen()[before:] if "cancelled" in e]
+    assert cancelled == [{"cancelled": "hang", "id": started["id"], "by": by}]
+
+
+async def test_one_callers_log_messages_never_reach_another_caller_on_a_shared_session(leg: Leg) -> None:
+    """Caller A waits on `hang` with `on_log` while caller B (no callbacks) runs `steps`, which logs.
+    Over stdio and the SDK transport a log message names no request; the only caller that asked for
+    logs is A, yet B's lines must not reach it."""
+    heard: list[mt.LoggingMessageNotificationParams] = []
+
+    async def on_log(params: mt.LoggingMessageNotificationParams) -> None:
+        heard.append(params)
+
+    async with ClientPool(leg.named(), fast_calls=leg.fast) as pool:
+        host = HostMcp(pool)
+        await host.list_tools("patient")
+        before = len(leg.seen())
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(lambda: host.call_tool("patient", "hang", {}, on_log=on_log, log_level="debug"))
+                await _until(lambda: any(e.get("call") == "hang" for e in leg.seen()[before:]))
+                result = await host.call_tool("patient", "steps", {})
+                assert result.content[0].text == "done"  # pyright: ignore[reportAttributeAccessIssue]
+                tg.cancel_scope.cancel()
+    assert heard == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,10 +14,9 @@ import pytest
 from connections import (
     ClientPool,
     ConnectionDefinition,
-    call_tool_once,
     define_connection,
-    list_tools_once,
 )
+from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin, py_peer
 from tests.processes import running
@@ -104,23 +104,33 @@ async def test_mcp_server_time_over_stdio() -> None:
         assert not result.get("isError") and '"timezone": "UTC"' in text(result)
 
 
-async def test_one_off_clients_carry_session_headers_over_static_ones(counting_http: str) -> None:
-    defn = conn("tenant", url=counting_http, headers={"X-Tenant": "static", "X-Deploy": "${DEPLOY_NAME}"})
+def _no_headers(_session: Any) -> dict[str, Any]:
+    return {"headers": {}}
+
+
+async def test_identity_clients_carry_session_headers_over_static_ones(counting_http: str) -> None:
+    defn = conn(
+        "tenant", url=counting_http, headers={"X-Tenant": "static", "X-Deploy": "${DEPLOY_NAME}"}, auth=_no_headers
+    )
     environ = {"DEPLOY_NAME": "blue"}
     # Session headers win case-insensitively over the static ones; `${VAR}`s expand at open time.
-    result = await call_tool_once(defn, "header", {"name": "x-tenant"}, headers={"x-tenant": "alice"}, environ=environ)
-    assert text(result) == "alice"
-    result = await call_tool_once(defn, "header", {"name": "X-Deploy"}, headers={}, environ=environ)
-    assert text(result) == "blue"
-    tools = await list_tools_once(defn, headers={"X-Tenant": "bob"}, environ=environ)
-    assert "echo" in {t.name for t in tools}
+    async with IdentityPool({"tenant": defn}, environ=environ) as pool:
+        result = await pool.call_identity_tool("tenant", "header", {"name": "x-tenant"}, {"x-tenant": "alice"})
+        assert text(result) == "alice"
+        result = await pool.call_identity_tool("tenant", "header", {"name": "X-Tenant"}, {})
+        assert text(result) == "static"
+        result = await pool.call_identity_tool("tenant", "header", {"name": "X-Deploy"}, {})
+        assert text(result) == "blue"
+        tools = await pool.list_identity_tools("tenant", {"X-Tenant": "bob"})
+        assert "echo" in {t.name for t in tools}
 
 
 async def test_allow_and_deny_lists_filter_the_listing(everything_http: str) -> None:
     defn = conn("some", url=everything_http, allow_tools=["echo", "get-sum"], deny_tools=["get-sum"])
     async with ClientPool({"some": defn}) as pool:
         assert [t.name for t in await pool.list_tools("some")] == ["echo"]
-    assert [t.name for t in await list_tools_once(defn, headers={})] == ["echo"]
+    async with IdentityPool({"some": replace(defn, auth=_no_headers)}) as identities:
+        assert [t.name for t in await identities.list_identity_tools("some", {})] == ["echo"]
 
 
 async def test_stdio_child_gets_a_minimal_environment_plus_its_definition_env() -> None:

@@ -10,6 +10,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,10 @@ from connections import (
     RestartPolicy,
     UpstreamError,
     UpstreamTimeout,
-    call_tool_once,
     define_connection,
-    list_tools_once,
 )
 from connections._account import AccountConnections
+from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.fixtures.upstreams.proctable import alive, matching
 from tests.processes import running
@@ -147,8 +147,6 @@ async def test_a_server_that_never_answers_the_handshake_times_out_and_is_stoppe
         with pytest.raises(UpstreamTimeout, match="'silent': opening the connection timed out"):
             await pool.list_tools("silent")
         await eventually(lambda: not matching(SILENT))
-    with pytest.raises(UpstreamTimeout, match="'silent'"):
-        await list_tools_once(defn, headers={})
 
 
 async def test_a_command_that_does_not_exist_is_connection_unavailable() -> None:
@@ -239,8 +237,13 @@ async def test_broken_http_upstreams_are_typed_errors(
     async with ClientPool({"broken": defn}, environ=environ) as pool:
         with pytest.raises(error) as caught:
             await pool.call_tool("broken", "echo", {"message": "x"})
-    with pytest.raises(error):
-        await call_tool_once(defn, "echo", {"message": "x"}, headers={}, environ=environ)
+
+    def no_headers(_session: Any) -> dict[str, Any]:
+        return {"headers": {}}
+
+    async with IdentityPool({"broken": replace(defn, auth=no_headers)}, environ=environ) as ids:
+        with pytest.raises(error):  # an `auth` connection's client: the same typed errors
+            await ids.call_identity_tool("broken", "echo", {"message": "x"}, {})
     message = str(caught.value)
     assert message.startswith("connection 'broken': ") and says in message
     assert caught.value.connection == "broken"  # type: ignore[attr-defined]

@@ -27,7 +27,7 @@ from tests.conftest import free_port
 from tests.peers import node20, node_bin, node_module
 from tests.processes import running
 
-from .conftest import HERE, Served, Upstream, serving, url_connection
+from .conftest import HERE, Served, Upstream, everything_upstream, serving, url_connection
 
 TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_progress_client.mjs"
 PATIENT = HERE.parent / "fixtures" / "upstreams" / "patient_server.py"
@@ -57,6 +57,14 @@ def _patient_connection(url: str, protocol: str) -> str:
         f"connection = define_connection(url={url!r}, advertise_tools=True, protocol={protocol!r},"
         " min_log_level='info', allow_tools=['steps', 'hang'])\n"
     )
+
+
+@pytest.fixture(scope="module")
+def everything() -> Iterator[Upstream]:
+    """This module's own server-everything (the session's would outlive it, and `test_cli_mcp.py` checks
+    that no server-everything is left running after its own)."""
+    with everything_upstream() as upstream:
+        yield upstream
 
 
 @pytest.fixture(scope="module")
@@ -211,7 +219,10 @@ async def test_a_peer_that_goes_away_mid_call_cancels_the_upstream_call(
             tg.cancel_scope.cancel()  # the peer gives up
         cancelled = await _cancelled_upstream(patient, before)
     started = await _hang_started(patient, before)
-    assert cancelled == [{"cancelled": "hang", "id": started["id"]}]  # the upstream's own request id
+    # The upstream's own request id; a handshake upstream is told with `notifications/cancelled`, a
+    # 2026-07-28 one over HTTP has its POST closed (its wire has no client-to-server notifications).
+    by = "notification" if generation == "legacy" else "closed"
+    assert cancelled == [{"cancelled": "hang", "id": started["id"], "by": by}]
 
 
 async def test_a_peers_notifications_cancelled_cancels_its_call_upstream(gateway: Served, patient: Upstream) -> None:

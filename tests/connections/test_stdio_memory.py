@@ -1,0 +1,76 @@
+"""Reading a long stdio answer line costs the line and its objects, no third copy (issue #23).
+
+A real child writes one 8 MB JSON-RPC answer on one line; a fresh Python process reads it through
+`stdio_transport` and reports its peak RSS (`VmHWM`, reset through `/proc/self/clear_refs` just
+before the read) above its RSS before, as a multiple of the line. Before the line was grown in an
+`io.BytesIO`, `pydantic_core.from_json` copied the `bytearray` it was grown in: three times the
+line at the parse.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SIZE = 8 * 1024 * 1024
+
+_CHILD = textwrap.dedent(
+    """
+    import sys
+    text = "x" * int(sys.argv[1])
+    sys.stdout.write('{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"' + text + '"}]}}\\n')
+    sys.stdout.flush()
+    sys.stdin.read()
+    """
+)
+
+_READER = textwrap.dedent(
+    """
+    import json, os, sys, anyio
+    from connections._stdio import stdio_transport
+    from gateway.memory import return_large_blocks
+
+    def status(field):
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) for line in fh if line.startswith(field + ":")) * 1024
+
+    async def main():
+        return_large_blocks()  # as `serve` does
+        child, size = sys.argv[1], int(sys.argv[2])
+        before = status("VmRSS")
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        async with stdio_transport(sys.executable, ["-c", child, str(size)], env=dict(os.environ), cwd=None,
+                                   errlog=None, on_spawn=lambda _: None) as (read, write):
+            message = await read.receive()
+            peak = status("VmHWM")
+            text = message.message.result["content"][0]["text"]
+            print(json.dumps({"peak": peak - before, "length": len(text)}))
+            await write.aclose()
+
+    anyio.run(main)
+    """
+)
+
+
+@pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
+def test_a_long_answer_line_peaks_at_the_line_and_its_objects() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _READER, _CHILD, str(SIZE)],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        timeout=120,
+        check=True,
+    )
+    report = json.loads(done.stdout)
+    assert report["length"] == SIZE
+    line = SIZE + 80
+    ratio = report["peak"] / line
+    assert ratio < 2.4, f"peak {ratio:.2f}x the line"
