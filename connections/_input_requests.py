@@ -36,7 +36,16 @@ from mcp.shared.exceptions import MCPError
 
 from ._call_context import CallContext, InputHandler, current_call
 
-__all__ = ["INPUT_REQUIRED", "MAX_ROUNDS", "advertised", "answer", "client_callbacks", "drive", "in_flight"]
+__all__ = [
+    "INPUT_REQUIRED",
+    "MAX_ROUNDS",
+    "advertised",
+    "answer",
+    "client_callbacks",
+    "drive",
+    "in_flight",
+    "without_input",
+]
 
 INPUT_REQUIRED = "input_required"
 MAX_ROUNDS = 10
@@ -52,6 +61,21 @@ def _handler(context: CallContext | None, feature: str) -> InputHandler | None:
         return None
     handler: InputHandler | None = context.elicitation if feature == "elicitation" else context.sampling
     return handler
+
+
+_WITHOUT: dict[int, tuple[Mapping[str, Any], dict[str, Any]]] = {}
+
+
+def without_input(capabilities: Mapping[str, Any]) -> dict[str, Any]:
+    """`advertised(None, capabilities)`, computed once per session: its stamp passes the same dict every time."""
+    found = _WITHOUT.get(id(capabilities))
+    if found is not None and found[0] is capabilities:
+        return found[1]
+    if len(_WITHOUT) >= 256:
+        _WITHOUT.clear()
+    stripped = advertised(None, capabilities)
+    _WITHOUT[id(capabilities)] = (capabilities, stripped)  # the key's object kept alive: its id stays its own
+    return stripped
 
 
 def advertised(context: CallContext | None, capabilities: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from mcp_types import methods as _methods
 
 from ._call_context import CallContext, current_call
 from ._call_routing import prepare_call
-from ._input_requests import INPUT_REQUIRED, advertised, drive, in_flight
+from ._input_requests import INPUT_REQUIRED, advertised, drive, in_flight, without_input
 
 __all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
 
@@ -50,8 +50,14 @@ async def call_tool_json(
     """
     session = client.session
     context = current_call()
-    if context is None:
-        raw = await _send_call(client, tool, arguments, None, log_cap)
+    if context is None:  # the hot path: no frame of `_send_call`'s
+        data: dict[str, Any] = {"method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        meta = data["params"].get("_meta")
+        if meta is not None and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: declare no input features
+            meta[CLIENT_CAPABILITIES_META_KEY] = without_input(meta[CLIENT_CAPABILITIES_META_KEY])
+        raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     else:
         raw = await _send_call(
             client, tool, arguments, context, log_cap, context.input_responses, context.request_state

@@ -172,7 +172,7 @@ async def serve_lane(
             assert params is not None  # the schema requires them
             principal = principal_id(scope)
             context = call_context(runtime, principal, params, modern=modern)
-            session = _header(scope, b"mcp-session-id")
+            session = None if modern else _header(scope, b"mcp-session-id")  # a handshake peer's (peer_sessions.py)
             peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its

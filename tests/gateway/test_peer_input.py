@@ -154,3 +154,39 @@ async def test_a_forged_altered_replayed_or_misdirected_request_state_is_refused
     key_file = modern_gateway.state_root / "request-state.key"
     assert key_file.stat().st_mode & 0o777 == 0o600
     assert key_file.read_text().strip() not in modern_gateway.log_text()
+
+
+@pytest.mark.parametrize("peer", ["modern", "handshake"])
+async def test_concurrent_peers_each_answer_only_their_own_calls_question(
+    peer: str, gateways: dict[str, Served]
+) -> None:
+    # Two peers call at once through one pooled handshake-era upstream session; each question reaches
+    # the peer whose call asked it, and each greeting carries that peer's own answer.
+    url = f"{gateways['handshake'].url}/v1/mcp/tools"
+    mode = "auto" if peer == "modern" else "legacy"
+    both_asked = anyio.Event()
+    asked: list[str] = []
+    greeted: dict[str, str] = {}
+
+    def answering(name: str) -> Any:
+        async def elicit(context: ClientRequestContext, params: mt.ElicitRequestParams) -> mt.ElicitResult:
+            asked.append(name)
+            if len(asked) == 2:
+                both_asked.set()
+            await both_asked.wait()  # both questions are out at once
+            return mt.ElicitResult(action="accept", content={"name": name})
+
+        return elicit
+
+    async def one(name: str) -> None:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            transport = streamable_http_client(url, http_client=http)
+            async with Client(transport, mode=mode, elicitation_callback=answering(name), cache=None) as client:  # pyright: ignore[reportArgumentType]
+                greeted[name] = _text(await client.call_tool("ask_name", {}))
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(one, "Ada")
+            tg.start_soon(one, "Bob")
+    assert sorted(asked) == ["Ada", "Bob"]
+    assert greeted == {"Ada": "Hello, Ada!", "Bob": "Hello, Bob!"}
