@@ -24,6 +24,7 @@ from ._account_login import saved_hub_url as saved_hub_url
 from ._broker import Broker as Broker
 from ._broker import Host as Host
 from ._call_context import CallContext as CallContext
+from ._call_context import InputHandler as InputHandler
 from ._call_context import calling as calling
 from ._call_context import current_call as current_call
 from ._call_context import log_level_value as log_level_value
@@ -46,6 +47,7 @@ from ._exceptions import ConnectionsError as ConnectionsError
 from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
 from ._exceptions import ConnectionUnavailable as ConnectionUnavailable
 from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissing
+from ._exceptions import NotOffered as NotOffered
 from ._exceptions import ProjectError as ProjectError
 from ._exceptions import ResultTooLarge as ResultTooLarge
 from ._exceptions import ToolInputError as ToolInputError
@@ -58,12 +60,16 @@ from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
 from ._host import HostMcp as HostMcp
 from ._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
+from ._listing_cache import ListingCache as ListingCache
 from ._loader import RESERVED_TOOL_NAMES as RESERVED_TOOL_NAMES
 from ._loader import Extension as Extension
 from ._loader import Project as Project
 from ._loader import load_project as load_project
 from ._names import NAME_RULE as NAME_RULE
 from ._names import is_valid_tool_name as is_valid_tool_name
+from ._offer_calls import Freshness as Freshness
+from ._offerings import Merged as Merged
+from ._offerings import Offerings as Offerings
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._redact import RedactingFilter as RedactingFilter
@@ -74,6 +80,8 @@ from ._redact import shown_url as shown_url
 from ._restart import RestartPolicy as RestartPolicy
 from ._session import SessionInfo as SessionInfo
 from ._session_runner import ConnectionStatus as ConnectionStatus
+from ._tasks import TASK_METHODS as TASK_METHODS
+from ._tasks import ToolTask as ToolTask
 from ._tool_results import holds_long_text as holds_long_text
 from ._tools import Effect as Effect
 from ._tools import ServerTool as ServerTool
@@ -88,6 +96,7 @@ from ._tracing import tracing_enabled as tracing_enabled
 from ._translate import REOPEN_NOTE as REOPEN_NOTE
 from ._translate import transport_failure as transport_failure
 from ._turns import TurnBuilder as TurnBuilder
+from ._upstream_changes import Change as Change
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -99,6 +108,7 @@ __all__ = [
     "NAME_RULE",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
+    "TASK_METHODS",
     "AccountCheck",
     "AccountConnectorMissing",
     "AccountCredentials",
@@ -112,6 +122,7 @@ __all__ = [
     "Broker",
     "CallContext",
     "CallObserver",
+    "Change",
     "ClientError",
     "ClientPool",
     "ConnectionDefinition",
@@ -125,9 +136,15 @@ __all__ = [
     "Effect",
     "EnvironmentVariableMissing",
     "Extension",
+    "Freshness",
     "Host",
     "HostMcp",
+    "InputHandler",
+    "ListingCache",
+    "Merged",
+    "NotOffered",
     "OAuthConfig",
+    "Offerings",
     "Project",
     "ProjectError",
     "RedactingFilter",
@@ -140,6 +157,7 @@ __all__ = [
     "ToolContext",
     "ToolInputError",
     "ToolOutcome",
+    "ToolTask",
     "Toolset",
     "TurnBuildError",
     "TurnBuilder",

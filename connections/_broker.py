@@ -21,8 +21,10 @@ from ._host import HostMcp
 from ._identity_pool import IdentityPool
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
+from ._offerings import Offerings
 from ._pool import ClientPool
 from ._turns import TurnBuilder
+from ._upstream_changes import Change
 
 __all__ = ["Broker", "Host"]
 
@@ -90,6 +92,10 @@ class Broker:
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
         )
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
+        """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
+        # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
+        self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
         self.builder = TurnBuilder(
@@ -99,6 +105,10 @@ class Broker:
             host=self.host,
             starting=self._starting,
         )
+
+    def _offerings_changed(self, name: str, change: Change) -> None:
+        if change.kind != "tools":
+            self.offerings.invalidate(name)
 
     async def __aenter__(self) -> Broker:
         async with AsyncExitStack() as stack:

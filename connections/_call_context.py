@@ -23,20 +23,33 @@ What it holds:
   call, which then sees `notifications/cancelled` with its own request id (a handshake-era
   upstream) or its POST closed (2026-07-28), as for a timeout.
 
-Elicitation and sampling (#14, part B) add their mid-call request handlers here.
+- `elicitation`, `sampling`: the caller's handlers for an upstream's mid-call requests
+  (`_input_requests.py`); None: the caller cannot answer them, and the upstream is told so.
+- `pass_input_required`: the caller speaks 2026-07-28 itself (a modern peer), so a modern upstream's
+  `InputRequiredResult` goes back to it instead of being driven here; `input_responses` and
+  `request_state` are that peer's retry, forwarded to the upstream.
 """
 
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from mcp_types import LoggingLevel
 
-__all__ = ["LOG_LEVELS", "CallContext", "Cancellable", "NotificationSink", "calling", "current_call", "log_level_value"]
+__all__ = [
+    "LOG_LEVELS",
+    "CallContext",
+    "Cancellable",
+    "InputHandler",
+    "NotificationSink",
+    "calling",
+    "current_call",
+    "log_level_value",
+]
 
 LOG_LEVELS: Final[tuple[LoggingLevel, ...]] = (
     "debug",
@@ -51,6 +64,10 @@ LOG_LEVELS: Final[tuple[LoggingLevel, ...]] = (
 """RFC 5424 severities as MCP names them, least severe first (MCP server/utilities/logging)."""
 
 _SEVERITY: Final[dict[str, int]] = {name: i for i, name in enumerate(LOG_LEVELS)}
+
+InputHandler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+"""Answers one upstream input request's params (`elicitation/create`, `sampling/createMessage`) with its
+result as JSON; raises `MCPError` to refuse it (the upstream gets that error)."""
 
 
 class Cancellable(Protocol):
@@ -79,6 +96,16 @@ class CallContext:
     """What the caller runs the call in (an anyio `CancelScope`, or the asyncio task itself); `cancel()` cancels it."""
     cancelled_by: str | None = None
     """Why the call was cancelled (`cancel()`'s reason), for the caller's own answer and log."""
+    elicitation: InputHandler | None = field(default=None, repr=False)
+    sampling: InputHandler | None = field(default=None, repr=False)
+    capabilities: dict[str, Any] | None = None
+    """The caller's own `elicitation` / `sampling` capability objects, forwarded as declared."""
+    pass_input_required: bool = False
+    input_responses: dict[str, Any] | None = field(default=None, repr=False)
+    request_state: str | None = field(default=None, repr=False)
+    asker: Callable[[dict[str, Any]], None] | None = field(default=None, repr=False)
+    """Writes one JSON-RPC request to the caller on its answer stream (a handshake peer's SSE answer), as
+    `sink` writes notifications; set by whoever streams the answer."""
 
     @property
     def wants_progress(self) -> bool:

@@ -39,6 +39,7 @@ from ._expand import expand_args, expand_map
 from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._http1 import Http1Origin
 from ._identity import HeadersPerCall, IdentityAuth
+from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
 from ._stdio import StdioChild, stdio_transport
 from ._tool_results import holds_long_text
@@ -242,6 +243,7 @@ async def open_client(
         logging_callback=logs.on_log,  # a log message that names no request: to its caller (`_call_routing.py`)
         cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
+        **client_callbacks(),  # declares elicitation and sampling; each request is its call's (`_input_requests.py`)
     )
     try:
         async with client:

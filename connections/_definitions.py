@@ -22,6 +22,7 @@ from mcp_types import LoggingLevel
 from oauth import OAuthConfig
 
 from ._call_context import log_level_value
+from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
 from ._problems import Problem
 from ._redact import redact, shown_url
 
@@ -54,33 +55,6 @@ class Timeouts:
     """One per-session `auth` callback."""
 
 
-_FIELD_TYPES: dict[str, str] = {
-    "url": "a URL string (http:// or https://)",
-    "transport": "'streamable-http' or 'sse'",
-    "headers": "a dict of header name to string value",
-    "command": "a string (the program to start)",
-    "args": "a list of strings",
-    "env": "a dict of name to string value",
-    "cwd": "a path string",
-    "oauth": "True, False or an OAuthConfig(...)",
-    "host_only": "True or False",
-    "account": "True or False",
-    "servers": "a list of connector names or the string '*'",
-    "auth": "a function auth(session) returning {'headers': {...}}",
-    "advertise_tools": "True or False",
-    "timeouts": "a Timeouts(...) or a dict with connect/list/call/auth seconds",
-    "allow_tools": "a list of tool names",
-    "deny_tools": "a list of tool names",
-    "protocol": "'auto', 'legacy' or 'modern'",
-    "description": "a string",
-    "linkable": "True or False",
-    "bridge": "True or False",
-    "max_result_bytes": "a whole number of bytes of at least 1024",
-    "max_identities": "a whole number of at least 1",
-    "identity_idle_timeout": "a positive number of seconds",
-    "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
-}
-
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
 """The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
 DEFAULT_MAX_IDENTITIES = 100
@@ -106,6 +80,12 @@ class ConnectionDefinition:
     servers: tuple[str, ...] | Literal["*"] = "*"
     auth: AuthCallback | None = field(default=None, repr=False, compare=False)
     advertise_tools: bool = False
+    advertise_resources: bool | frozenset[str] = False
+    """True: every resource and template; a set: only those URIs and URI templates (docs/connections.md)."""
+    advertise_prompts: bool | frozenset[str] = False
+    """True: every prompt; a set: only those names."""
+    deny_resources: frozenset[str] = frozenset()
+    deny_prompts: frozenset[str] = frozenset()
     timeouts: Timeouts = field(default_factory=Timeouts)
     allow_tools: frozenset[str] | None = None
     deny_tools: frozenset[str] = frozenset()
@@ -147,6 +127,19 @@ class ConnectionDefinition:
             return False
         return self.allow_tools is None or tool in self.allow_tools
 
+    def allows_prompt(self, prompt: str) -> bool:
+        """Whether `advertise_prompts` and `deny_prompts` put `prompt` on `/v1/mcp/tools` (deny wins)."""
+        return offered(self.advertise_prompts, self.deny_prompts, prompt, prompt)
+
+    def allows_resource(self, uri: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the resource at `uri`: it is named, or
+        one named URI template matches it (deny wins, by URI or by a matching template)."""
+        return offered(self.advertise_resources, self.deny_resources, uri, uri, match=True)
+
+    def allows_template(self, template: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (named as written)."""
+        return offered(self.advertise_resources, self.deny_resources, template, template)
+
     def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
         """A copy bound to its path-derived name (and any loader-imposed changes)."""
         return replace(self, name=name, source=source, **changes)
@@ -183,6 +176,10 @@ def define_connection(
     servers: list[str] | tuple[str, ...] | str | None = None,
     auth: AuthCallback | None = None,
     advertise_tools: bool = False,
+    advertise_resources: bool | list[str] | tuple[str, ...] = False,
+    advertise_prompts: bool | list[str] | tuple[str, ...] = False,
+    deny_resources: list[str] | tuple[str, ...] | None = None,
+    deny_prompts: list[str] | tuple[str, ...] | None = None,
     timeouts: Timeouts | Mapping[str, float] | None = None,
     allow_tools: list[str] | tuple[str, ...] | None = None,
     deny_tools: list[str] | tuple[str, ...] | None = None,
@@ -206,7 +203,7 @@ def define_connection(
 
     def bad(fname: str, value: object) -> None:
         problems.append(
-            Problem("bad-field-type", f"field {fname!r} must be {_FIELD_TYPES[fname]}, got {_shown(fname, value)}")
+            Problem("bad-field-type", f"field {fname!r} must be {FIELD_TYPES[fname]}, got {shown(fname, value)}")
         )
 
     for key in unknown:
@@ -218,7 +215,7 @@ def define_connection(
         problems.append(
             Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {redact(url)!r}"[:200])
             if isinstance(url, str)
-            else Problem("bad-field-type", f"field 'url' must be {_FIELD_TYPES['url']}, got {type(url).__name__}")
+            else Problem("bad-field-type", f"field 'url' must be {FIELD_TYPES['url']}, got {type(url).__name__}")
         )
         url = None if not isinstance(url, str) else url
 
@@ -231,9 +228,9 @@ def define_connection(
         else:
             bad("transport", transport)
 
-    clean_headers = _str_map("headers", headers, bad)
-    clean_env = _str_map("env", env, bad)
-    clean_args = _str_list("args", args, bad) or ()
+    clean_headers = str_map("headers", headers, bad)
+    clean_env = str_map("env", env, bad)
+    clean_args = str_list("args", args, bad) or ()
     if command is not None and not isinstance(command, str):
         bad("command", command)
         command = None
@@ -265,27 +262,7 @@ def define_connection(
     host_only, account = host_only is True, account is True
     advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
 
-    clean_servers: tuple[str, ...] | Literal["*"] = "*"
-    if servers is not None:
-        if servers == "*":
-            clean_servers = "*"
-        elif isinstance(servers, list | tuple) and all(isinstance(s, str) and s for s in servers):
-            clean_servers = tuple(servers)
-            if not clean_servers:
-                problems.append(
-                    Problem("bad-servers", "field 'servers' is an empty list; name at least one connector or use '*'")
-                )
-        else:
-            problems.append(
-                Problem(
-                    "bad-servers",
-                    f"field 'servers' must be a list of connector names or '*', got {servers!r}"[:200],
-                )
-            )
-        if not account:
-            problems.append(
-                Problem("servers-without-account", "field 'servers' only applies to account=True connections")
-            )
+    clean_servers = servers_value(servers, account, problems)
 
     if auth is not None and not callable(auth):
         bad("auth", auth)
@@ -312,8 +289,16 @@ def define_connection(
     elif timeouts is not None:
         bad("timeouts", timeouts)
 
-    allow = _str_list("allow_tools", allow_tools, bad)
-    deny = _str_list("deny_tools", deny_tools, bad) or ()
+    offered_resources = offer("advertise_resources", advertise_resources, bad, problems)
+    offered_prompts = offer("advertise_prompts", advertise_prompts, bad, problems)
+    denied_resources = frozenset(str_list("deny_resources", deny_resources, bad) or ())
+    denied_prompts = frozenset(str_list("deny_prompts", deny_prompts, bad) or ())
+    for fname, entries in (("advertise_resources", offered_resources), ("deny_resources", denied_resources)):
+        if isinstance(entries, frozenset):
+            problems.extend(template_problems(fname, entries))
+
+    allow = str_list("allow_tools", allow_tools, bad)
+    deny = str_list("deny_tools", deny_tools, bad) or ()
     if protocol not in ("auto", "legacy", "modern"):
         bad("protocol", protocol)
         protocol = "auto"
@@ -348,6 +333,10 @@ def define_connection(
         servers=clean_servers,
         auth=auth,
         advertise_tools=advertise_tools,
+        advertise_resources=offered_resources,
+        advertise_prompts=offered_prompts,
+        deny_resources=denied_resources,
+        deny_prompts=denied_prompts,
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
@@ -363,46 +352,3 @@ def define_connection(
         line=line,
         problems=tuple(problems),
     )
-
-
-def _shown(fname: str, value: object) -> str:
-    """How a bad value appears in a diagnostic: scalars by value, containers by what is wrong inside.
-
-    Header and env maps show only types: their values may be secrets read from the environment.
-    """
-    if isinstance(value, bool | int | float | str) and fname not in ("headers", "env"):
-        return repr(value)[:80]
-    if isinstance(value, list | tuple):
-        odd = next((item for item in value if not isinstance(item, str)), None)  # pyright: ignore[reportUnknownVariableType]
-        if odd is not None:
-            return f"a {type(value).__name__} holding {type(odd).__name__} {odd!r}"[:120]
-    if isinstance(value, Mapping) and fname in ("headers", "env"):
-        odd = next((v for v in value.values() if not isinstance(v, str)), None)  # pyright: ignore[reportUnknownVariableType]
-        if odd is not None:
-            return f"a value of type {type(odd).__name__}"
-    return type(value).__name__
-
-
-def _str_map(fname: str, value: object, bad: Callable[[str, object], None]) -> dict[str, str]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str)
-        for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
-    ):
-        bad(fname, value)
-        return {}
-    return dict(value)  # pyright: ignore[reportUnknownArgumentType]
-
-
-def _str_list(fname: str, value: object, bad: Callable[[str, object], None]) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if isinstance(value, str) or not isinstance(value, list | tuple):
-        bad(fname, value)
-        return None
-    items = tuple(value)  # pyright: ignore[reportUnknownArgumentType]
-    if not all(isinstance(item, str) for item in items):
-        bad(fname, value)
-        return None
-    return items  # pyright: ignore[reportReturnType]

@@ -4,6 +4,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 ├── ProjectError                 the project cannot be loaded at all (missing folder)
 ├── ToolInputError               400 invalid_tool_input: a tool's input failed validation
 ├── EnvironmentVariableMissing   a `${VAR}` in headers/env is not set
+├── NotOffered                   no advertised connection offers that resource, template or prompt (or two do)
 ├── ClientError                  one MCP operation on a named connection failed; `connection` names it
 │   ├── UnknownConnection        no connection by that name
 │   ├── UnknownTool              the connection has no such tool (or its allow/deny lists hide it)
@@ -37,6 +38,7 @@ __all__ = [
     "ConnectionUnavailable",
     "ConnectionsError",
     "EnvironmentVariableMissing",
+    "NotOffered",
     "ProjectError",
     "ResultTooLarge",
     "ToolInputError",
@@ -107,20 +109,30 @@ class TurnBuildError(ConnectionsError):
 class TurnProblem:
     """One cause of a `TurnBuildError`: which connection, which tool, and what went wrong."""
 
-    __slots__ = ("code", "connection", "message", "tool")
+    __slots__ = ("code", "connection", "message", "subject", "tool")
 
-    def __init__(self, code: str, message: str, *, connection: str | None = None, tool: str | None = None) -> None:
+    def __init__(
+        self,
+        code: str,
+        message: str,
+        *,
+        connection: str | None = None,
+        tool: str | None = None,
+        subject: str = "tool",
+    ) -> None:
         self.code = code
         self.message = redact(message)
         self.connection = connection
         self.tool = tool
+        """The tool's name; for a listing of resources or prompts, the URI, template or prompt name (`subject`)."""
+        self.subject = subject
 
     def __str__(self) -> str:
         where = []
         if self.connection is not None:
             where.append(f"connection {self.connection!r}")
         if self.tool is not None:
-            where.append(f"tool {self.tool!r}")
+            where.append(f"{self.subject} {self.tool!r}")
         prefix = ", ".join(where)
         return f"{prefix}: {self.message}" if prefix else self.message
 
@@ -128,7 +140,7 @@ class TurnProblem:
         return f"TurnProblem({self.code!r}, {str(self)!r})"
 
     def to_json(self) -> dict[str, str | None]:
-        return {"code": self.code, "connection": self.connection, "tool": self.tool, "message": self.message}
+        return {"code": self.code, "connection": self.connection, self.subject: self.tool, "message": self.message}
 
 
 class ClientError(ConnectionsError):
@@ -161,9 +173,31 @@ class UnknownTool(ClientError):
 
 
 class UpstreamError(ClientError):
-    """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status."""
+    """The upstream answered, but not with a result: a JSON-RPC error, a non-MCP body, an HTTP error status.
+
+    For a JSON-RPC error answer, `rpc_code`, `rpc_message` and `rpc_data` are the upstream's own (None,
+    "" and None otherwise): a forwarding server passes them on as its peer would have seen them directly.
+    """
 
     code = "upstream_error"
+    rpc_code: int | None = None
+    rpc_message: str = ""
+    rpc_data: object = None
+
+    @classmethod
+    def refused(
+        cls, connection: str, message: str, *, rpc_code: int, rpc_message: str, rpc_data: object
+    ) -> UpstreamError:
+        """The error for the upstream's JSON-RPC error answer `rpc_code` / `rpc_message` / `rpc_data`."""
+        error = cls(connection, message)
+        error.rpc_code, error.rpc_message, error.rpc_data = rpc_code, rpc_message, rpc_data
+        return error
+
+
+class NotOffered(ConnectionsError):
+    """No advertised connection offers the resource, template or prompt a peer named, or two do (fail closed)."""
+
+    code = "not_offered"
 
 
 class ResultTooLarge(UpstreamError):

@@ -21,6 +21,10 @@ _FIELDS = {"command", "args", "env", "cwd", "url", "headers", "type", "transport
 # clients ignore the key). camelCase, as the rest of mcp.json is written.
 _OWN = {
     "advertiseTools": "advertise_tools",
+    "advertiseResources": "advertise_resources",
+    "advertisePrompts": "advertise_prompts",
+    "denyResources": "deny_resources",
+    "denyPrompts": "deny_prompts",
     "hostOnly": "host_only",
     "allowTools": "allow_tools",
     "denyTools": "deny_tools",

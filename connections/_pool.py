@@ -43,6 +43,7 @@ from ._exceptions import (
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ._restart import RestartPolicy, RestartState, judge, session_expired
 from ._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
+from ._tasks import TASK_METHODS, start_task_json, task_request_json
 from ._tool_results import call_tool_json
 from ._translate import Operation, answer_lost, describe, leaves, translate
 
@@ -247,6 +248,31 @@ class ClientPool:
         if result.get("isError") and await self._lacks_tool(name, tool):
             raise UnknownTool(name, tool)
         return result
+
+    async def start_tool_task(
+        self, name: str, tool: str, arguments: Mapping[str, Any] | None, task: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """A task-augmented `tools/call` (`_tasks.py`): the `CreateTaskResult` as JSON (or the `CallToolResult`
+        of an upstream that ran it at once). Raises as `call_tool` does."""
+        slot = self._slot(name)
+        args = self._call_arguments(slot, tool, arguments)
+        return await self._call(slot, tool, lambda opened: start_task_json(opened.client, tool, args, task))
+
+    async def task_request(self, name: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`tasks/get`, `tasks/result`, `tasks/cancel` or `tasks/list` on `name`'s pooled session (where its
+        tasks live), under the `call` timeout; the answer as JSON. Raises as `call_tool` does (`ValueError`
+        for another method)."""
+        if method not in TASK_METHODS:
+            raise ValueError(f"{method!r} is not a task request (one of {', '.join(sorted(TASK_METHODS))})")
+        operation: Operation = method  # pyright: ignore[reportAssignmentType]  # one of TASK_METHODS, checked above
+        return await self.request(name, operation, lambda opened: task_request_json(opened.client, method, params))
+
+    async def request(self, name: str, operation: Operation, run: Callable[[OpenedClient], Awaitable[_T]]) -> _T:
+        """`run` on `name`'s pooled session as `operation` (resources, prompts, completion: `_offer_calls.py`),
+        under the `list` timeout for a listing and the `call` timeout otherwise; errors as for `call_tool`."""
+        slot = self._slot(name)
+        budget = slot.defn.timeouts.list if operation.endswith("/list") else slot.defn.timeouts.call
+        return await self._operate(slot, operation, run, budget)
 
     # -- internals --------------------------------------------------------------------------
 

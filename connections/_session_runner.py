@@ -25,16 +25,17 @@ from typing import Literal
 import anyio
 import anyio.abc
 import httpx2
-import mcp.types as mt
 from mcp.client.session import IncomingMessage
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ._call_context import calling
 from ._clients import OpenedClient, client_mode, open_client
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVariableMissing, UpstreamTimeout
 from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
 from ._translate import REOPEN_NOTE, translate
+from ._upstream_changes import Change, change_of, listen_for_changes
 
 __all__ = ["CLOSE_GRACE", "ConnectionStatus", "OpenSettings", "PooledSession", "SessionSlot", "run_session"]
 
@@ -188,8 +189,8 @@ class SessionSlot:
             )
         cache.invalidate(defn.name)
 
-        def list_changed() -> None:
-            cache.invalidate(defn.name)
+        def list_changed(change: Change) -> None:
+            cache.changed(defn.name, change)
 
         def ended() -> None:
             if not self.closing:
@@ -197,7 +198,10 @@ class SessionSlot:
 
         mode = client_mode(defn, self.learned_mode)
         runner = run_session(defn, s, settings, mode=mode, on_list_changed=list_changed, on_end=ended)
-        tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
+        # Started from a first caller's task, but it serves every caller: it must not inherit that caller's
+        # call context (`_call_context.py`), or the session's reader would route others' requests to it.
+        with calling(None):
+            tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
         await self._wait_ready(s)
         if s.error is not None:
             if not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
@@ -254,7 +258,7 @@ async def run_session(
     settings: OpenSettings,
     *,
     mode: str,
-    on_list_changed: Callable[[], None],
+    on_list_changed: Callable[[Change], None],
     on_end: Callable[[], None],
 ) -> None:
     """Open `defn` as `s`, hold it until `s.wake`, close it; `on_end()` once it is over (unless the pool closes)."""
@@ -294,6 +298,7 @@ async def run_session(
                         limiter.release()
                     async with anyio.create_task_group() as watch:
                         watch.start_soon(_relay, opened.gone, s.wake)
+                        watch.start_soon(listen_for_changes, defn.name, opened.client, _live(s, on_list_changed))
                         await s.wake.wait()
                         watch.cancel_scope.cancel()
             except Exception as exc:
@@ -315,11 +320,26 @@ async def run_session(
         s.finished.set()
 
 
-def _on_message(s: PooledSession, on_list_changed: Callable[[], None]) -> Callable[[IncomingMessage], Awaitable[None]]:
+def _live(s: PooledSession, on_list_changed: Callable[[Change], None]) -> Callable[[Change], None]:
+    """`on_list_changed`, for as long as `s` is not retired."""
+
+    def changed(change: Change) -> None:
+        if not s.stopping:
+            on_list_changed(change)
+
+    return changed
+
+
+def _on_message(
+    s: PooledSession, on_list_changed: Callable[[Change], None]
+) -> Callable[[IncomingMessage], Awaitable[None]]:
+    report = _live(s, on_list_changed)
+
     async def handle(message: IncomingMessage) -> None:
-        # MCP 2025-11-25 server/tools §List Changed Notification: drop the cached listing.
-        if isinstance(message, mt.ToolListChangedNotification) and not s.stopping:
-            on_list_changed()
+        # MCP 2025-11-25 server/tools §List Changed Notification (and resources, prompts): tell the cache.
+        change = change_of(message)
+        if change is not None:
+            report(change)
         await anyio.lowlevel.checkpoint()
 
     return handle

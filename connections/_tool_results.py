@@ -18,11 +18,12 @@ from typing import Any
 
 import mcp.types as mt
 from mcp import Client
-from mcp_types import LoggingLevel
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, LoggingLevel
 from mcp_types import methods as _methods
 
-from ._call_context import current_call
+from ._call_context import CallContext, current_call
 from ._call_routing import prepare_call
+from ._input_requests import INPUT_REQUIRED, advertised, drive, in_flight, without_input
 
 __all__ = ["LONG_TEXT", "as_call_tool_result", "call_tool_json", "holds_long_text"]
 
@@ -44,23 +45,32 @@ async def call_tool_json(
     An `isError` result is returned, not raised. Raises what the session's dispatcher raises
     (`MCPError` for a JSON-RPC error, transport errors), `pydantic.ValidationError` for a result that
     does not match the version's schema, and `RuntimeError` for structured content that breaks the
-    tool's output schema or a result that is not complete (an interim `input_required`).
+    tool's output schema or a result that is not complete. An upstream's `InputRequiredResult` is
+    driven with the caller's handlers, or returned to a caller that retries itself (`_input_requests.py`).
     """
     session = client.session
-    data: dict[str, Any] = {"method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     context = current_call()
-    if context is None:
+    if context is None:  # the hot path: no frame of `_send_call`'s
+        data: dict[str, Any] = {"method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
+        opts: dict[str, Any] = {}
+        session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+        meta = data["params"].get("_meta")
+        if meta is not None and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: declare no input features
+            meta[CLIENT_CAPABILITIES_META_KEY] = without_input(meta[CLIENT_CAPABILITIES_META_KEY])
         raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     else:
-        logs = await prepare_call(client, context, data["params"], opts, log_cap)
-        try:
-            raw = await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-        finally:
-            if logs is not None:
-                logs.calls.pop(context, None)
+        raw = await _send_call(
+            client, tool, arguments, context, log_cap, context.input_responses, context.request_state
+        )
+        if raw.get("resultType") == INPUT_REQUIRED and not context.pass_input_required:
+
+            async def retry(responses: dict[str, Any] | None, state: str | None) -> dict[str, Any]:
+                return await _send_call(client, tool, arguments, context, log_cap, responses, state)
+
+            raw = await drive(raw, context, retry)
     result = _methods.serialize_server_result("tools/call", client.protocol_version, raw)
+    if result.get("resultType") == INPUT_REQUIRED and context is not None and context.pass_input_required:
+        return result  # a 2026-07-28 peer answers and retries itself (`_input_requests.py`)
     if result.get("resultType", _COMPLETE) != _COMPLETE:
         raise RuntimeError(
             f"tools/call {tool!r} answered {str(result.get('resultType'))[:40]!r}, not a complete result"
@@ -79,6 +89,40 @@ async def call_tool_json(
             # raises its own sentence (valid content costs only the cached validator's `is_valid`).
             await session.validate_tool_result(tool, as_call_tool_result(result))
     return result
+
+
+async def _send_call(
+    client: Client,
+    tool: str,
+    arguments: Mapping[str, Any],
+    context: CallContext | None,
+    log_cap: LoggingLevel | None,
+    responses: dict[str, Any] | None = None,
+    state: str | None = None,
+) -> dict[str, Any]:
+    """One `tools/call` request, stamped by the session; at 2026-07-28 with the caller's capabilities
+    (`advertised`) and a retry's `inputResponses` / `requestState`. The raw result."""
+    session = client.session
+    params: dict[str, Any] = {"name": tool, "arguments": dict(arguments)}
+    if responses is not None:
+        params["inputResponses"] = responses
+    if state is not None:
+        params["requestState"] = state
+    data: dict[str, Any] = {"method": "tools/call", "params": params}
+    opts: dict[str, Any] = {}
+    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    meta = data["params"].get("_meta")
+    if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: per request
+        meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])  # pyright: ignore[reportUnknownArgumentType]
+    if context is None:
+        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    logs = await prepare_call(client, context, data["params"], opts, log_cap)
+    try:
+        with in_flight(session, context):
+            return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    finally:
+        if logs is not None:
+            logs.calls.pop(context, None)
 
 
 def as_call_tool_result(result: Mapping[str, Any]) -> mt.CallToolResult:

@@ -79,6 +79,8 @@ class TurnTool:
     header_params: bool = False
     """Its input schema marks parameters `x-mcp-header` (MCP 2026-07-28): a server checks the
     `Mcp-Param-*` headers of a call against them."""
+    execution: Mapping[str, Any] | None = None
+    """For advertised tools: the upstream's `execution` (MCP 2025-11-25, `taskSupport`), passed on to peers."""
 
     def call(self, arguments: Mapping[str, Any] | None = None) -> Awaitable[ToolOutcome]:
         """Run the tool (a coroutine to await). Raises `ToolInputError` for bad input and the connection

@@ -33,14 +33,34 @@ from ._stdio import StdioChild
 
 __all__ = ["REOPEN_NOTE", "Operation", "answer_lost", "describe", "leaves", "translate", "transport_failure"]
 
-Operation = Literal["connect", "list", "call"]
+Operation = Literal[
+    "connect",
+    "list",
+    "call",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "prompts/list",
+    "prompts/get",
+    "completion/complete",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+    "resources/subscribe",
+    "resources/unsubscribe",
+]
 _SSE_LIMIT = re.compile(r"Server-sent event exceeded the (\d+) byte limit")
 _RESULT_LIMIT = re.compile(r"answer over the (\d+)-byte limit \(max_result_bytes\)")  # ResultTooLarge.transport_note
 
 
 def describe(operation: Operation, tool: str | None = None) -> str:
     """What was being done, for an error message: `opening the connection`, `tools/list`, `tools/call 'x'`."""
-    return {"connect": "opening the connection", "list": "tools/list", "call": f"tools/call {tool!r}"}[operation]
+    if operation == "connect":
+        return "opening the connection"
+    if operation == "list":
+        return "tools/list"
+    return f"tools/call {tool!r}" if operation == "call" else operation
 
 
 def leaves(exc: BaseException) -> list[BaseException]:
@@ -174,7 +194,13 @@ def translate(
             )
         if leaf.code == mt.INTERNAL_ERROR and http_status and http_status[-1] >= 400:
             return UpstreamError(name, f"{doing} failed: {_where(defn)} answered HTTP {http_status[-1]}")
-        return UpstreamError(name, f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}")
+        return UpstreamError.refused(
+            name,
+            f"{doing} failed: upstream error {leaf.code}: {leaf.message[:300]}",
+            rpc_code=leaf.code,
+            rpc_message=leaf.message,
+            rpc_data=leaf.data,
+        )
     if isinstance(leaf, ValidationError):
         return UpstreamError(name, f"{doing} failed: the upstream's result does not match the MCP schema")
     if isinstance(leaf, anyio.EndOfStream | anyio.ClosedResourceError | anyio.BrokenResourceError):

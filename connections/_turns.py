@@ -289,6 +289,9 @@ class TurnBuilder:
             connection=defn.name,
             invoke=invoke,
             header_params=bool(x_mcp_header_map(tool.input_schema)),
+            execution=tool.execution.model_dump(mode="json", by_alias=True, exclude_none=True)
+            if tool.execution
+            else None,
         )
 
 

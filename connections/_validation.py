@@ -67,6 +67,43 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
             f"advertise_tools=True {where} is contradictory: advertising puts the tools in the model's toolset, "
             "host-only keeps them off the model; drop one",
         )
+    for fname, value in (
+        ("advertise_resources", defn.advertise_resources),
+        ("advertise_prompts", defn.advertise_prompts),
+    ):
+        if value is False:
+            continue
+        if defn.host_only or in_host_folder:
+            where = "in host-connections/" if in_host_folder else "with host_only=True"
+            yield Problem(
+                "advertise-host-only",
+                f"{fname}=... {where} is contradictory: advertising offers them to peers of /v1/mcp/tools, "
+                "host-only keeps them to host.mcp; drop one",
+            )
+        elif defn.account:
+            yield Problem(
+                "advertise-account-offerings",
+                f"{fname}=... is not supported on account=True connections yet; link the connector's own "
+                "url or command connection and advertise there",
+            )
+        elif defn.auth is not None:
+            yield Problem(
+                "advertise-with-auth",
+                f"{fname}=... on a connection with auth=...: /v1/mcp/tools has no session to compute the "
+                "headers from, so nothing of this connection is offered there (host.mcp still reaches it)",
+                "warning",
+            )
+    for kind, offered, denied in (
+        ("resource", defn.advertise_resources, defn.deny_resources),
+        ("prompt", defn.advertise_prompts, defn.deny_prompts),
+    ):
+        both = sorted(offered & denied) if isinstance(offered, frozenset) else []
+        if both:
+            yield Problem(
+                "allow-and-deny",
+                f"{kind} {both[0]!r} is in both advertise_{kind}s and deny_{kind}s; deny wins, remove it from one list",
+                "warning",
+            )
     if defn.linkable and defn.account:
         yield Problem(
             "linkable-account",

@@ -27,7 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from connections import Broker, Project
+from connections import Broker, Offerings, Project
 
 from ._asgi import json_error
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
@@ -35,6 +35,7 @@ from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
+from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
 from .proxies import TrustedProxies
@@ -45,7 +46,7 @@ from .runtime import Runtime
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import serving_hub_keys, session_store, token_store
+from .state import serving_hub_keys, serving_request_states, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -187,12 +188,24 @@ def create_app(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             sessions.on_turn_end = metrics.turn_finished
+            offerings: Offerings | None = getattr(brk, "offerings", None)
+            pool = getattr(brk, "pool", None)  # a test's broker may have none
+            host = getattr(brk, "host", None)
+            subscriptions = (
+                Subscriptions(project.connections, host.mcp if host is not None else None, offerings).watching(
+                    pool.listing_cache, stack
+                )
+                if pool is not None
+                else None
+            )
             has_server_tools = bool(project.tools) or any(
                 d.advertise_tools and d.auth is None and not d.host_only for d in project.connections.values()
             )
             managers = {
                 "agent": session_manager(agent_server(with_call_tool=has_server_tools), settings.max_body_bytes),
-                "tools": session_manager(tools_server(), settings.max_body_bytes),
+                "tools": session_manager(
+                    tools_server(offerings=offerings, subscriptions=subscriptions is not None), settings.max_body_bytes
+                ),
                 **account_managers(settings),
             }
             for manager in managers.values():
@@ -207,6 +220,9 @@ def create_app(
                 host=getattr(brk, "host", None),
                 started_at=datetime.now(UTC).isoformat(timespec="seconds"),
                 mcp=managers,
+                request_states=await serving_request_states(settings, stack),
+                offerings=offerings,
+                subscriptions=subscriptions,
             )
             accounts = AccountServices(
                 project=project,

@@ -161,7 +161,13 @@ async def stream_answer(
         queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
         wake.set()
 
+    def ask(request: dict[str, Any]) -> None:  # a question for the peer (peer_asks.py), in order with the rest
+        nonlocal wake
+        queued.append(_event(request))
+        wake.set()
+
     context.sink = sink
+    context.asker = ask
     outcome: list[dict[str, Any] | None] = []
 
     async def run() -> None:

@@ -28,7 +28,10 @@ from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
 from .mcp_lane import serve_lane
 from .mcp_request_checks import envelope_problem, header_problem, serve_batch
+from .mcp_task_ext import serve_task_extension
+from .mcp_tasks import serve_tasks
 from .mcp_tools import SERVER_VERSION, json_result
+from .peer_sessions import answered, with_peer_session
 from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool
 
@@ -233,6 +236,14 @@ class McpEndpoint:
                 return {"type": "http.request", "body": raw, "more_body": False}
             return await receive()
 
-        if self.lane and await serve_lane(manager, runtime, scope, receive, send, len(raw), message):
-            return
+        if self.lane:  # a handshake peer's capabilities and answers (peer_sessions.py)
+            if await answered(runtime, scope, message, send):
+                return
+            send = with_peer_session(runtime, scope, message, send)
+            if (
+                await serve_tasks(runtime, scope, send, message)
+                or await serve_task_extension(runtime, scope, send, message)
+                or await serve_lane(manager, runtime, scope, receive, send, len(raw), message)
+            ):
+                return
         await manager.handle_request(scope, replay, send)

@@ -71,6 +71,7 @@ from .mcp_call_stream import (
     until_gone,
 )
 from .mcp_tools import server_tool, tools_call_result, tools_list_result
+from .peer_input import PeerCall, peer_call
 from .runtime import Runtime
 
 __all__ = ["serve_lane"]
@@ -169,14 +170,16 @@ async def serve_lane(
             assert params is not None  # the schema requires them
             principal = principal_id(scope)
             context = call_context(runtime, principal, params, modern=modern)
+            session = None if modern else _header(scope, b"mcp-session-id")  # a handshake peer's (peer_sessions.py)
+            peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
                 await server_tool(runtime, params["name"])
-                run_call = functools.partial(_answer, server, runtime, ident, version, params, modern=modern)
+                run_call = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
                 await stream_answer(send, receive, runtime.peers, principal, ident, context, run_call)
                 return True
-            call = tools_call_result(runtime, params["name"], params.get("arguments"))
+            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
             found = await until_gone(receive, runtime.peers, principal, ident, call, context)
             if found is None:
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
@@ -325,12 +328,19 @@ def _error_payload(ident: Any, error: ErrorData, *, modern: bool) -> dict[str, A
 
 
 async def _answer(
-    server: Server[Any], runtime: Runtime, ident: Any, version: str, params: dict[str, Any], *, modern: bool
+    server: Server[Any],
+    runtime: Runtime,
+    ident: Any,
+    version: str,
+    params: dict[str, Any],
+    peer: PeerCall | None,
+    *,
+    modern: bool,
 ) -> dict[str, Any]:
     """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
     result shaped for the peer's version, or the error the JSON answer would carry."""
     try:
-        result = await tools_call_result(runtime, params["name"], params.get("arguments"))
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer)
         return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
     except Exception as exc:
         return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)

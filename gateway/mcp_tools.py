@@ -18,9 +18,13 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from connections import ConnectionsError, ToolInputError, TurnBuildError, TurnTool
+from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
 from .mcp_call_stream import principal_id
+from .mcp_offerings import failed_closed, offering_handlers
+from .mcp_subscriptions import subscription_handlers
+from .mcp_task_capability import TaskServer
+from .peer_input import PeerCall, peer_call
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
@@ -37,6 +41,8 @@ def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
         data["outputSchema"] = dict(tool.output_schema)
     if tool.annotations:
         data["annotations"] = dict(tool.annotations)
+    if tool.execution:
+        data["execution"] = dict(tool.execution)
     return data
 
 
@@ -75,16 +81,22 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
     return tool
 
 
-async def tools_call_result(runtime: Runtime, name: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+async def tools_call_result(
+    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None = None
+) -> dict[str, Any]:
     """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
-    result. Raises `MCPError` for an unknown tool."""
+    result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
+    context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
+    unknown tool."""
     tool = await server_tool(runtime, name)
     try:
-        outcome = await tool.call(arguments)
+        if peer is None:
+            result = (await tool.call(arguments)).mcp_result()
+        else:
+            result = peer.finish(await peer.run(lambda: tool.call(arguments)))
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
-    result = outcome.mcp_result()
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
         result = {**result, "resultType": _COMPLETE}
     return result
@@ -96,13 +108,7 @@ async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
     try:
         toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        names = sorted({p.connection for p in exc.problems if p.connection})
-        raise MCPError(
-            mt.INTERNAL_ERROR,
-            f"tools/list failed closed: connection(s) {', '.join(names) or '?'} could not be listed: "
-            + "; ".join(str(p) for p in exc.problems),
-            data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-        ) from None
+        raise failed_closed("tools/list", exc) from None
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
@@ -113,18 +119,33 @@ def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
     return runtime_of(request)
 
 
-def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime) -> Server[Any]:
+def _offers_resources(offerings: Offerings | None) -> bool:
+    return offerings is not None and offerings.offers("resources")
+
+
+def tools_server(
+    runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = _http_runtime,
+    offerings: Offerings | None = None,
+    *,
+    subscriptions: bool = False,
+) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
-    passes its one runtime (a stdio request has no HTTP request).
+    passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
+    answers the resources, prompts and completion they advertise (`mcp_offerings.py`).
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
         return await tools_list_result(runtime(ctx))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
-        return await tools_call_result(runtime(ctx), params.name, params.arguments)
+        served = runtime(ctx)
+        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
+        session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
+        peer = await peer_call(served, principal, dumped, CallContext(), session)
+        return await tools_call_result(served, params.name, params.arguments, peer)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # Stateless: the level is the principal's, for its later calls (peer_calls.py).
@@ -137,10 +158,12 @@ def tools_server(runtime: Callable[[ServerRequestContext[Any, Any]], Runtime] = 
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return Server(  # pyright: ignore[reportDeprecated]
+        return TaskServer(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
+            **offering_handlers(runtime, offerings),
+            **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
         )

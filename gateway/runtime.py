@@ -8,10 +8,14 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Project, TurnBuilder
+from connections import Offerings, Project, TurnBuilder
 
 from .auth_chain import Principal
+from .held_calls import HeldCalls
+from .mcp_subscriptions import Subscriptions
+from .peer_asks import PeerAsks
 from .peer_calls import PeerCalls
+from .request_state import RequestStates
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -34,6 +38,17 @@ class Runtime:
     """The stateless MCP session managers by endpoint: `agent` (/v1/mcp) and `tools` (/v1/mcp/tools)."""
     peers: PeerCalls = field(default_factory=PeerCalls)
     """Peers' `tools/call` requests in flight on `/v1/mcp/tools` and their `logging/setLevel` levels."""
+    asks: PeerAsks = field(default_factory=PeerAsks)
+    """Questions put to handshake-era peers mid-call, waiting for their POSTed answers (`peer_asks.py`)."""
+    held: HeldCalls = field(default_factory=HeldCalls)
+    """2026-07-28 peers' calls held open while an upstream's mid-call question waits for a retry (`held_calls.py`)."""
+    request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
+    """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
+    app's is the deployment's (`state.serving_request_states`)."""
+    offerings: Offerings | None = None
+    """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
+    subscriptions: Subscriptions | None = None
+    """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

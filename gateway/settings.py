@@ -35,6 +35,8 @@ class ServeSettings(BaseModel):
     default_wait_ms: int = Field(default=20_000, ge=0)
     toolset_ttl_s: float = Field(default=30.0, ge=0)
     """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+    page_size: int = Field(default=100, ge=1, le=10_000)
+    """Items per page of `resources/list`, `resources/templates/list` and `prompts/list` on `/v1/mcp/tools`."""
     access_log: bool = False
     """One log line per request (uvicorn's access log). Off by default: it costs about 5 % of a call's CPU."""
     hub: bool = False
@@ -147,6 +149,7 @@ class ServeSettings(BaseModel):
             "max_connections": "AGENT_SDK_MAX_CONNECTIONS",
             "state_url": "AGENT_SDK_STATE_URL",
             "turn_lease_s": "AGENT_SDK_TURN_LEASE_S",
+            "page_size": "AGENT_SDK_PAGE_SIZE",
         }
         for field, var in simple.items():
             if env.get(var):

@@ -10,12 +10,21 @@ from pathlib import Path
 
 from oauth import TokenStore, serving_store
 
+from ._redis import redis_client
 from .hub_keys import HubKeys, HubKeyStore
 from .hub_keys_redis import RedisHubKeyStore
+from .request_state import MemoryUsedStates, RedisUsedStates, RequestStates, load_state_key
 from .sessions import FileSessionStore, RedisSessionStore, SessionStore
 from .settings import ServeSettings
 
-__all__ = ["STATE_URL_ENV", "hub_key_store", "serving_hub_keys", "session_store", "token_store"]
+__all__ = [
+    "STATE_URL_ENV",
+    "hub_key_store",
+    "serving_hub_keys",
+    "serving_request_states",
+    "session_store",
+    "token_store",
+]
 
 STATE_URL_ENV = "AGENT_SDK_STATE_URL"
 
@@ -52,3 +61,13 @@ async def serving_hub_keys(settings: ServeSettings, stack: AsyncExitStack) -> Hu
     if settings.state_url is None:
         return HubKeyStore(settings.state_root)
     return await stack.enter_async_context(RedisHubKeyStore(settings.state_url.get_secret_value()).serving())
+
+
+async def serving_request_states(settings: ServeSettings, stack: AsyncExitStack) -> RequestStates:
+    """The sealer of `requestState`s (`request_state.py`): key and used ids in Redis with `state_url`, else
+    the key in the state root and used ids in memory. Its Redis client closes with `stack`."""
+    if settings.state_url is None:
+        return RequestStates(await load_state_key(settings.state_root), MemoryUsedStates())
+    redis = redis_client(settings.state_url.get_secret_value())
+    stack.push_async_callback(redis.aclose)
+    return RequestStates(await load_state_key(settings.state_root, redis), RedisUsedStates(redis))

@@ -46,12 +46,13 @@ async def _serve(project: Project, settings: ServeSettings) -> None:
             host=getattr(broker, "host", None),
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             mcp={},
+            offerings=getattr(broker, "offerings", None),
         )
 
         def runtime_of(_ctx: Any) -> Runtime:
             return runtime
 
-        server = tools_server(runtime_of)
+        server = tools_server(runtime_of, runtime.offerings)
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
 

@@ -77,11 +77,12 @@ ACTIVE = frozenset(name for names in GROUPS.values() for name in names)
 
 # The scenarios that pass through the gateway today, with either upstream transport: the compared set.
 # Owners move names in from their group as they make them pass (and never out).
-PASSING_THROUGH_GATEWAY = frozenset(CORE + CONTENT + PROGRESS_LOGGING)
+PASSING_THROUGH_GATEWAY = frozenset(
+    CORE + CONTENT + PROGRESS_LOGGING + ELICITATION_SAMPLING + RESOURCES_PROMPTS_COMPLETION + SUBSCRIPTIONS
+)
 
-# Defined by `define_connection(...)` for the upstream behind the gateway. #15 adds
-# `"advertise_resources": True, "advertise_prompts": True` here once the definition accepts them.
-ADVERTISED_FIELDS: dict[str, object] = {"advertise_tools": True}
+# Defined by `define_connection(...)` for the upstream behind the gateway.
+ADVERTISED_FIELDS: dict[str, object] = {"advertise_tools": True, "advertise_resources": True, "advertise_prompts": True}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,11 +1,12 @@
-"""`agent-sdk mcp ...`: debug a connection (list, tools, call) and log in to one (oauth)."""
+"""`agent-sdk mcp ...`: debug a connection (list, tools, call, resources, read, prompts, prompt) and log in
+to one (oauth)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from . import mcp_debug, mcp_oauth
+from . import mcp_debug, mcp_oauth, mcp_offerings
 
 __all__ = ["register"]
 
@@ -15,4 +16,5 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     parser = sub.add_parser("mcp", help="inspect, call and log in to MCP connections")
     group = parser.add_subparsers(dest="mcp_command", metavar="SUBCOMMAND", required=True)
     mcp_debug.register(group)
+    mcp_offerings.register(group)
     mcp_oauth.register(group)

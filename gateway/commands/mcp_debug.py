@@ -109,6 +109,8 @@ def _describe(defn: ConnectionDefinition, show_args: bool) -> dict[str, Any]:
         "target": target,
         "hostOnly": defn.host_only,
         "advertiseTools": defn.advertise_tools,
+        "advertiseResources": _offered(defn.advertise_resources),
+        "advertisePrompts": _offered(defn.advertise_prompts),
         "oauth": defn.oauth is not None,
         "hasAuth": defn.auth is not None,
         "protocol": defn.protocol,
@@ -118,6 +120,10 @@ def _describe(defn: ConnectionDefinition, show_args: bool) -> dict[str, Any]:
             "call": defn.timeouts.call,
         },
     }
+
+
+def _offered(value: bool | frozenset[str]) -> bool | list[str]:
+    return value if isinstance(value, bool) else sorted(value)
 
 
 def _warn_auth(project: Project, name: str) -> None:

@@ -5,7 +5,8 @@ Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_
 AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
-AGENT_SDK_WARM=1 (docs/clients.md), `--state-url` AGENT_SDK_STATE_URL
+AGENT_SDK_WARM=1 (docs/clients.md), `--page-size` AGENT_SDK_PAGE_SIZE (docs/http-api.md),
+`--state-url` AGENT_SDK_STATE_URL
 (Redis shared by replicas, docs/deploy.md), `--turn-lease` AGENT_SDK_TURN_LEASE_S, `--log-format`
 AGENT_SDK_LOG_FORMAT (docs/operations.md); the connection limits and `--trusted-proxy` as
 docs/http-api.md lists them. A bearer token (or a Redis URL with a password) is better passed
@@ -119,6 +120,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         help="start at most N stdio children at once (default: the number of cores); or $AGENT_SDK_START_LIMIT",
     )
     p.add_argument(
+        "--page-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="items per page of resources/list, resources/templates/list and prompts/list on /v1/mcp/tools "
+        "(default 100); or $AGENT_SDK_PAGE_SIZE",
+    )
+    p.add_argument(
         "--warm",
         action="store_true",
         default=None,
@@ -164,6 +173,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             access_log=args.access_log,
             fast_calls=args.fast_calls,
             start_limit=args.start_limit,
+            page_size=args.page_size,
             warm=args.warm,
             trusted_proxies=tuple(args.trusted_proxy) if args.trusted_proxy else None,
             idle_timeout_s=args.timeout_keep_alive,

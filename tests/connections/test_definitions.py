@@ -241,3 +241,35 @@ async def test_tools_run_async_and_sync_execute_bodies() -> None:
 def test_a_tool_needs_a_callable_execute() -> None:
     tool = define_tool(description="x", execute="not a function")  # type: ignore[arg-type]
     assert [p.code for p in tool.problems] == ["bad-field-type"]
+
+
+def test_advertise_resources_true_offers_every_resource_and_template_but_the_denied() -> None:
+    defn = define_connection(command="x", advertise_resources=True, deny_resources=["test://secret", "test://t/{id}"])
+    assert defn.allows_resource("test://static/resource/1") and defn.allows_template("test://{x}")
+    assert not defn.allows_resource("test://secret")
+    assert not defn.allows_template("test://t/{id}") and not defn.allows_resource("test://t/7")
+    assert not define_connection(command="x").allows_resource("test://a")
+
+
+def test_advertise_resources_list_offers_named_uris_and_what_a_named_template_matches() -> None:
+    defn = define_connection(command="x", advertise_resources=["demo://readme", "demo://docs/{name}"])
+    assert defn.allows_resource("demo://readme")
+    assert defn.allows_resource("demo://docs/intro")
+    assert defn.allows_template("demo://docs/{name}")
+    assert not defn.allows_resource("demo://other")
+    assert not defn.allows_template("demo://other/{name}")
+    assert not defn.problems
+
+
+def test_advertise_prompts_list_offers_only_the_named_prompts_and_deny_wins() -> None:
+    defn = define_connection(command="x", advertise_prompts=["greet", "plan"], deny_prompts=["plan"])
+    assert defn.allows_prompt("greet")
+    assert not defn.allows_prompt("plan") and not defn.allows_prompt("other")
+
+
+def test_advertise_prompts_of_the_wrong_type_is_a_diagnostic_not_an_exception() -> None:
+    defn = define_connection(command="x", advertise_prompts="greet")
+    assert [p.message for p in defn.problems] == [
+        "field 'advertise_prompts' must be True, False or a list of prompt names, got 'greet'"
+    ]
+    assert defn.advertise_prompts is False

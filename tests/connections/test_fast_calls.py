@@ -221,10 +221,13 @@ async def test_what_the_server_sends_mid_call_is_handled_as_the_sdk_does(chatty:
         # A ping request on the answer stream: the session answers it, the call completes.
         pinged = await outcome(pool, "chatty", "ping-back", {})
         assert pinged["content"] == [{"type": "text", "text": "the client answered the ping with {}"}]
-        # A sampling request: the pool's client has no sampling callback, so the SDK's refusal goes back.
+        # A sampling request for a call whose caller has no sampling handler: the pool's client refuses it.
         refused = await outcome(pool, "chatty", "ask-sampling", {})
         assert refused["isError"] is True
-        assert refused["content"][0]["text"] == "the client refused: -32600 MCP error -32600: Sampling not supported"
+        assert refused["content"][0]["text"] == (
+            "the client refused: -32600 MCP error -32600: "
+            "Sampling not supported: the caller of this tool call cannot answer it"
+        )
         # A log message and tools/list_changed before the answer: the cached listing is dropped.
         lists_before = (await http.get(f"{chatty}/lists")).json()
         changed = await outcome(pool, "chatty", "log-and-change", {})

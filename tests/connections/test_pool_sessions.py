@@ -84,22 +84,42 @@ async def test_100_concurrent_calls_on_a_fresh_http_connection_open_one_session(
         assert pool.status("h").protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
 
 
-async def test_list_changed_from_the_upstream_drops_the_cached_listing(tmp_path: Path) -> None:
-    defn = stdio("c", tmp_path / "count.txt", protocol="legacy")
+async def _sees_the_added_tool(pool: ClientPool, name: str, tool: str) -> None:
+    first = {t.name for t in await pool.list_tools(name, use_cache=True)}
+    assert tool not in first
+    # The cache answers while nothing changed (the hour-long TTL never runs out in this test)...
+    assert {t.name for t in await pool.list_tools(name, use_cache=True)} == first
+    # ...until the upstream says its tools changed (the add_tool tool itself announces it).
+    await pool.call_tool(name, "add_tool", {"name": tool})
+    with anyio.fail_after(10):
+        while tool not in {t.name for t in await pool.list_tools(name, use_cache=True)}:  # noqa: ASYNC110
+            await anyio.sleep(0.01)  # the announcement may land a moment after the call returns
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "modern"])
+async def test_list_changed_from_a_stdio_upstream_drops_the_cached_listing(tmp_path: Path, protocol: str) -> None:
+    # legacy: `notifications/tools/list_changed` on the session; modern (2026-07-28): an event on the
+    # `subscriptions/listen` stream the pool holds open for the session.
+    defn = stdio("c", tmp_path / "count.txt", protocol=protocol)
     async with ClientPool({"c": defn}, listing_ttl=3600) as pool:
-        first = {t.name for t in await pool.list_tools("c", use_cache=True)}
-        assert "late_tool" not in first
-        # The cache answers while nothing changed...
-        assert {t.name for t in await pool.list_tools("c", use_cache=True)} == first
-        # ...until the upstream says tools/list_changed (sent by the add_tool tool itself).
-        await pool.call_tool("c", "add_tool", {"name": "late_tool"})
-        with anyio.fail_after(10):
-            while "late_tool" not in {t.name for t in await pool.list_tools("c", use_cache=True)}:  # noqa: ASYNC110
-                await anyio.sleep(0.01)  # the notification may land a moment after the call returns
+        await _sees_the_added_tool(pool, "c", "late_tool")
+
+
+@pytest.mark.parametrize("protocol", ["legacy", "auto"])
+async def test_list_changed_from_an_http_upstream_drops_the_cached_listing(
+    counting_http: tuple[str, Path], protocol: str
+) -> None:
+    url, _ = counting_http
+    defn = define_connection(url=url, protocol=protocol).named("h", None)
+    async with ClientPool({"h": defn}, listing_ttl=3600) as pool:
+        await _sees_the_added_tool(pool, "h", f"late_http_{protocol}")
+        assert pool.status("h").protocol_version == ("2026-07-28" if protocol == "auto" else "2025-11-25")
 
 
 async def test_a_zero_ttl_lists_every_time(tmp_path: Path) -> None:
-    defn = stdio("c", tmp_path / "count.txt", protocol="modern")  # modern: no list_changed stream
+    env = {"COUNT_FILE": str(tmp_path / "count.txt"), "SILENT_CHANGES": "1"}  # no announcement: only the TTL
+    defn = define_connection(command=sys.executable, args=[COUNTING, "stdio"], env=env, protocol="modern")
+    defn = defn.named("c", None)
     async with ClientPool({"c": defn}, listing_ttl=0) as pool:
         await pool.list_tools("c", use_cache=True)
         await pool.call_tool("c", "add_tool", {"name": "late_tool"})

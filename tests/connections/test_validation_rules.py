@@ -244,6 +244,35 @@ RULES: dict[str, Expected] = {
         "max_identities and identity_idle_timeout bound the clients kept per identity of an auth=... connection; "
         "this one has no auth callback, so they do nothing: remove them",
     ),
+    "advertise-prompts-host-only": Expected(
+        "agent/mcp-connections/admin.py", 3, "error", "advertise-host-only",
+        "advertise_prompts=... with host_only=True is contradictory: advertising offers them to peers of "
+        "/v1/mcp/tools, host-only keeps them to host.mcp; drop one",
+    ),
+    "advertise-resources-account": Expected(
+        "agent/mcp-connections/team.py", 3, "error", "advertise-account-offerings",
+        "advertise_resources=... is not supported on account=True connections yet; link the connector's own "
+        "url or command connection and advertise there",
+    ),
+    "advertise-resources-with-auth": Expected(
+        "agent/mcp-connections/crm.py", 3, "warning", "advertise-with-auth",
+        "advertise_resources=... on a connection with auth=...: /v1/mcp/tools has no session to compute the "
+        "headers from, so nothing of this connection is offered there (host.mcp still reaches it)",
+    ),
+    "empty-advertise-prompts": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "empty-advertise-prompts",
+        "field 'advertise_prompts' lists no prompt names (or an empty one); name at least one, or use True "
+        "for all of them",
+    ),
+    "bad-uri-template": Expected(
+        "agent/mcp-connections/files.py", 3, "error", "bad-uri-template",
+        "advertise_resources entry 'file:///{a}{b}' is not an RFC 6570 URI template: Variables 'a' and 'b' "
+        "are adjacent with no literal separator",
+    ),
+    "resource-allow-and-deny": Expected(
+        "agent/mcp-connections/files.py", 3, "warning", "allow-and-deny",
+        "resource 'file:///a' is in both advertise_resources and deny_resources; deny wins, remove it from one list",
+    ),
     "stray-file": Expected(
         "agent/mcp-connections/README.md", None, "warning", "stray-file",
         "ignored: only <name>.py files are definitions in mcp-connections/; move it to agent/lib/",

@@ -113,10 +113,10 @@ def make_project(root: Path, connections: dict[str, str] | None = None, *, tools
     return root
 
 
-def url_connection(url: str, *, advertise: bool = True) -> str:
+def url_connection(url: str, *, advertise: bool = True, protocol: str = "auto") -> str:
     return (
         "from connections import define_connection\n\n"
-        f"connection = define_connection(url={url!r}, advertise_tools={advertise!r})\n"
+        f"connection = define_connection(url={url!r}, advertise_tools={advertise!r}, protocol={protocol!r})\n"
     )
 
 

@@ -72,7 +72,8 @@ def test_mcp_tools_and_call_against_server_everything(project: Path, capsys: pyt
     assert main(["mcp", "call", "everything", "get-sum", "--args", '{"a": 2, "b": 3}', "--dir", str(project)]) == 0
     result = json.loads(capsys.readouterr().out)
     assert not result.get("isError") and "5" in result["content"][0]["text"]
-    assert not matching(str(node_bin("mcp-server-everything")))
+    # The CLI's stdio child; a session fixture's `streamableHttp` upstream may run meanwhile.
+    assert not matching(f"{node_bin('mcp-server-everything')} stdio")
 
 
 @pytest.mark.parametrize(
@@ -99,7 +100,8 @@ def test_mcp_failures_are_one_sentence_without_a_traceback(project: Path, argv: 
     assert f"agent-sdk: error: {says}" in proc.stderr
     assert "Traceback" not in proc.stderr + proc.stdout
     assert "tok-do-not-print" not in proc.stderr + proc.stdout
-    assert not matching(str(node_bin("mcp-server-everything")))
+    # The CLI's stdio child; a session fixture's `streamableHttp` upstream may run meanwhile.
+    assert not matching(f"{node_bin('mcp-server-everything')} stdio")
 
 
 def _base_env() -> dict[str, str]:

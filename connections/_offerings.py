@@ -1,0 +1,326 @@
+"""`Offerings`: the resources, resource templates and prompts that advertised connections offer to the
+peers of `/v1/mcp/tools`, merged fail-closed, and the routing of each read, get and completion to the
+one connection that owns it.
+
+A connection offers what `advertise_resources` / `advertise_prompts` (less `deny_resources` /
+`deny_prompts`) let through; connections with a per-session `auth` take no part (the endpoint has no
+session), nor do host-only and account connections (`agent-sdk validate` says so). As for tools
+(DESIGN.md §5), a listing is all or nothing: a connection that cannot be listed, or two connections
+offering one resource URI, one template or one prompt name, fail it with a `TurnBuildError` naming
+every problem, never a shorter list.
+
+Routing needs no listing when only one advertised connection can own the URI, template or name (by
+its own lists); when several can, their listings decide, and two owners are a `NotOffered` naming
+both. Listings and reads are kept as the upstream's cache hints allow (`_offer_cache.py`), per
+`viewer` (the peer's principal) for a private one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+import mcp.types as mt
+from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
+
+from ._clients import OpenedClient
+from ._definitions import ConnectionDefinition
+from ._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem, UpstreamError
+from ._listing_cache import DEFAULT_LISTING_TTL
+from ._offer_cache import OfferCache
+from ._offer_calls import (
+    STALE,
+    Freshness,
+    Listed,
+    ListMethod,
+    complete,
+    freshness_of,
+    get_prompt,
+    list_every_page,
+    read_resource,
+)
+from ._pool import ClientPool
+
+__all__ = ["Merged", "Offerings"]
+
+Kind = Literal["resources", "prompts"]
+
+# method -> (the result's list field, the key two connections must not share, what the key names, deny field)
+_LISTS: dict[ListMethod, tuple[str, str, str, str]] = {
+    "resources/list": ("resources", "uri", "resource", "deny_resources"),
+    "resources/templates/list": ("resourceTemplates", "uriTemplate", "resource template", "deny_resources"),
+    "prompts/list": ("prompts", "name", "prompt", "deny_prompts"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Merged:
+    """One listing across every advertised connection: the items (JSON, as the upstreams sent them,
+    in connection order) and the hint of the whole (the smallest TTL; private if any part is)."""
+
+    field: str
+    items: list[dict[str, Any]]
+    freshness: Freshness
+
+
+class Offerings:
+    """Resources, templates and prompts of the advertised connections, for a server without sessions."""
+
+    def __init__(
+        self,
+        connections: Mapping[str, ConnectionDefinition],
+        pool: ClientPool,
+        *,
+        max_ttl: float = DEFAULT_LISTING_TTL,
+    ) -> None:
+        self._pool = pool
+        self._cache = OfferCache(max_ttl)
+        reachable = [
+            d
+            for _, d in sorted(connections.items())
+            if d.auth is None and not d.host_only and d.kind != "account" and pool.serves(d.name)
+        ]
+        self._by_kind: dict[Kind, list[ConnectionDefinition]] = {
+            "resources": [d for d in reachable if d.advertise_resources is not False],
+            "prompts": [d for d in reachable if d.advertise_prompts is not False],
+        }
+
+    def offers(self, kind: Kind) -> bool:
+        """Whether any connection advertises `kind` (the server capabilities say so only then)."""
+        return bool(self._by_kind[kind])
+
+    def invalidate(self, connection: str) -> None:
+        """Forget what `connection` listed and answered (its upstream changed)."""
+        self._cache.invalidate(connection)
+
+    # -- listings ------------------------------------------------------------------------------------
+
+    async def listing(self, method: ListMethod, viewer: str | None = None) -> Merged:
+        """`method` across every advertised connection, merged. Raises `TurnBuildError` naming every
+        connection that could not be listed and every collision (fail-closed)."""
+        field, key, subject, deny = _LISTS[method]
+        defns = self._by_kind["prompts" if method == "prompts/list" else "resources"]
+        listings, problems = await self._list_all(defns, method, viewer)
+        owners: dict[str, str] = {}
+        items: list[dict[str, Any]] = []
+        freshness: Freshness | None = None
+        for defn in defns:
+            listed = listings.get(defn.name)
+            if listed is None:
+                continue
+            freshness = listed.freshness if freshness is None else freshness.joined(listed.freshness)
+            for item in listed.items:
+                name = str(item.get(key))
+                if name in owners:
+                    again = owners[name] == defn.name
+                    problems.append(
+                        TurnProblem(
+                            "duplicate" if again else "collision",
+                            f"the upstream lists this {subject} twice"
+                            if again
+                            else f"also offered by connection {owners[name]!r}; deny it on one of them with {deny}",
+                            connection=defn.name,
+                            tool=name[:200],
+                            subject=subject,
+                        )
+                    )
+                    continue
+                owners[name] = defn.name
+                items.append(item)
+        if problems:
+            problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
+            raise TurnBuildError(problems)
+        return Merged(field, items, freshness or STALE)
+
+    async def _list_all(
+        self, defns: list[ConnectionDefinition], method: ListMethod, viewer: str | None
+    ) -> tuple[dict[str, Listed], list[TurnProblem]]:
+        listings: dict[str, Listed] = {}
+        problems: list[TurnProblem] = []
+
+        async def one(defn: ConnectionDefinition) -> None:
+            try:
+                listings[defn.name] = await self._listed(defn, method, viewer)
+            except ConnectionsError as exc:
+                # The problem names the connection already, and the error says what failed.
+                detail = getattr(exc, "detail", None) or str(exc).removeprefix(f"connection {defn.name!r}: ")
+                problems.append(TurnProblem(exc.code, detail, connection=defn.name))
+
+        async with anyio.create_task_group() as tg:
+            for defn in defns:
+                tg.start_soon(one, defn)
+        return listings, problems
+
+    async def _listed(self, defn: ConnectionDefinition, method: ListMethod, viewer: str | None) -> Listed:
+        """One connection's listing of `method`, filtered by its lists, as JSON; from the cache when its hint allows."""
+        cached = self._cache.get(defn.name, method, "", viewer)
+        if cached is not None:
+            return Listed(cached[0], cached[1])
+        generation = self._cache.generation(defn.name)
+
+        async def run(opened: OpenedClient) -> Listed:
+            return await list_every_page(opened.client, method)
+
+        try:
+            listed = await self._pool.request(defn.name, method, run)
+        except UpstreamError as exc:
+            if method != "resources/templates/list" or exc.rpc_code != mt.METHOD_NOT_FOUND:
+                raise
+            listed = Listed((), STALE)  # a server with resources but no templates: none to offer
+        keep = _filter(defn, method)
+        items = tuple(_json(item) for item in listed.items if keep(item))
+        self._cache.put(defn.name, method, "", viewer, items, listed.freshness, generation)
+        return Listed(items, listed.freshness)
+
+    # -- routed requests -----------------------------------------------------------------------------
+
+    async def read(self, uri: str, viewer: str | None = None) -> tuple[dict[str, Any], Freshness]:
+        """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
+        Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
+        defn = await self._owner_of_resource(uri, viewer)
+        cached = self._cache.get(defn.name, "resources/read", uri, viewer)
+        if cached is not None:
+            return dict(cached[0]), cached[1]
+        generation = self._cache.generation(defn.name)
+
+        async def run(opened: OpenedClient) -> mt.ReadResourceResult:
+            return await read_resource(opened.client, uri)
+
+        result = await self._pool.request(defn.name, "resources/read", run)
+        hint = freshness_of(result)
+        body = _result_json(result)
+        self._cache.put(defn.name, "resources/read", uri, viewer, body, hint, generation)
+        return dict(body), hint
+
+    async def get_prompt(
+        self, name: str, arguments: Mapping[str, str] | None, viewer: str | None = None
+    ) -> dict[str, Any]:
+        """`prompts/get` on the connection that owns prompt `name`, as JSON.
+        Raises `NotOffered` and the pool's errors."""
+        defn = await self._owner_of_prompt(name, viewer)
+
+        async def run(opened: OpenedClient) -> mt.GetPromptResult:
+            return await get_prompt(opened.client, name, arguments)
+
+        return _result_json(await self._pool.request(defn.name, "prompts/get", run))
+
+    async def complete(
+        self,
+        ref: mt.PromptReference | mt.ResourceTemplateReference,
+        argument: Mapping[str, str],
+        context: Mapping[str, str] | None,
+        viewer: str | None = None,
+    ) -> dict[str, Any]:
+        """`completion/complete` on the connection that owns the prompt or template `ref` names, as JSON."""
+        if isinstance(ref, mt.PromptReference):
+            defn = await self._owner_of_prompt(ref.name, viewer)
+        else:
+            defn = await self._owner_of_template(ref.uri, viewer)
+
+        async def run(opened: OpenedClient) -> mt.CompleteResult:
+            return await complete(opened.client, ref, argument, context)
+
+        return _result_json(await self._pool.request(defn.name, "completion/complete", run))
+
+    async def owner_of_resource(self, uri: str, viewer: str | None = None) -> str:
+        """The name of the advertised connection that offers resource `uri` (subscriptions route by it).
+        Raises `NotOffered` and the listing's `TurnBuildError`."""
+        return (await self._owner_of_resource(uri, viewer)).name
+
+    async def _owner_of_prompt(self, name: str, viewer: str | None) -> ConnectionDefinition:
+        candidates = [d for d in self._by_kind["prompts"] if d.allows_prompt(name)]
+        return await self._owner(f"prompt {name[:200]!r}", candidates, viewer, [("prompts/list", _keyed("name", name))])
+
+    async def _owner_of_resource(self, uri: str, viewer: str | None) -> ConnectionDefinition:
+        candidates = [d for d in self._by_kind["resources"] if d.allows_resource(uri)]
+        return await self._owner(
+            f"resource {uri[:200]!r}",
+            candidates,
+            viewer,
+            [("resources/list", _keyed("uri", uri)), ("resources/templates/list", _matching(uri))],
+        )
+
+    async def _owner_of_template(self, template: str, viewer: str | None) -> ConnectionDefinition:
+        candidates = [
+            d for d in self._by_kind["resources"] if d.allows_template(template) or d.allows_resource(template)
+        ]
+        return await self._owner(
+            f"resource template {template[:200]!r}",
+            candidates,
+            viewer,
+            [
+                ("resources/templates/list", _keyed("uriTemplate", template)),
+                ("resources/list", _keyed("uri", template)),
+            ],
+        )
+
+    async def _owner(
+        self,
+        what: str,
+        candidates: list[ConnectionDefinition],
+        viewer: str | None,
+        tests: list[tuple[ListMethod, Callable[[dict[str, Any]], bool]]],
+    ) -> ConnectionDefinition:
+        """The one candidate that owns `what`: the only one its lists allow, else the only one whose
+        listing holds it (by the first of `tests` that finds any). Raises `NotOffered`."""
+        if len(candidates) == 1:
+            return candidates[0]
+        if not candidates:
+            raise NotOffered(f"no advertised connection offers {what}")
+        for method, holds in tests:
+            listings, problems = await self._list_all(candidates, method, viewer)
+            if problems:
+                raise TurnBuildError(problems)
+            owners = [d for d in candidates if any(holds(item) for item in listings[d.name].items)]
+            if len(owners) > 1:
+                names = " and ".join(repr(d.name) for d in owners)
+                raise NotOffered(f"{what} is offered by both connections {names}; deny it on one of them")
+            if owners:
+                return owners[0]
+        raise NotOffered(f"no advertised connection offers {what}")
+
+
+def _filter(defn: ConnectionDefinition, method: ListMethod) -> Callable[[Any], bool]:
+    if method == "resources/list":
+        return lambda item: defn.allows_resource(item.uri)
+    if method == "resources/templates/list":
+        return lambda item: defn.allows_template(item.uri_template)
+    return lambda item: defn.allows_prompt(item.name)
+
+
+def _keyed(key: str, value: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda item: item.get(key) == value
+
+
+def _matching(uri: str) -> Callable[[dict[str, Any]], bool]:
+    def holds(item: dict[str, Any]) -> bool:
+        try:
+            return UriTemplate.parse(str(item.get("uriTemplate"))).match(uri) is not None
+        except InvalidUriTemplate:
+            return False
+
+    return holds
+
+
+def _json(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+_ENVELOPE = frozenset({"ttlMs", "cacheScope", "resultType", "nextCursor"})
+
+
+_RESERVED_META = "io.modelcontextprotocol/"
+
+
+def _result_json(result: Any) -> dict[str, Any]:
+    """The upstream's result as JSON without its own envelope fields (the gateway sets those for its peer)
+    and without the spec-reserved `_meta` keys that describe the upstream (its `serverInfo` stamp)."""
+    out = {k: v for k, v in _json(result).items() if k not in _ENVELOPE}
+    meta = out.pop("_meta", None)
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if kept:
+            out["_meta"] = kept
+    return out
