@@ -21,11 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.processes import running
+from tests.memory import COUNTING, counting_http
 
 ROOT = Path(__file__).resolve().parents[2]
-COUNTING = ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py"
 SIZE = 4 * 1024 * 1024
 LIMIT = 1.8
 """Peak over payload; the objects alone are 1.0x, one long literal's bytes 0.5x more."""
@@ -35,10 +33,7 @@ _CALLER = textwrap.dedent(
     import json, sys, anyio
     from connections import ClientPool, define_connection
     from gateway.memory import return_large_blocks
-
-    def status(field):
-        with open("/proc/self/status") as fh:
-            return next(int(line.split()[1]) for line in fh if line.startswith(field + ":")) * 1024
+    from tests.memory import reset_peak, status_bytes as status
 
     async def main():
         return_large_blocks()  # as `serve` does
@@ -46,11 +41,10 @@ _CALLER = textwrap.dedent(
         defn = define_connection(**how).named("big", None)
         async with ClientPool({"big": defn}) as pool:
             await pool.call_tool("big", "big", {"size": 10})  # the session, the listing, the schema
-            before = status("VmRSS")
-            with open("/proc/self/clear_refs", "w") as fh:
-                fh.write("5")
+            before = status("self", "VmRSS")
+            reset_peak("self")
             result = await pool.call_tool("big", "big", {"size": size})
-            peak = status("VmHWM")
+            peak = status("self", "VmHWM")
             print(json.dumps({"peak": peak - before, "text": len(result["content"][0]["text"]),
                               "structured": len(result["structuredContent"]["result"])}))
 
@@ -60,11 +54,9 @@ _CALLER = textwrap.dedent(
 
 
 @pytest.fixture(scope="module")
-def counting_http() -> Iterator[str]:
-    port = free_port()
-    cmd = [sys.executable, str(COUNTING), "http", str(port)]
-    with running(cmd, port=port, env={"JSON_RESPONSE": "1"}, what="counting server"):
-        yield f"http://127.0.0.1:{port}/mcp"
+def counting() -> Iterator[str]:
+    with counting_http() as url:
+        yield url
 
 
 def peak_over_payload(how: dict[str, object]) -> float:
@@ -89,6 +81,6 @@ def test_a_large_stdio_answer_peaks_under_twice_its_size() -> None:
 
 @pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reason="needs Linux /proc")
 @pytest.mark.parametrize("protocol", ["legacy", "modern"])
-def test_a_large_http_answer_peaks_under_twice_its_size(counting_http: str, protocol: str) -> None:
-    ratio = peak_over_payload({"url": counting_http, "protocol": protocol})
+def test_a_large_http_answer_peaks_under_twice_its_size(counting: str, protocol: str) -> None:
+    ratio = peak_over_payload({"url": counting, "protocol": protocol})
     assert ratio < LIMIT, f"peak {ratio:.2f}x the answer"

@@ -36,21 +36,17 @@ _READER = textwrap.dedent(
     import json, os, sys, anyio
     from connections._stdio import stdio_transport
     from gateway.memory import return_large_blocks
-
-    def status(field):
-        with open("/proc/self/status") as fh:
-            return next(int(line.split()[1]) for line in fh if line.startswith(field + ":")) * 1024
+    from tests.memory import reset_peak, status_bytes as status
 
     async def main():
         return_large_blocks()  # as `serve` does
         child, size = sys.argv[1], int(sys.argv[2])
-        before = status("VmRSS")
-        with open("/proc/self/clear_refs", "w") as fh:
-            fh.write("5")
+        before = status("self", "VmRSS")
+        reset_peak("self")
         async with stdio_transport(sys.executable, ["-c", child, str(size)], env=dict(os.environ), cwd=None,
                                    errlog=None, on_spawn=lambda _: None) as (read, write):
             message = await read.receive()
-            peak = status("VmHWM")
+            peak = status("self", "VmHWM")
             text = message.message.result["content"][0]["text"]
             print(json.dumps({"peak": peak - before, "length": len(text)}))
             await write.aclose()

@@ -20,12 +20,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.conftest import free_port
 from tests.gateway.conftest import Served, serving
-from tests.processes import running
+from tests.memory import COUNTING, counting_http, reset_peak, status_bytes
 
-ROOT = Path(__file__).resolve().parents[2]
-COUNTING = ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py"
 SIZE = 3 * 1024 * 1024
 PEAK = 1.8
 """Peak above idle over the answer: the objects (1x) and one long string's bytes while it is read or written."""
@@ -37,11 +34,9 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/clear_refs").exists(), reas
 
 
 @pytest.fixture(scope="module")
-def counting_http() -> Iterator[str]:
-    port = free_port()
-    cmd = [sys.executable, str(COUNTING), "http", str(port)]
-    with running(cmd, port=port, env={"JSON_RESPONSE": "1"}, what="counting server"):
-        yield f"http://127.0.0.1:{port}/mcp"
+def counting() -> Iterator[str]:
+    with counting_http() as url:
+        yield url
 
 
 def definition(path: str, upstream: str) -> str:
@@ -50,13 +45,6 @@ def definition(path: str, upstream: str) -> str:
     else:
         how = f"url={upstream!r}, protocol={'modern' if path == 'http 2026-07-28' else 'legacy'!r}"
     return f"from connections import define_connection\n\nconnection = define_connection({how}, advertise_tools=True)\n"
-
-
-def status_bytes(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1]) * 1024
-    raise KeyError(field)
 
 
 def call_big(served: Served, size: int, version: str) -> int:
@@ -85,15 +73,15 @@ def call_big(served: Served, size: int, version: str) -> int:
     [("stdio", HANDSHAKE), ("http 2026-07-28", HANDSHAKE), ("http handshake", HANDSHAKE), ("stdio", MODERN)],
 )
 def test_a_large_result_peaks_under_twice_its_size_and_goes_back(
-    tmp_path_factory: pytest.TempPathFactory, counting_http: str, path: str, version: str
+    tmp_path_factory: pytest.TempPathFactory, counting: str, path: str, version: str
 ) -> None:
-    with serving(tmp_path_factory, "large", {"big": definition(path, counting_http)}) as served:
+    with serving(tmp_path_factory, "large", {"big": definition(path, counting)}) as served:
         pid = served.proc.pid
         for _ in range(2):
             call_big(served, 10, version)  # the session, the listing, the output schema
         time.sleep(0.5)
         idle = status_bytes(pid, "VmRSS")
-        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        reset_peak(pid)
         payload = call_big(served, SIZE, version)
         peak = status_bytes(pid, "VmHWM") - idle
         time.sleep(0.5)
