@@ -30,7 +30,7 @@ MASK = "***"
 _MIN_SECRET = 8
 """Shorter values are not remembered: masking every `dev` or `1234` would garble messages."""
 
-_KEY = re.compile(r"ask_[A-Za-z0-9_-]{4,}")
+_KEY = re.compile(r"(?<![A-Za-z0-9])ask_[A-Za-z0-9_-]{4,}")  # not the `ask_` inside `task_group`
 # The credential after the scheme word, not a challenge's parameters (`Bearer realm="..."`, RFC 6750 §3),
 # nor the word "token(s)" in a sentence ("a bearer token must be ...").
 _SCHEME_CREDENTIAL = re.compile(

@@ -48,7 +48,9 @@ __all__ = [
     "RequestStateRefused",
     "RequestStates",
     "SealedState",
+    "StateKeyInvalid",
     "UsedStates",
+    "check_state_key",
     "load_state_key",
 ]
 
@@ -64,6 +66,10 @@ _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
 _REDIS_KEY = "agent-sdk:request-state:key"
 _REDIS_USED = "agent-sdk:request-state:used:"
+
+
+class StateKeyInvalid(ValueError):
+    """The deployment's request-state key cannot be read, or what is stored is not a key."""
 
 
 class RequestStateRefused(MCPError):
@@ -265,7 +271,36 @@ def _file_key(state_root: Path) -> bytes:
                 pass
         finally:
             os.unlink(temp)
-    return bytes.fromhex(path.read_text().strip())
+    try:
+        text = path.read_text(encoding="ascii", errors="replace")
+    except OSError as exc:
+        raise StateKeyInvalid(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
+    return _key_from(text, str(path))
+
+
+def _key_from(text: str | bytes | None, where: str) -> bytes:
+    """The 32-byte key written as 64 hex digits in `text`; `StateKeyInvalid` naming `where` otherwise."""
+    if isinstance(text, bytes):
+        text = text.decode("ascii", errors="replace")
+    try:
+        key = bytes.fromhex((text or "").strip())
+    except ValueError:
+        key = b""
+    if len(key) != 32:
+        raise StateKeyInvalid(
+            f"{where} does not hold a request-state key (64 hex digits); delete it and start again to make a new "
+            "one (elicitation retries and task ids sealed with the old key are then refused)"
+        )
+    return key
+
+
+def check_state_key(state_root: Path) -> None:
+    """Make or read `<state_root>/request-state.key` now; `StateKeyInvalid` with a sentence when it is not a key."""
+    try:
+        _file_key(state_root)
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise StateKeyInvalid(f"cannot make the request-state key in {state_root}: {reason}") from None
 
 
 async def load_state_key(state_root: Path, redis: Any | None = None) -> bytes:
@@ -273,4 +308,4 @@ async def load_state_key(state_root: Path, redis: Any | None = None) -> bytes:
     if redis is None:
         return await anyio.to_thread.run_sync(_file_key, state_root)
     await redis.set(_REDIS_KEY, secrets.token_hex(32), nx=True)
-    return bytes.fromhex(await redis.get(_REDIS_KEY))
+    return _key_from(await redis.get(_REDIS_KEY), f"the Redis key {_REDIS_KEY}")

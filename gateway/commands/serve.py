@@ -33,6 +33,7 @@ from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
 from ..logs import LogFormat, configure_logging
 from ..memory import return_large_blocks
+from ..request_state import StateKeyInvalid, check_state_key
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ..state import token_store
@@ -259,7 +260,9 @@ def serve(args: argparse.Namespace) -> int:
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
         token_store(settings)
-    except OAuthError as exc:
+        if settings.state_url is None:
+            check_state_key(settings.state_root)
+    except (OAuthError, StateKeyInvalid) as exc:
         raise CliError(str(exc)) from None
     # Bind before the "serving" line: a busy port is one sentence, not a banner and then uvicorn's
     # Errno 98; and port 0's real port is known before the app starts (printed, and in the account

@@ -30,6 +30,7 @@ from connections import (
         ("Authorization: Bearer abc==def", "Authorization: Bearer ***"),
         ("Authorization: Basic abcdefgh==", "Authorization: Basic ***"),
         ("a plain sentence about a token, a task_id and https://example.com/a@b", None),
+        ("in anyio.create_task_group(), a flask_handler and mask_value", None),
         ("a bearer token must be at least 16 characters; bearer tokens are secrets.", None),
         ("Authorization: Bearer token-0123456789abcdef", "Authorization: Bearer ***"),
     ],

@@ -34,6 +34,18 @@ def test_serve_on_a_busy_port_says_so_in_one_sentence_before_any_banner(tmp_path
     )
 
 
+def test_a_damaged_request_state_key_is_one_sentence_before_any_banner(tmp_path: Path) -> None:
+    key = tmp_path / "request-state.key"
+    key.write_text("not a key\n")
+    done = cli("serve", "--dir", QUICKSTART, "--port", "0", "--state-root", str(tmp_path))
+    assert done.returncode == 1
+    assert "serving" not in done.stdout and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        f"agent-sdk: error: {key} does not hold a request-state key (64 hex digits); delete it and start again to "
+        "make a new one (elicitation retries and task ids sealed with the old key are then refused)"
+    )
+
+
 def test_allow_anonymous_beside_a_bearer_token_is_refused_not_dropped(tmp_path: Path) -> None:
     token = "t" * 32
     done = cli(
