@@ -40,7 +40,7 @@ __all__ = ["SessionLogs", "prepare_call", "session_logs", "stream_log"]
 class SessionLogs:
     """One pooled session's logging state: its upstream level, and the calls that asked for log messages."""
 
-    __slots__ = ("calls", "dispatcher", "level")
+    __slots__ = ("calls", "dispatcher", "level", "standing")
 
     def __init__(self) -> None:
         self.level: int | None = None
@@ -49,13 +49,16 @@ class SessionLogs:
         """The calls in flight that want log messages, with their connection's cap."""
         self.dispatcher: Any = None
         """The session's SDK dispatcher, whose pending requests say whether a call is alone in flight."""
+        self.standing = 0
+        """Requests the pool itself holds open on the session (`subscriptions/listen`): never a call, so
+        they do not count against a call being alone in flight."""
 
     async def on_log(self, params: mt.LoggingMessageNotificationParams) -> None:
         """The session's `logging_callback`: a message that names no request goes to the only caller, if alone."""
         if len(self.calls) != 1 or getattr(self.dispatcher, "routes_by_stream", False):
             return  # several callers, or the fast wire: its calls' messages come on their own answers
         pending = getattr(self.dispatcher, "_pending", None)
-        if pending is not None and len(pending) > 1:
+        if pending is not None and len(pending) - self.standing > 1:
             return  # another request is in flight: the message may be about it
         ((context, cap),) = self.calls.items()
         context.log(params.model_dump(mode="json", by_alias=True, exclude_none=True), cap)

@@ -31,6 +31,7 @@ from mcp.client.subscriptions import (
 )
 from mcp.types.version import MODERN_PROTOCOL_VERSIONS
 
+from ._call_routing import session_logs
 from ._raw_requests import send_request
 
 __all__ = ["Change", "ChangeKind", "change_of", "listen_for_changes", "resource_subscription"]
@@ -103,8 +104,10 @@ async def listen_for_changes(name: str, client: Client, on_change: Callable[[Cha
     tools, resources, prompts = _announced(client)
     if not (tools or resources or prompts):
         return
+    standing = session_logs(client.session)
     while True:
         acknowledged = False
+        standing.standing += 1  # not a call: log messages still go to a call alone in flight beside it
         try:
             async with client.listen(
                 tools_list_changed=tools, resources_list_changed=resources, prompts_list_changed=prompts
@@ -114,6 +117,8 @@ async def listen_for_changes(name: str, client: Client, on_change: Callable[[Cha
                     on_change(_change_of_event(event))
         except Exception as exc:  # boundary: a dropped or refused stream must not end the session
             logger.debug("connection %r: subscriptions/listen ended (%s)", name, type(exc).__name__)
+        finally:
+            standing.standing -= 1
         if not acknowledged:
             # Refused (or never acknowledged): the listing cache falls back on its TTL for this session.
             logger.info("connection %r: the upstream did not open subscriptions/listen; listings expire by TTL", name)
