@@ -38,6 +38,7 @@ from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
+from .peer_streams import PeerStreams
 from .proxies import TrustedProxies
 from .request_ids import RequestIds
 from .runners import TurnRunner
@@ -224,6 +225,9 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
             )
+            if subscriptions is not None:
+                runtime.streams = PeerStreams(subscriptions, runtime.request_states)
+                stack.callback(runtime.streams.close)
             accounts = AccountServices(
                 project=project,
                 host=runtime.host.mcp if runtime.host is not None else None,
