@@ -101,6 +101,12 @@ class PeerStreams:
         self.close = subscriptions.bus.subscribe(self._deliver)
         """Stop relaying (the app's lifespan calls it at shutdown)."""
 
+    def end_streams(self) -> None:
+        """End every open stream (the server is shutting down); the peers reconnect elsewhere."""
+        for session in self._sessions.values():
+            if session.stream is not None:
+                session.stream.close()
+
     def _deliver(self, event: ServerEvent) -> None:
         for session in list(self._sessions.values()):
             stream = session.stream

@@ -209,3 +209,22 @@ def test_the_typescript_sdk_client_gets_resource_updates_and_list_changes_on_its
     assert out["subscribed"] == {} and out["unsubscribed"] == {}
     assert out["updated"]["params"]["uri"] == WATCHED
     assert out["listChanged"]["method"] == "notifications/tools/list_changed"
+
+
+def test_serve_stops_on_ctrl_c_while_a_peer_holds_its_get_stream(tmp_path: Path) -> None:
+    # Every TypeScript SDK peer holds a GET stream open: uvicorn waits for open connections before it
+    # stops, so the streams must end when shutdown starts, or Ctrl-C would hang until the peers leave.
+    connections = {"everything": everything_stdio(advertise_tools=True, advertise_resources=True, allow_tools=["echo"])}
+    server = serve(make_project(tmp_path / "project", connections, tools=False), tmp_path / "state")
+    try:
+        session = _session(server)
+        with server.client() as http:
+            headers = {"Accept": "text/event-stream", "Mcp-Session-Id": session}
+            with http.stream("GET", "/v1/mcp/tools", headers=headers) as stream:
+                assert stream.status_code == 200
+                server.stop()  # SIGINT; killed only if it has not exited after 20 s
+                assert server.proc.returncode == 130, server.log_text()  # "interrupted", not killed (-9)
+                assert list(stream.iter_bytes()) == []  # the stream ended cleanly, nothing half-sent
+    finally:
+        server.stop()
+    assert_clean(server.log_text())
