@@ -169,20 +169,30 @@ class PeerStreams:
         advertised connection offers (-32602), or one URI past `MAX_URIS_PER_SESSION`."""
         async with self._lock:
             try:
-                session = await self._session(self._checked(token, principal), principal)
+                checked = self._checked(token, principal)
+                session = await self._session(checked, principal)
             except StreamRefused as exc:
                 raise MCPError(mt.INVALID_REQUEST, f"resources/subscribe refused: {exc}") from None
             if uri in session.held:
                 return
-            if len(session.held) >= MAX_URIS_PER_SESSION:
-                raise MCPError(
-                    mt.INVALID_REQUEST,
-                    f"resources/subscribe refused: this session already follows {MAX_URIS_PER_SESSION} resources; "
-                    "unsubscribe one first",
-                )
-            held = AsyncExitStack()
+            _check_room(session)
+        # The upstream subscription is made outside the lock: a slow upstream holds up only its own peer.
+        held = AsyncExitStack()
+        try:
             await self._subscriptions.hold([uri], principal, held)
-            session.held[uri] = held
+        except BaseException:
+            if not session.held and session.stream is None:  # made for this subscribe: gone with it
+                self._sessions.pop(checked, None)
+            raise
+        async with self._lock:
+            room = len(session.held) < MAX_URIS_PER_SESSION  # another subscribe may have taken the last place
+            kept = room and self._sessions.get(checked) is session and uri not in session.held
+            if kept:
+                session.held[uri] = held
+        if not kept:  # subscribed meanwhile, no room left, or the session was ended (DELETE)
+            with anyio.CancelScope(shield=True):
+                await held.aclose()
+            _check_room(session)
 
     async def unsubscribe(self, token: str | None, principal: str, uri: str) -> None:
         """`resources/unsubscribe` for the session `token`; raises `MCPError` as `subscribe` does."""
@@ -249,6 +259,15 @@ class PeerStreams:
                 session.idle_since = self._clock()
                 if not session.held and token is not None:
                     self._sessions.pop(token, None)
+
+
+def _check_room(session: _Session) -> None:
+    if len(session.held) >= MAX_URIS_PER_SESSION:
+        raise MCPError(
+            mt.INVALID_REQUEST,
+            f"resources/subscribe refused: this session already follows {MAX_URIS_PER_SESSION} resources; "
+            "unsubscribe one first",
+        )
 
 
 async def _relay(events: Any, send: Send) -> None:

@@ -140,3 +140,12 @@ async def test_subscriptions_without_a_stream_lapse_after_the_idle_time() -> Non
     with pytest.raises(MCPError, match="already has"):
         for session in sessions[:-1]:
             await streams.subscribe(session, "bob", "demo://x")
+
+
+async def test_a_refused_subscribe_leaves_no_session_behind() -> None:
+    streams, _, states = _streams()
+    sessions = [states.seal_session("bob", {}) for _ in range(MAX_SESSIONS_PER_PRINCIPAL)]
+    for session in sessions:  # every one refused (not offered): none of them takes a place
+        with pytest.raises(MCPError, match="no advertised connection offers"):
+            await streams.subscribe(session, "bob", "nope://a")
+    await streams.subscribe(states.seal_session("bob", {}), "bob", "demo://a")
