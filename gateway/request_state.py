@@ -173,6 +173,8 @@ class RequestStates:
     def open_session(self, token: object, principal: str) -> dict[str, Any]:
         """The capabilities sealed in a peer's `Mcp-Session-Id`; {} for one this deployment did not seal for
         `principal`, that expired, or that declares none (the peer is then treated as one that cannot answer)."""
+        if not isinstance(token, str) or not token.startswith(_SESSION_PREFIX):
+            return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
         payload = self._session(token, principal, _SESSION_PREFIX)
         capabilities = payload.get("c") if payload is not None else None
         return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
