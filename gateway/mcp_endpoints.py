@@ -8,7 +8,8 @@
 Both are the MCP SDK's lowlevel `Server` behind a `StreamableHTTPSessionManager(stateless=True,
 json_response=True)`, so the stateless 2026-07-28 protocol and the handshake versions are both
 served. Only POST reaches the manager: its GET would open an endless SSE stream, so GET and
-DELETE are 405 here.
+DELETE are 405 here, except a handshake-era session's own GET stream and DELETE on `/v1/mcp/tools`
+(`peer_streams.py`).
 """
 
 from __future__ import annotations
