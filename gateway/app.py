@@ -38,6 +38,7 @@ from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
+from .peer_streams import PeerStreams
 from .proxies import TrustedProxies
 from .request_ids import RequestIds
 from .runners import TurnRunner
@@ -160,8 +161,11 @@ def create_app(
     state_root: Path | None = None,
     broker: BrokerFactory | None = None,
     runner: TurnRunner | None = None,
+    stopping: list[Callable[[], None]] | None = None,
 ) -> ASGIApp:
     """The gateway app for a loaded project. `broker` defaults to `connections.Broker`; `runner` to `settings.runner`.
+    The lifespan adds to `stopping` what the server must call when it starts shutting down, before it waits
+    for open connections: ending the endless streams (handshake-era peers' GET streams, `peer_streams.py`).
 
     Raises `ValueError` for an unknown runner name.
     """
@@ -224,6 +228,11 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
             )
+            if subscriptions is not None:
+                runtime.streams = PeerStreams(subscriptions, runtime.request_states)
+                stack.callback(runtime.streams.close)
+                if stopping is not None:
+                    stopping.append(runtime.streams.end_streams)
             accounts = AccountServices(
                 project=project,
                 host=runtime.host.mcp if runtime.host is not None else None,

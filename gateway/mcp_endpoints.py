@@ -8,7 +8,8 @@
 Both are the MCP SDK's lowlevel `Server` behind a `StreamableHTTPSessionManager(stateless=True,
 json_response=True)`, so the stateless 2026-07-28 protocol and the handshake versions are both
 served. Only POST reaches the manager: its GET would open an endless SSE stream, so GET and
-DELETE are 405 here.
+DELETE are 405 here, except a handshake-era session's own GET stream and DELETE on `/v1/mcp/tools`
+(`peer_streams.py`).
 """
 
 from __future__ import annotations
@@ -26,12 +27,14 @@ from starlette.types import Message, Receive, Scope, Send
 from ._asgi import receive_body, send_error, send_rpc_error
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
+from .mcp_call_stream import principal_id
 from .mcp_lane import serve_lane
 from .mcp_request_checks import envelope_problem, header_problem, serve_batch
 from .mcp_task_ext import serve_task_extension
 from .mcp_tasks import serve_tasks
 from .mcp_tools import SERVER_VERSION, json_result
-from .peer_sessions import answered, with_peer_session
+from .peer_sessions import answered, session_header, with_peer_session
+from .peer_streams import StreamRefused
 from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool
 
@@ -187,6 +190,27 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
+async def _session_route(scope: Scope, receive: Receive, send: Send, method: str) -> bool:
+    """A handshake-era session's `GET` stream or `DELETE` (`peer_streams.py`); False (405) without a session id,
+    or where nothing is relayed (no subscriptions on this gateway)."""
+    token = session_header(scope)
+    streams = scope["state"]["runtime"].streams
+    if token is None or streams is None:
+        return False
+    principal = principal_id(scope)
+    if method == "GET":
+        await streams.serve(scope, receive, send, token, principal)
+        return True
+    try:
+        await streams.delete(token, principal)
+    except StreamRefused as exc:
+        await send_error(scope, send, exc.status, "session_refused", str(exc))
+        return True
+    await send({"type": "http.response.start", "status": 204, "headers": []})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+    return True
+
+
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
@@ -200,7 +224,10 @@ class McpEndpoint:
         """`tools/call` and `tools/list` are answered by `mcp_lane` (both generations), the rest by the SDK."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope.get("method") != "POST":
+        method = scope.get("method")
+        if self.lane and method in ("GET", "DELETE") and await _session_route(scope, receive, send, method):
+            return
+        if method != "POST":
             await send_error(
                 scope,
                 send,

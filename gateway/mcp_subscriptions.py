@@ -11,10 +11,9 @@ resource); the `Broker` drops the connection's cached resources and prompts itse
   resource URI in the filter, the gateway subscribes the owning connection's pooled session
   (`resources/subscribe`, handshake-era upstreams that declare `resources.subscribe`) while at least
   one stream on this replica wants it, and unsubscribes after the last one ends.
-- **Handshake-era peers** send `resources/subscribe` / `resources/unsubscribe`: the URI must be one an
-  advertised connection offers (else -32602), and the answer is `{}`. This endpoint is stateless (no
-  session, no GET stream), so it has nothing to carry `notifications/resources/updated` to such a
-  peer on: docs/http-api.md says so and points at `subscriptions/listen`.
+- **Handshake-era peers** send `resources/subscribe` / `resources/unsubscribe` with the sealed
+  `Mcp-Session-Id` of their `initialize`, and read the same events on their session's GET stream
+  (`peer_streams.py`: the second front door of this one relay).
 
 Streams and the upstream subscriptions they hold live on the replica that serves the stream (as a
 stdio child does): nothing is shared and nothing outlives the stream.
@@ -44,7 +43,7 @@ from mcp.shared.exceptions import MCPError
 
 from connections import Change, ConnectionDefinition, ConnectionsError, HostMcp, ListingCache, NotOffered, Offerings
 
-__all__ = ["Subscriptions", "subscription_handlers"]
+__all__ = ["Subscriptions", "subscription_handlers", "viewer"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -157,38 +156,22 @@ class Subscriptions:
 RuntimeFor = Callable[[ServerRequestContext[Any, Any]], Any]
 
 
-def subscription_handlers(runtime_for: RuntimeFor, *, resources: bool) -> dict[str, Any]:
-    """The `Server(...)` handler arguments: `subscriptions/listen` always; `resources/subscribe` and
-    `resources/unsubscribe` when some connection advertises resources."""
-
-    def found(ctx: ServerRequestContext[Any, Any]) -> Subscriptions:
-        subscriptions = runtime_for(ctx).subscriptions
-        if subscriptions is None:  # the server was built with the handlers, so the runtime has them
-            raise MCPError(mt.INTERNAL_ERROR, "subscriptions are not set up on this gateway")
-        return subscriptions
+def subscription_handlers(runtime_for: RuntimeFor) -> dict[str, Any]:
+    """The `Server(...)` handler argument of `subscriptions/listen` (the handshake era's `resources/subscribe`
+    and `resources/unsubscribe`: `peer_streams.subscribe_handlers`)."""
 
     async def listen(ctx: ServerRequestContext[Any, Any], params: mt.SubscriptionsListenRequestParams) -> Any:
-        subscriptions = found(ctx)
+        subscriptions = runtime_for(ctx).subscriptions
+        if subscriptions is None:  # the server was built with the handler, so the runtime has them
+            raise MCPError(mt.INTERNAL_ERROR, "subscriptions are not set up on this gateway")
         async with AsyncExitStack() as stack:
-            await subscriptions.hold(list(params.notifications.resource_subscriptions or ()), _viewer(ctx), stack)
+            await subscriptions.hold(list(params.notifications.resource_subscriptions or ()), viewer(ctx), stack)
             return await subscriptions.listen(ctx, params)
 
-    async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
-        await found(ctx).owner(str(params.uri), _viewer(ctx))
-        return {}
-
-    async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: mt.UnsubscribeRequestParams) -> Any:
-        await found(ctx).owner(str(params.uri), _viewer(ctx))
-        return {}
-
-    handlers: dict[str, Any] = {"on_subscriptions_listen": listen}
-    if resources:
-        handlers["on_subscribe_resource"] = subscribe
-        handlers["on_unsubscribe_resource"] = unsubscribe
-    return handlers
+    return {"on_subscriptions_listen": listen}
 
 
-def _viewer(ctx: ServerRequestContext[Any, Any]) -> str:
+def viewer(ctx: ServerRequestContext[Any, Any]) -> str:
     """The peer's principal (as `mcp_call_stream.principal_id` reads it; that module sits above `runtime`)."""
     scope: Any = getattr(ctx.request, "scope", None) or {}  # no scope on `serve --stdio`
     return getattr(scope.get("state", {}).get("principal"), "id", None) or "anonymous"

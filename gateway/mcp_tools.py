@@ -25,6 +25,7 @@ from .mcp_offerings import failed_closed, offering_handlers
 from .mcp_subscriptions import subscription_handlers
 from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
+from .peer_streams import subscribe_handlers
 from .runtime import Runtime, runtime_of
 
 __all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
@@ -165,5 +166,6 @@ def tools_server(
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
             **offering_handlers(runtime, offerings),
-            **(subscription_handlers(runtime, resources=_offers_resources(offerings)) if subscriptions else {}),
+            **(subscription_handlers(runtime) if subscriptions else {}),
+            **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )

@@ -1,11 +1,12 @@
 """A handshake-era peer on `/v1/mcp/tools`: its declared capabilities, and its answers to mid-call questions.
 
 The endpoint is stateless, but a handshake-era peer declares `elicitation` and `sampling` once, at
-`initialize`. When it declares either, the gateway answers the `initialize` with an
-`Mcp-Session-Id` that seals the principal and those capabilities (`RequestStates.seal_session`);
-the peer sends it on every later request (MCP 2025-11-25 transports §Session Management), so each
-`tools/call` knows, statelessly and on any replica, what its caller can answer (`peer_input.py`).
-Nothing is kept per session: GET and DELETE stay 405, as for every stateless peer.
+`initialize`. The gateway answers every `initialize` with an `Mcp-Session-Id` that seals the principal
+and those capabilities (`RequestStates.seal_session`); the peer sends it on every later request (MCP
+2025-11-25 transports §Session Management), so each `tools/call` knows, statelessly and on any replica,
+what its caller can answer (`peer_input.py`). A session that declares neither is sealed under another
+prefix, which `open_session` refuses before decrypting: its `tools/call`s cost what they cost without one.
+The same id keys the peer's GET stream and its resource subscriptions on this replica (`peer_streams.py`).
 
 The peer's answer to a question asked on its call's SSE answer (`peer_asks.py`) is a JSON-RPC
 response POSTed to the endpoint; `answered` hands it to the waiting call and answers 202.
@@ -29,17 +30,15 @@ _INPUT_FEATURES = ("elicitation", "sampling")
 
 
 def with_peer_session(runtime: Runtime, scope: Scope, message: Mapping[str, Any], send: Send) -> Send:
-    """`send`, adding a sealed `Mcp-Session-Id` to the answer of an `initialize` that declares elicitation or
-    sampling (module docstring); `send` itself for anything else."""
+    """`send`, adding a sealed `Mcp-Session-Id` to the answer of an `initialize` (module docstring); `send`
+    itself for anything else."""
     if message.get("method") != "initialize":
         return send
     params = message.get("params")
     capabilities = params.get("capabilities") if isinstance(params, Mapping) else None
-    if not isinstance(capabilities, Mapping):
-        return send
-    declared = {k: v for k in _INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    if not declared:
-        return send
+    declared: dict[str, Any] = {}
+    if isinstance(capabilities, Mapping):
+        declared = {k: v for k in _INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
     session = runtime.request_states.seal_session(principal_id(scope), declared)
 
     async def sending(event: Message) -> None:

@@ -61,6 +61,9 @@ PEER_SESSION_TTL_S = 7 * 24 * 3600.0
 
 _PREFIX = "agent-sdk.rs1."
 _SESSION_PREFIX = "agent-sdk.ps1."
+_BARE_SESSION_PREFIX = "agent-sdk.ps0."
+"""A session whose peer declared neither elicitation nor sampling: `open_session` refuses it on its prefix
+alone, so its `tools/call`s cost no decryption (`peer_sessions.py`)."""
 _TASK_PREFIX = "agent-sdk.task1."
 _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
@@ -169,20 +172,35 @@ class RequestStates:
     def seal_session(self, principal: str, capabilities: Mapping[str, Any]) -> str:
         """A handshake peer's `Mcp-Session-Id`: its principal and declared capabilities, sealed (`peer_sessions.py`)."""
         return self._sealed(
-            _SESSION_PREFIX, {"p": principal, "c": dict(capabilities), "e": self._clock() + PEER_SESSION_TTL_S}
+            _SESSION_PREFIX if capabilities else _BARE_SESSION_PREFIX,
+            {"p": principal, "c": dict(capabilities), "e": self._clock() + PEER_SESSION_TTL_S},
         )
 
     def open_session(self, token: object, principal: str) -> dict[str, Any]:
         """The capabilities sealed in a peer's `Mcp-Session-Id`; {} for one this deployment did not seal for
-        `principal`, or that expired (the peer is then treated as one that cannot answer)."""
-        try:
-            payload = self._decrypt(token, _SESSION_PREFIX)
-        except RequestStateRefused:
-            return {}
-        expires, capabilities = payload.get("e"), payload.get("c")
-        if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
-            return {}
+        `principal`, that expired, or that declares none (the peer is then treated as one that cannot answer)."""
+        if not isinstance(token, str) or not token.startswith(_SESSION_PREFIX):
+            return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
+        payload = self._session(token, principal, _SESSION_PREFIX)
+        capabilities = payload.get("c") if payload is not None else None
         return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+    def holds_session(self, token: object, principal: str) -> bool:
+        """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
+        (whatever the peer declared): the key of its GET stream and subscriptions (`peer_streams.py`)."""
+        declared = isinstance(token, str) and token.startswith(_SESSION_PREFIX)
+        prefix = _SESSION_PREFIX if declared else _BARE_SESSION_PREFIX
+        return self._session(token, principal, prefix) is not None
+
+    def _session(self, token: object, principal: str, prefix: str) -> dict[str, Any] | None:
+        try:
+            payload = self._decrypt(token, prefix)
+        except RequestStateRefused:
+            return None
+        expires = payload.get("e")
+        if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
+            return None
+        return payload
 
     def seal_task(self, connection: str, upstream_id: str, principal: str) -> str:
         """The task id a peer holds for an upstream task (`mcp_tasks.py`): the connection, the upstream's own

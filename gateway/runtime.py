@@ -15,6 +15,7 @@ from .held_calls import HeldCalls
 from .mcp_subscriptions import Subscriptions
 from .peer_asks import PeerAsks
 from .peer_calls import PeerCalls
+from .peer_streams import PeerStreams
 from .request_state import RequestStates
 from .runners import TurnRunner
 from .sessions import SessionService
@@ -49,6 +50,8 @@ class Runtime:
     """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
     subscriptions: Subscriptions | None = None
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
+    streams: PeerStreams | None = None
+    """Handshake-era peers' GET streams and resource subscriptions on this replica (`peer_streams.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -269,8 +270,16 @@ def serve(args: argparse.Namespace) -> int:
     # bridge URL handed to stdio children).
     sock = _bind(settings.host, settings.port)
     settings = settings.model_copy(update={"port": sock.getsockname()[1]})
+    stopping: list[Callable[[], None]] = []
+
+    class Server(uvicorn.Server):
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            for end in stopping:  # endless streams end first, or uvicorn would wait for them forever
+                end()
+            await super().shutdown(sockets)
+
     try:
-        app = create_app(project, settings)
+        app = create_app(project, settings, stopping=stopping)
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
@@ -313,7 +322,7 @@ def serve(args: argparse.Namespace) -> int:
     # uvicorn's loggers go through the root handler (log_config=None): every handler masks keys, tokens
     # and ${VAR} values (configure_logging installs the filter; this covers any handler added since).
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
-    uvicorn.Server(config).run(sockets=[sock])
+    Server(config).run(sockets=[sock])
     return 0
 
 

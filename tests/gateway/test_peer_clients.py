@@ -82,9 +82,12 @@ def conformance_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Ser
     assert_clean(served.log_text())
 
 
-def _ts(url: str, mode: str, headers: dict[str, str] | None = None) -> dict[str, Any]:
+def _ts(
+    url: str, mode: str, headers: dict[str, str] | None = None, extra: dict[str, str] | None = None
+) -> dict[str, Any]:
     env = {
         **os.environ,
+        **(extra or {}),
         "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent),
         "MCP_HEADERS": json.dumps(headers or {}),
     }
