@@ -19,26 +19,14 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis import Redis
 
 from tests.oauth.helpers import authorize
-from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
+from tests.oauth.peers import AuthServer, ResourceServer
 
-from .conftest import Served, assert_clean, make_project
-from .replicas import BEARER, RedisServer, nginx_front, redis_server, replica
+from .conftest import Served, assert_clean
+from .replicas import BEARER, RedisServer, nginx_front, oauth_project, redis_server, replica
 
 pytestmark = [pytest.mark.peers]
 
 LOGIN_PREFIX = "agent-sdk.login1."
-
-
-@pytest.fixture(scope="module")
-def auth_server() -> Iterator[AuthServer]:
-    with oidc_provider(3600) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
-    with resource_server(auth_server.issuer) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -80,11 +68,7 @@ def _echo(served: Served, text: str) -> str:
 def test_a_login_started_on_one_replica_is_finished_by_another_and_serves_both(
     tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, redis: RedisServer
 ) -> None:
-    body = (
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(url={resource.url!r}, oauth=True, advertise_tools=True)\n"
-    )
-    project = make_project(tmp_path / "project", {"docs": body}, tools=False)
+    project = oauth_project(tmp_path / "project", resource.url)
     replicas = [replica(project, tmp_path / f"r{i}", redis.url) for i in range(2)]
     raw_redis = Redis.from_url(redis.url)
     secrets: list[str] = [BEARER]
