@@ -16,7 +16,7 @@ from redis import Redis
 from gateway._redis import redis_client
 from gateway.errors import StateUnavailable
 from gateway.pending_logins import MAX_PENDING, MemoryPendingLogins, PendingLogins, RedisPendingLogins
-from gateway.request_state import RequestStates
+from gateway.request_state import RequestStateRefused, RequestStates, SealedState
 from oauth import ClientRegistration, LoginStart, Secret, ServerMetadata, StoreKey
 from tests.conftest import free_port
 
@@ -116,3 +116,14 @@ async def test_redis_away_is_one_sentence_naming_no_password() -> None:
         await client.aclose()
     message = str(caught.value)
     assert "is unavailable" in message and "retry the login" in message and "hunter2" not in message
+
+
+async def test_a_sealed_login_and_a_request_state_never_pass_for_each_other() -> None:
+    sealer = RequestStates(os.urandom(32))
+    login = sealer.seal_login(_start(1).to_json())
+    assert sealer.open_login(login) == _start(1).to_json()
+    assert "verifier-1" not in login and "client-secret-1" not in login
+    assert sealer.open_login(sealer.seal(SealedState("someone", "echo", None))) is None
+    assert sealer.open_login(login[:-4] + "AAAA") is None  # altered
+    with pytest.raises(RequestStateRefused):
+        await sealer.open(login, "someone", "echo")
