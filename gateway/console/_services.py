@@ -17,13 +17,13 @@ from starlette.requests import Request
 
 from oauth import TokenStore
 
-from ..pending_logins import LOGIN_TTL, PendingLogins
+from ..pending_logins import PendingLogins
 from ..request_state import RequestStates
 from ..settings import ServeSettings
 from ..state import serving_pending_logins, token_store
 from ._recent import RecentFailures
 
-__all__ = ["LOGIN_TTL", "ConsoleServices", "console_of"]
+__all__ = ["ConsoleServices", "console_of"]
 
 
 @dataclass(slots=True)
