@@ -240,7 +240,7 @@ def create_app(
                 keys=await serving_hub_keys(settings, stack),
                 pool=brk,
             )
-            console = await stack.enter_async_context(ConsoleServices.running(settings))
+            console = await stack.enter_async_context(ConsoleServices.running(settings, runtime.request_states))
             yield {"runtime": runtime, "accounts": accounts, "metrics": metrics, "console": console}
 
     table = _routes()

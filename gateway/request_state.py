@@ -65,6 +65,7 @@ _BARE_SESSION_PREFIX = "agent-sdk.ps0."
 """A session whose peer declared neither elicitation nor sampling: `open_session` refuses it on its prefix
 alone, so its `tools/call`s cost no decryption (`peer_sessions.py`)."""
 _TASK_PREFIX = "agent-sdk.task1."
+_LOGIN_PREFIX = "agent-sdk.login1."
 _AAD = b"agent-sdk requestState v1"
 _KEY_FILE = "request-state.key"
 _REDIS_KEY = "agent-sdk:request-state:key"
@@ -218,6 +219,18 @@ class RequestStates:
         if payload.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
             return None
         return connection, upstream_id
+
+    def seal_login(self, login: Mapping[str, Any]) -> str:
+        """A pending console login (`LoginStart.to_json`: its PKCE verifier, any client secret), sealed for
+        Redis (`pending_logins.py`); Redis's own expiry bounds its life."""
+        return self._sealed(_LOGIN_PREFIX, login)
+
+    def open_login(self, token: object) -> dict[str, Any] | None:
+        """What `seal_login` sealed; None for anything this deployment did not seal as a pending login."""
+        try:
+            return self._decrypt(token, _LOGIN_PREFIX)
+        except RequestStateRefused:
+            return None
 
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)

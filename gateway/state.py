@@ -13,6 +13,7 @@ from oauth import TokenStore, serving_store
 from ._redis import redis_client
 from .hub_keys import HubKeys, HubKeyStore
 from .hub_keys_redis import RedisHubKeyStore
+from .pending_logins import MemoryPendingLogins, PendingLogins, RedisPendingLogins
 from .request_state import MemoryUsedStates, RedisUsedStates, RequestStates, load_state_key
 from .sessions import FileSessionStore, RedisSessionStore, SessionStore
 from .settings import ServeSettings
@@ -21,6 +22,7 @@ __all__ = [
     "STATE_URL_ENV",
     "hub_key_store",
     "serving_hub_keys",
+    "serving_pending_logins",
     "serving_request_states",
     "session_store",
     "token_store",
@@ -71,3 +73,15 @@ async def serving_request_states(settings: ServeSettings, stack: AsyncExitStack)
     redis = redis_client(settings.state_url.get_secret_value())
     stack.push_async_callback(redis.aclose)
     return RequestStates(await load_state_key(settings.state_root, redis), RedisUsedStates(redis))
+
+
+def serving_pending_logins(settings: ServeSettings, sealer: RequestStates, stack: AsyncExitStack) -> PendingLogins:
+    """Started console logins (`pending_logins.py`): in Redis sealed with `sealer` (the deployment's key) with
+    `state_url`, so any replica can finish a login another started; else in memory. Its Redis client closes
+    with `stack`."""
+    if settings.state_url is None:
+        return MemoryPendingLogins()
+    url = settings.state_url.get_secret_value()
+    redis = redis_client(url)
+    stack.push_async_callback(redis.aclose)
+    return RedisPendingLogins(redis, sealer, url=url)

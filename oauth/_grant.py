@@ -98,7 +98,6 @@ class Grant:
 
     def to_json(self) -> dict[str, Any]:
         """The persisted shape; secrets are revealed here and only here."""
-        client = self.client
         tokens = self.tokens
         return {
             "version": RECORD_VERSION,
@@ -110,13 +109,7 @@ class Grant:
             "revocation_endpoint": self.revocation_endpoint,
             "updated_at": self.updated_at,
             "dead": self.dead,
-            "client": {
-                "client_id": client.client_id,
-                "client_secret": client.client_secret.reveal() if client.client_secret else None,
-                "token_endpoint_auth_method": client.token_endpoint_auth_method,
-                "source": client.source,
-                "redirect_uri": client.redirect_uri,
-            },
+            "client": client_json(self.client),
             "tokens": None
             if tokens is None
             else {
@@ -138,15 +131,7 @@ class Grant:
             record: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
             if record.get("version") != RECORD_VERSION:
                 raise ValueError("unknown version")
-            client_data: dict[str, Any] = record["client"]
-            secret = client_data.get("client_secret")
-            client = ClientRegistration(
-                client_id=_str(client_data["client_id"]),
-                client_secret=Secret(_str(secret)) if secret else None,
-                token_endpoint_auth_method=_str(client_data.get("token_endpoint_auth_method", "none")),
-                source=_str(client_data.get("source", "dynamic")),
-                redirect_uri=_opt_str(client_data.get("redirect_uri")),
-            )
+            client = client_from_json(record["client"])
             tokens_data = record.get("tokens")
             tokens: TokenSet | None = None
             if tokens_data is not None:
@@ -158,24 +143,24 @@ class Grant:
                 if expires_at is not None and not isinstance(expires_at, int | float):
                     raise TypeError("expires_at is not a number")
                 tokens = TokenSet(
-                    access_token=Secret(_str(td["access_token"])),
-                    refresh_token=Secret(_str(refresh)) if refresh else None,
-                    token_type=_str(td.get("token_type", "Bearer")),
+                    access_token=Secret(text_field(td["access_token"])),
+                    refresh_token=Secret(text_field(refresh)) if refresh else None,
+                    token_type=text_field(td.get("token_type", "Bearer")),
                     expires_at=float(expires_at) if expires_at is not None else None,
-                    scope=_opt_str(td.get("scope")),
+                    scope=optional_text(td.get("scope")),
                     issued_at=float(td["issued_at"]) if isinstance(td.get("issued_at"), int | float) else None,
                 )
             updated_at = record.get("updated_at", 0.0)
             return cls(
-                key=StoreKey(_str(record["connection"]), _str(record["resource"])),
-                issuer=_str(record["issuer"]),
-                token_endpoint=_str(record["token_endpoint"]),
+                key=StoreKey(text_field(record["connection"]), text_field(record["resource"])),
+                issuer=text_field(record["issuer"]),
+                token_endpoint=text_field(record["token_endpoint"]),
                 client=client,
                 tokens=tokens,
-                resource_indicator=_str(record.get("resource_indicator", "")),
-                revocation_endpoint=_opt_str(record.get("revocation_endpoint")),
+                resource_indicator=text_field(record.get("resource_indicator", "")),
+                revocation_endpoint=optional_text(record.get("revocation_endpoint")),
                 updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
-                dead=_opt_str(record.get("dead")),
+                dead=optional_text(record.get("dead")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(
@@ -184,11 +169,37 @@ class Grant:
             ) from None
 
 
-def _str(value: object) -> str:
+def client_json(client: ClientRegistration) -> dict[str, Any]:
+    """A client registration as persisted (its secret revealed; the `private_key_jwt` fields are not kept)."""
+    return {
+        "client_id": client.client_id,
+        "client_secret": client.client_secret.reveal() if client.client_secret else None,
+        "token_endpoint_auth_method": client.token_endpoint_auth_method,
+        "source": client.source,
+        "redirect_uri": client.redirect_uri,
+    }
+
+
+def client_from_json(data: object) -> ClientRegistration:
+    """The inverse of `client_json`; raises `KeyError`, `TypeError` or `ValueError` for a malformed record."""
+    if not isinstance(data, dict):
+        raise TypeError("client is not an object")
+    record: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
+    secret = record.get("client_secret")
+    return ClientRegistration(
+        client_id=text_field(record["client_id"]),
+        client_secret=Secret(text_field(secret)) if secret else None,
+        token_endpoint_auth_method=text_field(record.get("token_endpoint_auth_method", "none")),
+        source=text_field(record.get("source", "dynamic")),
+        redirect_uri=optional_text(record.get("redirect_uri")),
+    )
+
+
+def text_field(value: object) -> str:
     if not isinstance(value, str):
         raise TypeError("expected a string")
     return value
 
 
-def _opt_str(value: object) -> str | None:
-    return None if value is None else _str(value)
+def optional_text(value: object) -> str | None:
+    return None if value is None else text_field(value)

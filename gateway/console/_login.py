@@ -3,9 +3,10 @@
 `POST /v1/connections/{name}/login` (operators only) runs discovery, picks or registers the client
 with this server's own callback as its exact redirect URI (`<origin>/v1/oauth/callback`), and answers
 the authorization URL (PKCE S256, `state`, RFC 8707 `resource`). The page sends the browser there;
-the authorization server sends it back to `GET /v1/oauth/callback`, which checks `state` (one use,
-`LOGIN_TTL`), `iss` (RFC 9207), exchanges the code with the verifier, stores the grant in the store
-`serve` reads, and restarts the connection so its next use opens with the new token.
+the authorization server sends it back to `GET /v1/oauth/callback` (on any replica: the started
+login waits in `pending_logins.py`'s store), which checks `state` (one use, `LOGIN_TTL`), `iss`
+(RFC 9207), exchanges the code with the verifier, stores the grant in the store `serve` reads, and
+restarts the connection so its next use opens with the new token.
 
 Discovery, registration, the redirect checks and the code exchange are `oauth`'s own two-step login
 (`start_login`, `finish_login`: the CLI login runs the same pieces); only the redirect target
@@ -15,7 +16,6 @@ differs: this route instead of a loopback listener.
 from __future__ import annotations
 
 import html
-import time
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -24,12 +24,12 @@ from starlette.routing import Route
 from connections import UnknownConnection, remember_secret
 from oauth import OAuthConfig, OAuthError, finish_login, printable, start_login
 
-from ..errors import ApiError, InvalidRequest
+from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http_json import error_response
 from ..runtime import runtime_of
 from ._guard import require_operator
 from ._pages import CSP
-from ._services import ConsoleServices, PendingLogin, console_of
+from ._services import ConsoleServices, console_of
 from ._status import ConnectionNotFound
 
 __all__ = ["CALLBACK_PATH", "login_routes"]
@@ -77,7 +77,7 @@ async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthCo
 
     Raises `OAuthError` (discovery, PKCE support, registration, a store error)."""
     started = await start_login(name, url, config, services.store, redirect_uri=redirect_uri, http=services.http)
-    services.remember(started.state.reveal(), PendingLogin(started, time.monotonic()))
+    await services.pending.remember(started)
     return started.authorization_url
 
 
@@ -102,7 +102,10 @@ async def callback(request: Request) -> Response:
             # (`--access-log`) is written after this handler ran.
             remember_secret(value)
     services = console_of(request)
-    pending = services.take(params.get("state", ""))
+    try:
+        pending = await services.pending.take(params.get("state", ""))
+    except StateUnavailable as exc:
+        return _page(503, "Login not completed", str(exc))
     if pending is None:
         return _page(
             400,
@@ -111,10 +114,10 @@ async def callback(request: Request) -> Response:
             "not started here); start the login again.",
         )
     try:
-        await finish_login(pending.start, params, services.store, http=services.http)
+        await finish_login(pending, params, services.store, http=services.http)
     except OAuthError as exc:
         return _page(400, "Login failed", printable(str(exc), 500))
-    name = pending.start.key.connection
+    name = pending.key.connection
     try:
         runtime_of(request).host.mcp.restart(name)
     except (UnknownConnection, ValueError):

@@ -18,6 +18,7 @@ import httpx2
 import pytest
 
 from tests.conftest import free_port
+from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
 from tests.peers import node_bin
 from tests.processes import running, wait_for_port
 
@@ -139,6 +140,20 @@ def everything_upstream() -> Iterator[Upstream]:
 def everything() -> Iterator[Upstream]:
     with everything_upstream() as upstream:
         yield upstream
+
+
+@pytest.fixture(scope="module")
+def auth_server(request: pytest.FixtureRequest) -> Iterator[AuthServer]:
+    """oidc-provider for this module; its access tokens live the module's `ACCESS_TOKEN_TTL` (else an hour)."""
+    with oidc_provider(getattr(request.module, "ACCESS_TOKEN_TTL", 3600)) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
+    """The audience-checking MCP server behind `auth_server`."""
+    with resource_server(auth_server.issuer) as server:
+        yield server
 
 
 def assert_clean(body: str, secrets: Sequence[str] = ()) -> None:

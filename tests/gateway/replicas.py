@@ -114,6 +114,15 @@ def replica_project(root: Path) -> Path:
     return make_project(root, {"everything": body})
 
 
+def oauth_project(root: Path, resource_url: str) -> Path:
+    """One connection, `docs`: the MCP server at `resource_url` behind OAuth, advertised."""
+    body = (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={resource_url!r}, oauth=True, advertise_tools=True)\n"
+    )
+    return make_project(root, {"docs": body}, tools=False)
+
+
 def replica(project: Path, state_root: Path, redis_url: str, *, lease: float = 3.0, port: int | None = None) -> Served:
     """One `agent-sdk serve --state-url` replica with the bearer chain, healthy on return."""
     env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis_url, "PYTHONUNBUFFERED": "1"}

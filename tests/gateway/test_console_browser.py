@@ -21,7 +21,7 @@ from redis import Redis
 
 from tests.browser import ARTIFACTS, chromium
 from tests.conftest import free_port
-from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
+from tests.oauth.peers import AuthServer, ResourceServer
 from tests.oauth.test_cli import stored_tokens
 from tests.peers import node_bin
 from tests.processes import running
@@ -35,18 +35,6 @@ ATTACKER = Path(__file__).resolve().parent / "console_attacker"
 
 def _connection(body: str) -> str:
     return f"from connections import define_connection\n\nconnection = define_connection({body})\n"
-
-
-@pytest.fixture(scope="module")
-def auth_server() -> Iterator[AuthServer]:
-    with oidc_provider(3600) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
-    with resource_server(auth_server.issuer) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")

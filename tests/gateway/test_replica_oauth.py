@@ -17,28 +17,17 @@ import anyio
 import httpx2
 import pytest
 
-from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
+from tests.oauth.peers import AuthServer, ResourceServer
 
-from .conftest import assert_clean, make_project
-from .replicas import BEARER, RedisServer, redis_server, replica
+from .conftest import assert_clean
+from .replicas import BEARER, RedisServer, oauth_project, redis_server, replica
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers]
 
 TTL = 4
+ACCESS_TOKEN_TTL = TTL  # the auth_server fixture's (conftest.py)
 CALLS = 20
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def auth_server() -> Iterator[AuthServer]:
-    with oidc_provider(TTL) as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
-def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
-    with resource_server(auth_server.issuer) as server:
-        yield server
 
 
 @pytest.fixture(scope="module")
@@ -50,11 +39,7 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
 async def test_two_replicas_refresh_one_rotating_grant_in_redis_without_invalid_grant(
     tmp_path: Path, auth_server: AuthServer, resource: ResourceServer, redis: RedisServer
 ) -> None:
-    body = (
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(url={resource.url!r}, oauth=True, advertise_tools=True)\n"
-    )
-    project = make_project(tmp_path / "project", {"docs": body}, tools=False)
+    project = oauth_project(tmp_path / "project", resource.url)
     cli = str(Path(sys.executable).parent / "agent-sdk")
     login = await anyio.run_process(
         [cli, "mcp", "oauth", "docs", "--dir", str(project), "--non-interactive", "--store"],

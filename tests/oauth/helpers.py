@@ -1,4 +1,5 @@
-"""Small helpers shared by the oauth tests: call a tool through our auth, run the worker process."""
+"""Small helpers shared by the oauth tests: call a tool through our auth, run the worker process, pass an
+authorization server's pages without delivering its redirect."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urljoin
 
 import anyio
 import httpx2
@@ -13,6 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from oauth import ConnectionAuth
+from oauth._interaction import _Forms  # pyright: ignore[reportPrivateUsage]
 from tests.peers import ROOT
 
 WORKER = Path(__file__).resolve().parent / "client_worker.py"
@@ -41,3 +44,29 @@ async def run_worker(
         )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
+
+
+def authorize(authorization_url: str, redirect_uri: str) -> str:
+    """Follow an authorization URL through oidc-provider's login and consent forms, as a browser would,
+    and answer the redirect back to `redirect_uri` (with its code and state) without sending it: the
+    caller chooses which server receives it, and may send it twice."""
+    url, data = authorization_url, None
+    with httpx2.Client(follow_redirects=False, timeout=30.0) as browser:
+        for _ in range(20):
+            if url.startswith(redirect_uri):
+                return url
+            response = browser.get(url) if data is None else browser.post(url, data=data)
+            if response.is_redirect:
+                url, data = urljoin(url, response.headers["location"]), None
+                continue
+            assert response.status_code == 200, f"{response.status_code} at {url}"
+            forms = _Forms()
+            forms.feed(response.text)
+            action, _, fields = next(f for f in forms.forms if f[1] == "post")
+            data = {name: _field(kind, value) for name, kind, value in fields if kind not in ("submit", "button")}
+            url = urljoin(str(response.url), action)
+    raise AssertionError("the authorization server did not redirect back within 20 steps")
+
+
+def _field(kind: str, value: str) -> str:
+    return "any" if kind == "password" else value or "operator" if kind in ("text", "email") else value
