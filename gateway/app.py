@@ -258,6 +258,7 @@ def create_app(
         limited,
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
+        operator_tokens=settings.operator_tokens,
         loopback_bound=settings.loopback_bound,
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the
