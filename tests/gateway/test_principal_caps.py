@@ -14,6 +14,7 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -26,7 +27,7 @@ from mcp.shared.exceptions import MCPError
 from connections import CallContext, ToolOutcome, current_call
 from gateway.held_calls import HeldCalls
 from gateway.peer_asks import PeerAsks
-from gateway.peer_input import PeerCall
+from gateway.peer_input import peer_call
 from gateway.principal_caps import MAX_STREAMS, MAX_URIS, AtCap, stream_cap
 from gateway.request_state import RequestStates
 
@@ -159,7 +160,7 @@ async def test_a_held_call_that_ends_drops_its_questions_at_once() -> None:
     assert held_calls.held_by("alice") == 0
 
 
-async def test_waiting_questions_are_capped_per_principal_and_end_with_their_call() -> None:
+async def test_waiting_questions_are_capped_per_principal_and_another_principal_is_still_asked() -> None:
     asks = PeerAsks(per_principal=2)
     written: list[dict[str, Any]] = []
     call = CallContext()
@@ -180,15 +181,37 @@ async def test_waiting_questions_are_capped_per_principal_and_end_with_their_cal
     with anyio.fail_after(5):
         assert await bobs == {"action": "decline"}
 
-    # A handshake peer's call that ends (here: returns) ends its questions still waiting.
-    peer = PeerCall(call, "alice", "t", None, RequestStates.for_one_process(), asks=asks)
-
-    async def finished() -> ToolOutcome:
-        return ToolOutcome(is_error=False, result={"content": [], "isError": False}, passthrough=True)
-
-    await peer.run(finished)
+    asks.ended(call)  # their call is over: both end now
     with anyio.fail_after(5):
         for question in alices:
             with pytest.raises(MCPError, match="the tool call this request belongs to has ended"):
                 await question
     assert asks.waiting_for("alice") == 0 and len(asks) == 0
+
+
+async def test_a_handshake_peers_call_that_ends_ends_its_questions_at_once() -> None:
+    # The route's own wiring (`peer_input.peer_call`, as the lane calls it) with the session a handshake
+    # peer got at `initialize`, declaring elicitation: its call's questions wait in the runtime's `PeerAsks`.
+    states = RequestStates.for_one_process()
+    runtime: Any = SimpleNamespace(request_states=states, asks=PeerAsks())  # the two parts this path reads
+    context = CallContext()
+    session = states.seal_session("alice", {"elicitation": {}})
+    peer = await peer_call(runtime, "alice", {"name": "ask_name", "arguments": {}}, context, session)
+    assert peer is not None and context.elicitation is not None
+    written: list[dict[str, Any]] = []
+    context.asker = written.append  # the call's SSE answer
+    asked = context.elicitation
+    questions: list[asyncio.Task[dict[str, Any]]] = []
+
+    async def asks_then_ends() -> ToolOutcome:  # the upstream asks on a task of its own, then gives up
+        questions.append(asyncio.get_running_loop().create_task(asked({"message": "name?"})))
+        with anyio.fail_after(5):
+            while not written:  # noqa: ASYNC110
+                await asyncio.sleep(0)
+        return ToolOutcome(is_error=False, result={"content": [], "isError": False}, passthrough=True)
+
+    assert await peer.run(asks_then_ends) == {"content": [], "isError": False}
+    assert written[0]["method"] == "elicitation/create"
+    with anyio.fail_after(5), pytest.raises(MCPError, match="the tool call this request belongs to has ended"):
+        await questions[0]  # at once, not after ASK_TIMEOUT_S (300 s)
+    assert len(runtime.asks) == 0
