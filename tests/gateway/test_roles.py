@@ -95,6 +95,9 @@ def test_a_peer_token_cannot_restart_read_failures_or_metrics_or_start_a_login_a
 
     with served.client(_bearer(OPERATOR)) as http:
         assert http.get("/v1/connections").json()["operator"] is True
+        info = http.get("/v1/info")
+        assert info.json()["runtime"]["operatorTokens"] == 1 and info.json()["runtime"]["bearerTokens"] == 2
+        assert_clean(info.text, TOKENS)
         restarted = http.post("/v1/connections/notes/restart", json={})
         assert restarted.status_code == 200 and restarted.json()["restarted"] is True
         assert http.get("/v1/failures").json()["ok"] is True
