@@ -77,7 +77,9 @@ async def test_one_principal_at_its_stream_cap_is_refused_and_another_still_list
         async with _client(served, ALICE) as alice, AsyncExitStack() as streams:
             for _ in range(cap):
                 await streams.enter_async_context(alice.listen(tools_list_changed=True))
-            for _ in range(3):  # however often it tries, no stream past its cap (each try a connection of its own)
+            # As many tries as would fill every connection the server keeps: none past its cap, so none of
+            # them can lock the other principal out (each refused try's connection is free again at once).
+            for _ in range(MAX_CONNECTIONS):
                 with pytest.raises(
                     MCPError, match=f"this caller already holds {cap} streams on this gateway"
                 ) as refused:
