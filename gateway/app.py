@@ -39,6 +39,7 @@ from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
 from .peer_streams import PeerStreams
+from .principal_caps import stream_cap
 from .proxies import TrustedProxies
 from .request_ids import RequestIds
 from .runners import TurnRunner
@@ -196,9 +197,12 @@ def create_app(
             pool = getattr(brk, "pool", None)  # a test's broker may have none
             host = getattr(brk, "host", None)
             subscriptions = (
-                Subscriptions(project.connections, host.mcp if host is not None else None, offerings).watching(
-                    pool.listing_cache, stack
-                )
+                Subscriptions(
+                    project.connections,
+                    host.mcp if host is not None else None,
+                    offerings,
+                    max_streams=stream_cap(settings.max_connections),  # principal_caps.py
+                ).watching(pool.listing_cache, stack)
                 if pool is not None
                 else None
             )
@@ -258,6 +262,7 @@ def create_app(
         limited,
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
+        operator_tokens=settings.operator_tokens,
         loopback_bound=settings.loopback_bound,
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the

@@ -15,6 +15,18 @@ WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding
   time; each token is its own principal.
 - anonymous (`--allow-anonymous`): everyone is the one principal `anonymous` (demo only).
 
+Roles are decided here, once, and carried on the `Principal` (`role`); routes ask `roles.require_operator`,
+never look at credentials themselves. An operator acts on the gateway (the console's actions, logins,
+failures, metrics); a peer calls tools and uses sessions (docs/http-api.md, "Roles"):
+
+- `--operator-token` (any mode): `Authorization: Bearer <token>` compared in constant time, as bearer
+  tokens are; each token is its own operator principal;
+- loopback-strict: the local user is an operator (the single-user default);
+- a `--bearer-token` and anonymous are peers.
+
+A credential of another kind (an OAuth peer's token) gets its role where the chain admits it, from what
+the deployment configures (a claim or scope), and sets it on the `Principal` it makes, as `_admit` does.
+
 In every mode a server bound to loopback also answers only to a loopback `Host` (421), the
 defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Warning").
 """
@@ -49,23 +61,30 @@ from .mcp_request_checks import content_type_refusal
 from .peer_credentials import own_uid, peer_uid
 from .proxies import PROXIED_BY, TrustedProxies
 
-__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "scope_peer_uid"]
+__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
 
 logger = logging.getLogger("agent_sdk.auth")
 
 Refusal = tuple[int, str, str]
+Role = Literal["operator", "peer"]
 
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who the auth chain admitted. `id` is stable for one credential and is what owns sessions."""
+    """Who the auth chain admitted. `id` is stable for one credential and is what owns sessions; `role`
+    is what it may do (module docstring: only the chain decides it)."""
 
     id: str
     kind: Literal["loopback", "bearer", "anonymous"]
+    role: Role = "peer"
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role == "operator"
 
 
 _ANONYMOUS = Principal("anonymous", "anonymous")
-_LOOPBACK = Principal("loopback", "loopback")
+_LOOPBACK = Principal("loopback", "loopback", "operator")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 _JSON_TYPES = ("application/json",)
 _MISDIRECTED = (421, "misdirected_request", "this server answers only to a loopback Host (DNS rebinding guard)")
@@ -184,6 +203,11 @@ def _digest(value: str) -> bytes:
     return hashlib.sha256(value.encode()).digest()
 
 
+def _fingerprint(token: SecretStr) -> str:
+    """What names a token's principal (`bearer:<12 hex>`): a digest prefix, never the token."""
+    return _digest(token.get_secret_value()).hex()[:12]
+
+
 PeerUid = Callable[[Scope], int | None]
 
 
@@ -205,6 +229,7 @@ class AuthChain:
         *,
         mode: Literal["loopback-strict", "bearer", "anonymous"],
         bearer_tokens: Iterable[SecretStr] = (),
+        operator_tokens: Iterable[SecretStr] = (),
         loopback_bound: bool = True,
         public_paths: Iterable[str] = (),
         peer_uid_of: PeerUid = scope_peer_uid,
@@ -212,9 +237,11 @@ class AuthChain:
         self.app = app
         self.mode = mode
         # Keep only digests: the chain compares digests, so the tokens never sit here in clear.
-        self._tokens = [
-            (_digest(t.get_secret_value()), _digest(t.get_secret_value()).hex()[:12]) for t in bearer_tokens
+        self._tokens: list[tuple[bytes, str, Role]] = [
+            *((_digest(t.get_secret_value()), _fingerprint(t), "peer") for t in bearer_tokens),
+            *((_digest(t.get_secret_value()), _fingerprint(t), "operator") for t in operator_tokens),
         ]
+        self._operators = any(role == "operator" for _, _, role in self._tokens)
         if mode == "bearer" and not self._tokens:
             raise ValueError("bearer mode needs at least one token")
         self.loopback_bound = loopback_bound
@@ -245,10 +272,12 @@ class AuthChain:
         return self.app(scope, receive, send)
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
-        if self.mode == "anonymous":
-            return _ANONYMOUS, None
         if self.mode == "bearer":
             return self._admit_bearer(scope)
+        if self._operators and (operator := self._admit_bearer(scope)[0]) is not None:
+            return operator, None  # an operator token, beside loopback-strict or anonymous
+        if self.mode == "anonymous":
+            return _ANONYMOUS, None
         if forwarding_header(scope) is not None or PROXIED_BY in (scope.get("extensions") or {}):
             return None, (401, "unauthorized", "proxy-forwarded requests are refused in loopback-strict mode")
         client = scope.get("client")
@@ -265,14 +294,14 @@ class AuthChain:
         if scheme.lower() != "bearer" or not presented.strip():
             return None, (401, "unauthorized", "send Authorization: Bearer <token>")
         presented_digest = _digest(presented.strip())
-        matched: str | None = None
+        matched: tuple[str, Role] | None = None
         # Compare against every token, without an early exit, so timing says nothing about which.
-        for digest, fingerprint in self._tokens:
+        for digest, fingerprint, role in self._tokens:
             if hmac.compare_digest(presented_digest, digest):
-                matched = fingerprint
+                matched = fingerprint, role
         if matched is None:
             return None, (401, "unauthorized", "the bearer token is not valid")
-        return Principal(f"bearer:{matched}", "bearer"), None
+        return Principal(f"bearer:{matched[0]}", "bearer", matched[1]), None
 
 
 class BodyLimit:

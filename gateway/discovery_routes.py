@@ -26,6 +26,7 @@ async def info(request: Request) -> JSONResponse:
         "runner": runtime.runner.name,
         "auth": settings.auth_mode,
         "bearerTokens": len(settings.bearer_tokens),
+        "operatorTokens": len(settings.operator_tokens),  # counts only, never a token
         "startedAt": runtime.started_at,
         "sessions": await _session_count(runtime),
         "state": "files" if settings.state_url is None else "redis",

@@ -13,6 +13,9 @@ the open request for the answer; a 2026-07-28 peer cannot be asked mid-call: it 
 
 A question not answered in time fails upstream with a sentence (the upstream sees an error answer
 to its request), and the call ends. A peer that goes away while `next` waits cancels the held call.
+A call that ends drops its questions still waiting: the upstream's requests get an error answer at
+once, not after `HOLD_TIMEOUT_S`. Each principal holds at most `principal_caps.MAX_HELD` calls; past
+that its next call that can answer is refused with a sentence, and no other principal's is.
 The call is held by this process: the retry must reach the same replica (route by the principal's
 credential, or keep one replica per peer, docs/deploy.md); on another replica it is refused with a
 sentence, never answered by another call.
@@ -32,11 +35,12 @@ from mcp.shared.exceptions import MCPError
 
 from connections import CallContext, InputHandler, calling
 
+from .principal_caps import MAX_HELD, PerPrincipal
+
 __all__ = ["HOLD_TIMEOUT_S", "HeldCall", "HeldCalls"]
 
 HOLD_TIMEOUT_S = 300.0
 """How long a held call waits for the peer's retry carrying the answer to one question."""
-_MAX_HELD = 10_000
 _INPUT_REQUIRED = "input_required"
 
 
@@ -60,19 +64,20 @@ class HeldCall:
 class HeldCalls:
     """The calls this process holds for peers, by id (module docstring)."""
 
-    __slots__ = ("_held", "_timeout")
+    __slots__ = ("_held", "_per_principal", "_timeout")
 
-    def __init__(self, timeout_s: float = HOLD_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = HOLD_TIMEOUT_S, *, per_principal: int = MAX_HELD) -> None:
         self._held: dict[str, HeldCall] = {}
         self._timeout = timeout_s
+        self._per_principal = PerPrincipal(per_principal, _too_many_held)
 
     def start(
         self, principal: str, tool: str, context: CallContext, run: Callable[[], Awaitable[dict[str, Any]]]
     ) -> HeldCall:
         """Run `run()` (the call, returning its result as JSON) as a held call whose input handlers are
-        put on `context` for the features it declared (`context.capabilities`)."""
-        if len(self._held) >= _MAX_HELD:
-            raise MCPError(code=mt.INTERNAL_ERROR, message="too many calls are held waiting for peers' answers")
+        put on `context` for the features it declared (`context.capabilities`). Raises `principal_caps.AtCap`
+        when `principal` already holds its `MAX_HELD` calls."""
+        self._per_principal.take(principal)
         held = HeldCall(id=secrets.token_urlsafe(16), principal=principal, tool=tool)
         declared = context.capabilities or {}
         if "elicitation" in declared:
@@ -89,10 +94,11 @@ class HeldCalls:
             except Exception as exc:  # handed to whoever waits in `next`, who reports it as the call's failure
                 held.events.put_nowait(("raised", exc))
             finally:
-                self._held.pop(held.id, None)
+                self._drop(held)
 
         self._held[held.id] = held
         held.task = asyncio.get_running_loop().create_task(body())
+        held.task.add_done_callback(lambda _: self._drop(held))  # also a task cancelled before it ran
         return held
 
     def find(self, held_id: str | None, principal: str, tool: str) -> HeldCall:
@@ -125,7 +131,7 @@ class HeldCalls:
         except BaseException:
             if held.task is not None:
                 held.task.cancel()
-            self._held.pop(held.id, None)
+            self._drop(held)
             raise
         if kind == "raised":
             raise value
@@ -140,8 +146,19 @@ class HeldCalls:
             asked[more] = held.questions[more]
         return {"resultType": _INPUT_REQUIRED, "inputRequests": asked}
 
+    def _drop(self, held: HeldCall) -> None:
+        """The call ended: forget it (once), and end the questions it still waits on."""
+        if self._held.pop(held.id, None) is None:
+            return
+        self._per_principal.release(held.principal)
+        for future in held.waiting.values():
+            if not future.done():
+                future.set_exception(_ended())
+
     def _asking(self, held: HeldCall, method: str) -> InputHandler:
         async def ask(params: dict[str, Any]) -> dict[str, Any]:
+            if held.id not in self._held:  # asked after its call ended: nobody will answer
+                raise _ended()
             held.asked += 1
             key = f"{method.split('/')[0]}-{held.asked}"
             future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
@@ -162,8 +179,23 @@ class HeldCalls:
 
         return ask
 
+    def held_by(self, principal: str) -> int:
+        """How many calls this process holds for `principal`."""
+        return self._per_principal.count(principal)
+
     def __len__(self) -> int:
         return len(self._held)
 
     def __contains__(self, held_id: object) -> bool:
         return held_id in self._held
+
+
+def _too_many_held(limit: int) -> str:
+    return (
+        f"this caller already has {limit} calls held waiting for its answers on this gateway: answer them (retry "
+        "each with its requestState and inputResponses) or let them lapse, then call again"
+    )
+
+
+def _ended() -> MCPError:
+    return MCPError(code=mt.INTERNAL_ERROR, message="the tool call this request belongs to has ended")

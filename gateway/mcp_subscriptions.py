@@ -17,6 +17,9 @@ resource); the `Broker` drops the connection's cached resources and prompts itse
 
 Streams and the upstream subscriptions they hold live on the replica that serves the stream (as a
 stdio child does): nothing is shared and nothing outlives the stream.
+
+Streams are capped per principal (`principal_caps.py`): `Subscriptions.streams` is the one budget of
+listen streams and handshake-era sessions, and a listen filter names at most `MAX_URIS` resources.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from connections import Change, ConnectionDefinition, ConnectionsError, HostMcp, ListingCache, NotOffered, Offerings
+
+from .principal_caps import MAX_STREAMS, MAX_URIS, AtCap, PerPrincipal
 
 __all__ = ["Subscriptions", "subscription_handlers", "viewer"]
 
@@ -89,9 +94,16 @@ class Subscriptions:
     """The bus, the listen handler and the upstream resource subscriptions of one gateway process."""
 
     def __init__(
-        self, connections: Mapping[str, ConnectionDefinition], host: HostMcp | None, offerings: Offerings | None
+        self,
+        connections: Mapping[str, ConnectionDefinition],
+        host: HostMcp | None,
+        offerings: Offerings | None,
+        *,
+        max_streams: int = MAX_STREAMS,
     ) -> None:
         self._host = host
+        self.streams = PerPrincipal(max_streams, _too_many_streams)
+        """Each principal's open streams, of both generations (`principal_caps.stream_cap`)."""
         self._offerings = offerings
         shown = [d for d in connections.values() if d.auth is None and not d.host_only and d.kind != "account"]
         self._tools = {d.name for d in shown if d.advertise_tools}
@@ -153,6 +165,14 @@ class Subscriptions:
             )
 
 
+def _too_many_streams(limit: int) -> str:
+    return (
+        f"this caller already holds {limit} streams on this gateway (subscriptions/listen streams, and "
+        "handshake-era sessions with a GET stream or subscriptions); close one (end a listen stream, or DELETE "
+        "/v1/mcp/tools with its Mcp-Session-Id) and retry"
+    )
+
+
 RuntimeFor = Callable[[ServerRequestContext[Any, Any]], Any]
 
 
@@ -164,8 +184,16 @@ def subscription_handlers(runtime_for: RuntimeFor) -> dict[str, Any]:
         subscriptions = runtime_for(ctx).subscriptions
         if subscriptions is None:  # the server was built with the handler, so the runtime has them
             raise MCPError(mt.INTERNAL_ERROR, "subscriptions are not set up on this gateway")
+        uris = list(params.notifications.resource_subscriptions or ())
+        if len(uris) > MAX_URIS:
+            raise AtCap(
+                f"subscriptions/listen refused: the filter names {len(uris)} resources and one stream follows at "
+                f"most {MAX_URIS}; split them over several streams"
+            )
+        principal = viewer(ctx)
         async with AsyncExitStack() as stack:
-            await subscriptions.hold(list(params.notifications.resource_subscriptions or ()), viewer(ctx), stack)
+            stack.enter_context(subscriptions.streams.holding(principal))
+            await subscriptions.hold(uris, principal, stack)
             return await subscriptions.listen(ctx, params)
 
     return {"on_subscriptions_listen": listen}

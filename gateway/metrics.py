@@ -29,6 +29,10 @@ from starlette.routing import Route
 
 from connections import ConnectionsError, ToolInputError, TurnTool
 
+from .errors import ApiError
+from .http_json import error_response
+from .roles import require_operator
+
 __all__ = ["Metrics", "metrics_routes"]
 
 _tools_log = logging.getLogger("agent_sdk.tools")
@@ -191,10 +195,14 @@ class Metrics:
 
 
 async def _metrics(request: Request) -> Response:
+    try:
+        require_operator(request)  # the counts name every principal's connections and tools
+    except ApiError as exc:
+        return error_response(exc)
     metrics: Metrics = request.state.metrics
     return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
 
 def metrics_routes() -> list[Route]:
-    """`GET /v1/metrics` (behind the CLI-level auth chain, as every route but `/v1/health`)."""
+    """`GET /v1/metrics`: operators only (`roles.py`; a Prometheus scraper sends an `--operator-token`)."""
     return [Route("/v1/metrics", _metrics, methods=["GET"])]

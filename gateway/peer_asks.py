@@ -12,6 +12,11 @@ The registry is this process's: the answer must reach the replica whose SSE answ
 question. Behind a balancer, route `/v1/mcp/tools` by the `Mcp-Session-Id` header (which these
 peers carry, `peer_sessions.py`; nginx: `hash $http_mcp_session_id consistent`, docs/deploy.md); an
 answer that reaches another replica is not found there, and the question times out.
+
+Each question belongs to its call (`call`, the call's `CallContext`): when the call ends (`ended`), its
+questions still waiting end too, and the upstream's requests get an error answer at once. Each principal
+has at most `principal_caps.MAX_QUESTIONS` questions waiting; past that its next one is refused with a
+sentence, and no other principal's is.
 """
 
 from __future__ import annotations
@@ -25,46 +30,58 @@ import anyio
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
+from .principal_caps import MAX_QUESTIONS, PerPrincipal
+
 __all__ = ["ASK_PREFIX", "ASK_TIMEOUT_S", "PeerAsks"]
 
 ASK_PREFIX = "agent-sdk-ask-"
 ASK_TIMEOUT_S = 300.0
 """How long the gateway waits for a peer's answer to one question (a person may be typing)."""
-_MAX_WAITING = 10_000
 
 
 @dataclass(slots=True)
 class _Waiter:
     principal: str
+    call: object
     done: anyio.Event = field(default_factory=anyio.Event)
     answer: Mapping[str, Any] | None = None
+    ended: bool = False
 
 
 class PeerAsks:
     """Questions put to peers and waiting for their answers, by request id (module docstring)."""
 
-    __slots__ = ("_timeout", "_waiting")
+    __slots__ = ("_per_principal", "_timeout", "_waiting")
 
-    def __init__(self, timeout_s: float = ASK_TIMEOUT_S) -> None:
+    def __init__(self, timeout_s: float = ASK_TIMEOUT_S, *, per_principal: int = MAX_QUESTIONS) -> None:
         self._waiting: dict[str, _Waiter] = {}
         self._timeout = timeout_s
+        self._per_principal = PerPrincipal(per_principal, _too_many_questions)
 
     async def ask(
-        self, principal: str, write: Callable[[dict[str, Any]], None], method: str, params: dict[str, Any]
+        self,
+        principal: str,
+        write: Callable[[dict[str, Any]], None],
+        method: str,
+        params: dict[str, Any],
+        *,
+        call: object = None,
     ) -> dict[str, Any]:
         """Write `method` with `params` as a request to the peer (`write`: its call's SSE answer) and wait
-        for its answer. Returns the result; raises `MCPError` with the peer's own error, or when it does
-        not answer in time."""
-        if len(self._waiting) >= _MAX_WAITING:
-            raise MCPError(code=mt.INTERNAL_ERROR, message="too many questions are waiting for peers' answers")
-        ident = ASK_PREFIX + secrets.token_urlsafe(16)
-        waiter = self._waiting[ident] = _Waiter(principal)
-        try:
-            write({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
-            with anyio.move_on_after(self._timeout):
-                await waiter.done.wait()
-        finally:
-            del self._waiting[ident]
+        for its answer, until `call` (whatever names the call it belongs to) `ended`. Returns the result;
+        raises `MCPError` with the peer's own error, when it does not answer in time or its call ended, or
+        `principal_caps.AtCap` when `principal` already has `MAX_QUESTIONS` waiting."""
+        with self._per_principal.holding(principal):
+            ident = ASK_PREFIX + secrets.token_urlsafe(16)
+            waiter = self._waiting[ident] = _Waiter(principal, call)
+            try:
+                write({"jsonrpc": "2.0", "id": ident, "method": method, "params": params})
+                with anyio.move_on_after(self._timeout):
+                    await waiter.done.wait()
+            finally:
+                del self._waiting[ident]
+        if waiter.ended:
+            raise MCPError(code=mt.INTERNAL_ERROR, message="the tool call this request belongs to has ended")
         answer = waiter.answer
         if answer is None:
             raise MCPError(
@@ -95,5 +112,23 @@ class PeerAsks:
         waiter.done.set()
         return True
 
+    def ended(self, call: object) -> None:
+        """`call` is over: its questions still waiting end now (their askers raise)."""
+        for waiter in self._waiting.values():
+            if waiter.call is call and call is not None and not waiter.done.is_set():
+                waiter.ended = True
+                waiter.done.set()
+
+    def waiting_for(self, principal: str) -> int:
+        """How many questions wait for `principal`'s answers."""
+        return self._per_principal.count(principal)
+
     def __len__(self) -> int:
         return len(self._waiting)
+
+
+def _too_many_questions(limit: int) -> str:
+    return (
+        f"this caller already has {limit} questions (elicitation, sampling) waiting for its answers on this "
+        "gateway: answer them first"
+    )

@@ -68,20 +68,31 @@ class PeerCall:
     """A 2026-07-28 peer's: its call runs held (None: a handshake peer, asked on its SSE answer)."""
     held: HeldCall | None = None
     """The held call a retry continues; after `run`, the one still held for the next retry."""
+    asks: PeerAsks | None = None
+    """A handshake peer's: where its questions wait, dropped when the call ends."""
 
     async def run(self, call: Callable[[], Awaitable[ToolOutcome]]) -> dict[str, Any]:
         """The call's result as JSON, run as this peer can be asked (module docstring). Raises what the call raises."""
-        if self.held_calls is None:
-            with calling(self.context):
-                return (await call()).mcp_result()
+        held_calls = self.held_calls
+        if held_calls is None:
+            return await self._asked_on_its_stream(call)
 
         async def result() -> dict[str, Any]:
             return (await call()).mcp_result()
 
-        held = self.held or self.held_calls.start(self.principal, self.tool, self.context, result)
-        answer = await self.held_calls.next(held)
-        self.held = held if held.id in self.held_calls else None
+        held = self.held or held_calls.start(self.principal, self.tool, self.context, result)
+        answer = await held_calls.next(held)
+        self.held = held if held.id in held_calls else None
         return answer
+
+    async def _asked_on_its_stream(self, call: Callable[[], Awaitable[ToolOutcome]]) -> dict[str, Any]:
+        """A handshake peer's call: its questions go on its answer stream, and end with the call."""
+        try:
+            with calling(self.context):
+                return (await call()).mcp_result()
+        finally:
+            if self.asks is not None:
+                self.asks.ended(self.context)  # its questions still waiting are answered by nobody now
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
         """`result`, with an `InputRequiredResult`'s `requestState` sealed for this peer's retry."""
@@ -153,7 +164,7 @@ def _handshake_peer(
     if context.sink is None:
         context.sink = _no_notifications  # an SSE answer, so that questions can ride it
     name: str = params["name"]
-    return PeerCall(context, principal, name, None, runtime.request_states)
+    return PeerCall(context, principal, name, None, runtime.request_states, asks=runtime.asks)
 
 
 def _no_notifications(_method: str, _params: dict[str, Any]) -> None:  # pragma: no cover - replaced when streamed
@@ -164,6 +175,6 @@ def _asking(asks: PeerAsks, principal: str, context: CallContext, method: str) -
     async def ask(params: dict[str, Any]) -> dict[str, Any]:
         if context.asker is None:  # an answer that does not stream (the SDK's path): nowhere to ask
             raise MCPError(code=mt.INVALID_REQUEST, message=f"{method} cannot reach the caller of this tool call")
-        return await asks.ask(principal, context.asker, method, params)
+        return await asks.ask(principal, context.asker, method, params, call=context)
 
     return ask

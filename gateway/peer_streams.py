@@ -18,9 +18,10 @@ principal's), a subscription is refused with a JSON-RPC error that says what to 
 that promised updates nothing could carry would be a quiet "less".
 
 What a session holds lives on the replica that serves it (as a held call does): the peer is pinned there
-by its session id (docs/deploy.md). Bounds: `MAX_SESSIONS_PER_PRINCIPAL` sessions with a stream or a
-subscription per principal, `MAX_URIS_PER_SESSION` URIs each; a stream ends when its peer goes away, and
-the subscriptions of a session without a stream are let go after `IDLE_S`.
+by its session id (docs/deploy.md). Bounds (`principal_caps.py`, the same as for listen streams): each
+session with a stream or a subscription takes one of its principal's streams (`Subscriptions.streams`,
+shared with `subscriptions/listen`), and follows at most `MAX_URIS` URIs; a stream ends when its peer goes
+away, and the subscriptions of a session without a stream are let go after `IDLE_S`.
 """
 
 from __future__ import annotations
@@ -43,19 +44,11 @@ from starlette.types import Receive, Scope, Send
 
 from ._asgi import send_error
 from .mcp_subscriptions import Subscriptions, viewer
+from .principal_caps import MAX_URIS, AtCap
 from .request_state import RequestStates
 
-__all__ = [
-    "IDLE_S",
-    "MAX_SESSIONS_PER_PRINCIPAL",
-    "MAX_URIS_PER_SESSION",
-    "PeerStreams",
-    "StreamRefused",
-    "subscribe_handlers",
-]
+__all__ = ["IDLE_S", "PeerStreams", "StreamRefused", "subscribe_handlers"]
 
-MAX_SESSIONS_PER_PRINCIPAL = 32
-MAX_URIS_PER_SESSION = 128
 IDLE_S = 600.0
 """How long a session's subscriptions outlive its stream (a peer reconnecting its GET keeps them)."""
 _KEEPALIVE_S = 25.0
@@ -94,6 +87,7 @@ class PeerStreams:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._subscriptions = subscriptions
+        self._streams = subscriptions.streams
         self._states = request_states
         self._clock = clock
         self._sessions: dict[str, _Session] = {}
@@ -130,7 +124,7 @@ class PeerStreams:
         return token
 
     async def _session(self, token: str, principal: str) -> _Session:
-        """The session's record, made if new. Raises `StreamRefused` (429) past the principal's cap."""
+        """The session's record, made if new. Raises `StreamRefused` (429) past the principal's streams."""
         session = self._sessions.get(token)
         if session is not None:
             return session
@@ -138,13 +132,18 @@ class PeerStreams:
         session = self._sessions.get(token)  # made while the sweep waited
         if session is not None:
             return session
-        if sum(s.principal == principal for s in self._sessions.values()) >= MAX_SESSIONS_PER_PRINCIPAL:
-            raise StreamRefused(
-                429,
-                f"this caller already has {MAX_SESSIONS_PER_PRINCIPAL} sessions with a stream or subscriptions "
-                "here: end one with DELETE /v1/mcp/tools (its Mcp-Session-Id), or wait for an idle one to lapse",
-            )
+        try:
+            self._streams.take(principal)
+        except AtCap as exc:
+            raise StreamRefused(exc.status, f"{exc.error.message}, or wait for an idle session to lapse") from None
         session = self._sessions[token] = _Session(principal, idle_since=self._clock())
+        return session
+
+    def _drop(self, token: str) -> _Session | None:
+        """Forget the session `token`, giving its stream back to its principal."""
+        session = self._sessions.pop(token, None)
+        if session is not None:
+            self._streams.release(session.principal)
         return session
 
     async def _sweep(self) -> None:
@@ -155,7 +154,7 @@ class PeerStreams:
                 await self._end(token)
 
     async def _end(self, token: str) -> None:
-        session = self._sessions.pop(token, None)
+        session = self._drop(token)
         if session is None:
             return
         if session.stream is not None:
@@ -166,7 +165,7 @@ class PeerStreams:
 
     async def subscribe(self, token: str | None, principal: str, uri: str) -> None:
         """`resources/subscribe` for the session `token`. Raises `MCPError`: no or invalid session, a URI no
-        advertised connection offers (-32602), or one URI past `MAX_URIS_PER_SESSION`."""
+        advertised connection offers (-32602), or one URI past `MAX_URIS`."""
         async with self._lock:
             try:
                 checked = self._checked(token, principal)
@@ -181,11 +180,11 @@ class PeerStreams:
         try:
             await self._subscriptions.hold([uri], principal, held)
         except BaseException:
-            if not session.held and session.stream is None:  # made for this subscribe: gone with it
-                self._sessions.pop(checked, None)
+            if not session.held and session.stream is None and self._sessions.get(checked) is session:
+                self._drop(checked)  # made for this subscribe: gone with it
             raise
         async with self._lock:
-            room = len(session.held) < MAX_URIS_PER_SESSION  # another subscribe may have taken the last place
+            room = len(session.held) < MAX_URIS  # another subscribe may have taken the last place
             kept = room and self._sessions.get(checked) is session and uri not in session.held
             if kept:
                 session.held[uri] = held
@@ -257,16 +256,14 @@ class PeerStreams:
             if session.stream is events_in:
                 session.stream = None
                 session.idle_since = self._clock()
-                if not session.held and token is not None:
-                    self._sessions.pop(token, None)
+                if not session.held and token is not None and self._sessions.get(token) is session:
+                    self._drop(token)
 
 
 def _check_room(session: _Session) -> None:
-    if len(session.held) >= MAX_URIS_PER_SESSION:
-        raise MCPError(
-            mt.INVALID_REQUEST,
-            f"resources/subscribe refused: this session already follows {MAX_URIS_PER_SESSION} resources; "
-            "unsubscribe one first",
+    if len(session.held) >= MAX_URIS:
+        raise AtCap(
+            f"resources/subscribe refused: this session already follows {MAX_URIS} resources; unsubscribe one first"
         )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 __all__ = ["AuthMode", "ServeSettings"]
 
@@ -26,6 +26,11 @@ class ServeSettings(BaseModel):
     port: int = Field(default=3000, ge=0, le=65535)
     state_root: Path = Path(".agent-sdk")
     bearer_tokens: tuple[SecretStr, ...] = ()
+    """`--bearer-token`: peer credentials, for the MCP, tool and session routes (never the operator routes)."""
+    operator_tokens: tuple[SecretStr, ...] = ()
+    """`--operator-token`: operator credentials, for the console's actions, logins, failures and metrics
+    (docs/http-api.md, "Roles"); admitted beside whichever chain runs. Under loopback-strict the local user is
+    an operator without one."""
     allow_anonymous: bool = False
     runner: str = "deterministic"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
@@ -76,13 +81,24 @@ class ServeSettings(BaseModel):
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
-    @field_validator("bearer_tokens")
+    @field_validator("bearer_tokens", "operator_tokens")
     @classmethod
-    def _tokens_not_empty(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
+    def _tokens_not_empty(cls, value: tuple[SecretStr, ...], info: ValidationInfo) -> tuple[SecretStr, ...]:
+        what = "a bearer token" if info.field_name == "bearer_tokens" else "an operator token"
         for token in value:
             if len(token.get_secret_value()) < 16:
-                raise ValueError("a bearer token must be at least 16 characters (use a random value)")
+                raise ValueError(f"{what} must be at least 16 characters (use a random value)")
         return value
+
+    @model_validator(mode="after")
+    def _roles_apart(self) -> ServeSettings:
+        peers = {t.get_secret_value() for t in self.bearer_tokens}
+        if any(t.get_secret_value() in peers for t in self.operator_tokens):
+            raise ValueError(
+                "the same token is given as --bearer-token and --operator-token: an operator token already "
+                "calls tools, so give it once, as --operator-token"
+            )
+        return self
 
     @model_validator(mode="after")
     def _hub_needs_bearer(self) -> ServeSettings:
@@ -156,6 +172,10 @@ class ServeSettings(BaseModel):
                 values[field] = env[var]
         if env.get("AGENT_SDK_BEARER_TOKEN"):
             values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_OPERATOR_TOKEN"):
+            values["operator_tokens"] = tuple(
+                t.strip() for t in env["AGENT_SDK_OPERATOR_TOKEN"].split(",") if t.strip()
+            )
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

@@ -2,7 +2,8 @@
 
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
-AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
+AGENT_SDK_BEARER_TOKEN, `--operator-token` AGENT_SDK_OPERATOR_TOKEN (docs/http-api.md, "Roles"),
+`--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
 AGENT_SDK_WARM=1 (docs/clients.md), `--page-size` AGENT_SDK_PAGE_SIZE (docs/http-api.md),
@@ -69,6 +70,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         metavar="T",
         help="admit requests with Authorization: Bearer T (repeatable, one principal each); or $AGENT_SDK_BEARER_TOKEN",
+    )
+    p.add_argument(
+        "--operator-token",
+        action="append",
+        default=None,
+        metavar="T",
+        help="admit Authorization: Bearer T as an operator: the console's actions, logins, failures, metrics "
+        "(repeatable); or $AGENT_SDK_OPERATOR_TOKEN (comma-separated)",
     )
     p.add_argument(
         "--allow-anonymous",
@@ -169,6 +178,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             port=args.port,
             state_root=state_root_of(args),
             bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
+            operator_tokens=tuple(args.operator_token) if args.operator_token else None,
             allow_anonymous=args.allow_anonymous,
             runner=args.runner,
             hub=args.hub,
@@ -195,6 +205,7 @@ _FLAGS = {
     "port": "--port",
     "state_root": "--state-root",
     "bearer_tokens": "--bearer-token",
+    "operator_tokens": "--operator-token",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",

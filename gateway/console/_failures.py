@@ -11,7 +11,7 @@ from starlette.routing import Route
 
 from ..errors import ApiError
 from ..http_json import error_response
-from ._guard import require_operator
+from ..roles import require_operator
 from ._services import console_of
 
 __all__ = ["failure_routes"]

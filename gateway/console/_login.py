@@ -8,6 +8,13 @@ login waits in `pending_logins.py`'s store), which checks `state` (one use, `LOG
 (RFC 9207), exchanges the code with the verifier, stores the grant in the store `serve` reads, and
 restarts the connection so its next use opens with the new token.
 
+Only an operator starts a login (`roles.require_operator`), and only the browser that started it finishes
+it: the start's answer sets a cookie (HttpOnly, SameSite=Lax, path the callback, one per login) holding
+the login's `state` sealed with the deployment's key, and the callback refuses a redirect that does not
+bring it back (RFC 6749 §10.12: bind `state` to the user-agent). So whoever else holds the authorization
+URL (a peer it leaked to) cannot sign in with an upstream account of their own and have the callback
+store that grant as the gateway's.
+
 Discovery, registration, the redirect checks and the code exchange are `oauth`'s own two-step login
 (`start_login`, `finish_login`: the CLI login runs the same pieces); only the redirect target
 differs: this route instead of a loopback listener.
@@ -15,7 +22,10 @@ differs: this route instead of a loopback listener.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import html
+from urllib.parse import parse_qsl, urlsplit
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -26,8 +36,9 @@ from oauth import OAuthConfig, OAuthError, finish_login, printable, start_login
 
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http_json import error_response
+from ..pending_logins import LOGIN_TTL
+from ..roles import require_operator
 from ..runtime import runtime_of
-from ._guard import require_operator
 from ._pages import CSP
 from ._services import ConsoleServices, console_of
 from ._status import ConnectionNotFound
@@ -69,7 +80,30 @@ async def begin_route(request: Request) -> Response:
             raise LoginFailed(printable(str(exc), 500)) from None
     except ApiError as exc:
         return error_response(exc)
-    return JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
+    answer = JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
+    state = dict(parse_qsl(urlsplit(authorization_url).query)).get("state", "")
+    answer.set_cookie(
+        _cookie_name(state),
+        services.sealer.seal_login({"browser": state}),
+        max_age=int(LOGIN_TTL),
+        path=CALLBACK_PATH,
+        secure=redirect_uri.startswith("https:"),
+        httponly=True,
+        samesite="lax",  # sent on the authorization server's redirect back (a top-level GET)
+    )
+    return answer
+
+
+def _cookie_name(state: str) -> str:
+    """One cookie per started login, named by a digest of its `state` (a browser may start several)."""
+    return "agent-sdk-login-" + hashlib.sha256(state.encode()).hexdigest()[:16]
+
+
+def _same_browser(request: Request, services: ConsoleServices, state: str) -> bool:
+    """Whether this redirect brings back the cookie the login's start set (module docstring)."""
+    opened = services.sealer.open_login(request.cookies.get(_cookie_name(state)))
+    bound = opened.get("browser") if opened is not None else None
+    return isinstance(bound, str) and bool(state) and hmac.compare_digest(bound.encode(), state.encode())
 
 
 async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthConfig, redirect_uri: str) -> str:
@@ -102,17 +136,30 @@ async def callback(request: Request) -> Response:
             # (`--access-log`) is written after this handler ran.
             remember_secret(value)
     services = console_of(request)
+    state = params.get("state", "")
+    unmatched = _page(
+        400,
+        "Login not completed",
+        "This redirect matches no login started from the console in this browser (it expired, was used "
+        "already, or was started elsewhere); start the login again from the console.",
+    )
+    if not _same_browser(request, services, state):
+        return unmatched  # checked first: a stranger's redirect does not use up the operator's login
+    answer = await _finish(request, services, state, params, unmatched)
+    if answer.status_code != 503:  # the login is over, whatever the outcome (503: the store is away, retry)
+        answer.delete_cookie(_cookie_name(state), path=CALLBACK_PATH)
+    return answer
+
+
+async def _finish(
+    request: Request, services: ConsoleServices, state: str, params: dict[str, str], unmatched: Response
+) -> Response:
     try:
-        pending = await services.pending.take(params.get("state", ""))
+        pending = await services.pending.take(state)
     except StateUnavailable as exc:
         return _page(503, "Login not completed", str(exc))
     if pending is None:
-        return _page(
-            400,
-            "Login not completed",
-            "This redirect matches no login started from the console (it expired, was used already, or was "
-            "not started here); start the login again.",
-        )
+        return unmatched
     try:
         await finish_login(pending, params, services.store, http=services.http)
     except OAuthError as exc:

@@ -31,6 +31,8 @@ class ConsoleServices:
     store: TokenStore
     http: httpx2.AsyncClient
     pending: PendingLogins
+    sealer: RequestStates
+    """The deployment's key: seals the cookie that binds a started login to its browser (`_login.py`)."""
     failures: RecentFailures = field(default_factory=RecentFailures)
 
     @classmethod
@@ -43,7 +45,8 @@ class ConsoleServices:
         store = token_store(settings)
         try:
             async with AsyncExitStack() as stack, httpx2.AsyncClient(timeout=30.0) as http:
-                services = cls(store=store, http=http, pending=serving_pending_logins(settings, sealer, stack))
+                pending = serving_pending_logins(settings, sealer, stack)
+                services = cls(store=store, http=http, pending=pending, sealer=sealer)
                 with services.failures.watching():
                     yield services
         finally:

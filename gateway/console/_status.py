@@ -22,8 +22,8 @@ from oauth import OAuthError, StoreKey, grant_status, printable
 
 from ..errors import ApiError, InvalidRequest
 from ..http_json import error_response
+from ..roles import is_operator, require_operator
 from ..runtime import principal_of, runtime_of
-from ._guard import is_operator, require_operator
 from ._services import ConsoleServices, console_of
 
 __all__ = ["status_routes"]

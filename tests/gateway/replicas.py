@@ -22,6 +22,8 @@ from .conftest import Served, make_project, serve
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_NGINX = ROOT / "deploy" / "nginx.conf"
 BEARER = "replica-test-bearer-token-0123456789"
+OPERATOR = "replica-test-operator-token-0123456789"
+"""The replicas' `AGENT_SDK_OPERATOR_TOKEN`: the console's actions and logins (BEARER is a peer's)."""
 
 
 class RedisServer:
@@ -125,7 +127,12 @@ def oauth_project(root: Path, resource_url: str) -> Path:
 
 def replica(project: Path, state_root: Path, redis_url: str, *, lease: float = 3.0, port: int | None = None) -> Served:
     """One `agent-sdk serve --state-url` replica with the bearer chain, healthy on return."""
-    env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    env = {
+        "AGENT_SDK_BEARER_TOKEN": BEARER,
+        "AGENT_SDK_OPERATOR_TOKEN": OPERATOR,
+        "AGENT_SDK_STATE_URL": redis_url,
+        "PYTHONUNBUFFERED": "1",
+    }
     return serve(project, state_root, "--turn-lease", str(lease), env=env, port=port)
 
 

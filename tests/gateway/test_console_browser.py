@@ -27,7 +27,7 @@ from tests.peers import node_bin
 from tests.processes import running
 
 from .conftest import Served, assert_clean, make_project, serve, serving
-from .replicas import BEARER, redis_server, replica
+from .replicas import BEARER, OPERATOR, redis_server, replica
 
 SHOTS = ARTIFACTS / "console"
 ATTACKER = Path(__file__).resolve().parent / "console_attacker"
@@ -183,13 +183,14 @@ def test_a_page_on_another_origin_can_neither_read_the_console_data_nor_restart_
     assert after["state"] == "ready"
 
 
-def test_behind_a_bearer_token_the_page_asks_for_it_and_then_shows_the_connections(
+def test_behind_bearer_tokens_the_page_asks_for_the_operator_token_and_then_shows_the_connections(
     tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
 ) -> None:
     token = "console-browser-token-0123456789"
     everything = str(node_bin("mcp-server-everything"))
     connections = {"everything": _connection(f"command={everything!r}, args=['stdio'], advertise_tools=True")}
-    with serving(tmp_path_factory, "console-bearer", connections, "--bearer-token", token) as served:
+    flags = ("--bearer-token", "console-browser-peer-0123456789", "--operator-token", token)
+    with serving(tmp_path_factory, "console-bearer", connections, *flags) as served:
         with chromium(tmp_path / "profile") as browser:
             page = browser.new_page()
             page.goto(f"{served.url}/")
@@ -241,7 +242,7 @@ def test_a_browser_login_on_a_replica_is_stored_in_its_redis_not_on_its_disk(
             with chromium(tmp_path / "profile") as browser:
                 page = browser.new_page()
                 page.goto(f"{served.url}/")
-                page.fill("#token", BEARER)
+                page.fill("#token", OPERATOR)  # a login acts on the gateway: the operator's token
                 page.click("#token-form button[type='submit']")
                 _state(page, "docs", "needs_login")
                 expect(page.locator("#conn-docs .oauth")).to_contain_text(f"store: redis://127.0.0.1:{redis.port}/0")
@@ -253,4 +254,4 @@ def test_a_browser_login_on_a_replica_is_stored_in_its_redis_not_on_its_disk(
             assert not (served.state_root / "mcp-auth.json").exists()
         finally:
             served.stop()
-        assert_clean(served.log_text(), [BEARER])
+        assert_clean(served.log_text(), [BEARER, OPERATOR])

@@ -22,7 +22,7 @@ from tests.oauth.helpers import authorize
 from tests.oauth.peers import AuthServer, ResourceServer
 
 from .conftest import Served, assert_clean
-from .replicas import BEARER, RedisServer, nginx_front, oauth_project, redis_server, replica
+from .replicas import BEARER, OPERATOR, RedisServer, nginx_front, oauth_project, redis_server, replica
 
 pytestmark = [pytest.mark.peers]
 
@@ -71,14 +71,16 @@ def test_a_login_started_on_one_replica_is_finished_by_another_and_serves_both(
     project = oauth_project(tmp_path / "project", resource.url)
     replicas = [replica(project, tmp_path / f"r{i}", redis.url) for i in range(2)]
     raw_redis = Redis.from_url(redis.url)
-    secrets: list[str] = [BEARER]
+    secrets: list[str] = [BEARER, OPERATOR]
     before = auth_server.stats()
     try:
         with nginx_front(tmp_path / "nginx", [r.port for r in replicas], access_log=True) as front:
-            headers = {"Authorization": f"Bearer {BEARER}", "Origin": front}
+            headers = {"Authorization": f"Bearer {OPERATOR}", "Origin": front}
             with httpx2.Client(base_url=front, headers=headers, timeout=30.0) as http:
                 started = http.post("/v1/connections/docs/login", json={})
             assert started.status_code == 200, started.text
+            # The browser that started the login brings its cookie back on the redirect (`console/_login.py`).
+            browser = {"Cookie": "; ".join(f"{k}={v}" for k, v in started.cookies.items())}
             starter = _served_by(tmp_path / "nginx" / "access.log", "/v1/connections/docs/login", replicas)
             finisher = next(r for r in replicas if r is not starter)
             authorization_url = started.json()["authorizationUrl"]
@@ -106,13 +108,13 @@ def test_a_login_started_on_one_replica_is_finished_by_another_and_serves_both(
             code = dict(parse_qsl(urlsplit(redirect).query))["code"]
             secrets.append(code)
             callback = redirect[len(front) :]
-            with finisher.client() as http:
+            with finisher.client(browser) as http:
                 done = http.get(callback)
             assert done.status_code == 200, done.text
             assert "docs is logged in" in done.text
             assert raw_redis.keys("agent-sdk:console:login:*") == []  # taken
             assert raw_redis.zcard("agent-sdk:console:logins") == 0
-            with starter.client() as http:
+            with starter.client(browser) as http:
                 replayed = http.get(callback)
             assert replayed.status_code == 400
             assert "matches no login started from the console" in replayed.text

@@ -17,6 +17,7 @@ from tests.peers import node_bin
 from .conftest import Served, assert_clean, serving
 
 TOKEN = "console-test-token-0123456789"
+"""The operator's token (`--operator-token`); a `--bearer-token` is a peer's and acts on nothing here."""
 
 
 def _everything() -> dict[str, str]:
@@ -33,7 +34,10 @@ def _everything() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def bearer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    with serving(tmp_path_factory, "console-bearer", _everything(), "--bearer-token", TOKEN) as served:
+    with serving(
+        tmp_path_factory, "console-bearer", _everything(), "--bearer-token", "console-peer-token-0123456789",
+        "--operator-token", TOKEN,
+    ) as served:  # fmt: skip
         yield served
 
 
@@ -44,7 +48,7 @@ def anonymous(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
 
 
 def _operator(served: Served) -> httpx2.Client:
-    """A client that sends the bearer token on every request."""
+    """A client that sends the operator's token on every request."""
     return httpx2.Client(base_url=served.url, timeout=30.0, headers={"Authorization": f"Bearer {TOKEN}"})
 
 

@@ -15,7 +15,8 @@ from starlette.types import Message
 
 from connections import NotOffered
 from gateway.mcp_subscriptions import Subscriptions
-from gateway.peer_streams import IDLE_S, MAX_SESSIONS_PER_PRINCIPAL, MAX_URIS_PER_SESSION, PeerStreams
+from gateway.peer_streams import IDLE_S, PeerStreams
+from gateway.principal_caps import MAX_STREAMS, MAX_URIS
 from gateway.request_state import RequestStates
 
 pytestmark = pytest.mark.anyio
@@ -98,10 +99,10 @@ async def test_a_stream_carries_list_changes_and_its_own_subscriptions_and_ends_
 
 async def test_sessions_per_principal_and_uris_per_session_are_capped() -> None:
     streams, _, states = _streams()
-    sessions = [states.seal_session("bob", {}) for _ in range(MAX_SESSIONS_PER_PRINCIPAL + 1)]
+    sessions = [states.seal_session("bob", {}) for _ in range(MAX_STREAMS + 1)]
     for session in sessions[:-1]:
         await streams.subscribe(session, "bob", "demo://x")
-    with pytest.raises(MCPError, match=f"already has {MAX_SESSIONS_PER_PRINCIPAL} sessions") as capped:
+    with pytest.raises(MCPError, match=f"already holds {MAX_STREAMS} streams") as capped:
         await streams.subscribe(sessions[-1], "bob", "demo://x")
     assert capped.value.error.code == mt.INVALID_REQUEST
     await streams.subscribe(states.seal_session("carol", {}), "carol", "demo://x")  # another principal's own cap
@@ -109,9 +110,9 @@ async def test_sessions_per_principal_and_uris_per_session_are_capped() -> None:
     await streams.subscribe(sessions[-1], "bob", "demo://x")
 
     one = sessions[1]
-    for n in range(1, MAX_URIS_PER_SESSION):
+    for n in range(1, MAX_URIS):
         await streams.subscribe(one, "bob", f"demo://{n}")
-    with pytest.raises(MCPError, match=f"already follows {MAX_URIS_PER_SESSION} resources"):
+    with pytest.raises(MCPError, match=f"already follows {MAX_URIS} resources"):
         await streams.subscribe(one, "bob", "demo://one-too-many")
     await streams.subscribe(one, "bob", "demo://1")  # again: already held, not counted twice
 
@@ -132,19 +133,19 @@ async def test_a_subscription_is_refused_without_a_valid_session_and_for_a_uri_n
 async def test_subscriptions_without_a_stream_lapse_after_the_idle_time() -> None:
     clock = _Clock()
     streams, _, states = _streams(clock)
-    sessions = [states.seal_session("bob", {}) for _ in range(MAX_SESSIONS_PER_PRINCIPAL + 1)]
+    sessions = [states.seal_session("bob", {}) for _ in range(MAX_STREAMS + 1)]
     for session in sessions[:-1]:
         await streams.subscribe(session, "bob", "demo://x")
     clock.now += IDLE_S + 1  # nobody opened a stream: their subscriptions are let go
     await streams.subscribe(sessions[-1], "bob", "demo://x")
-    with pytest.raises(MCPError, match="already has"):
+    with pytest.raises(MCPError, match="already holds"):
         for session in sessions[:-1]:
             await streams.subscribe(session, "bob", "demo://x")
 
 
 async def test_a_refused_subscribe_leaves_no_session_behind() -> None:
     streams, _, states = _streams()
-    sessions = [states.seal_session("bob", {}) for _ in range(MAX_SESSIONS_PER_PRINCIPAL)]
+    sessions = [states.seal_session("bob", {}) for _ in range(MAX_STREAMS)]
     for session in sessions:  # every one refused (not offered): none of them takes a place
         with pytest.raises(MCPError, match="no advertised connection offers"):
             await streams.subscribe(session, "bob", "nope://a")

@@ -273,6 +273,10 @@ async function refreshMetrics() {
     $("metrics-note").textContent = "This gateway serves no /v1/metrics.";
     return;
   }
+  if (response.status === 403) {
+    $("metrics-note").textContent = "The metrics are for operators: open the console with an operator token.";
+    return;
+  }
   samples.push(parseMetrics(await response.text()));
   while (samples.length > 2 && samples[samples.length - 1].t - samples[0].t > WINDOW_S) samples.shift();
   $("metrics-note").textContent = `From /v1/metrics, every 5 s over the last ${WINDOW_S / 60} minutes.`;
