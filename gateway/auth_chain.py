@@ -61,7 +61,7 @@ class Principal:
     """Who the auth chain admitted. `id` is stable for one credential and is what owns sessions."""
 
     id: str
-    kind: Literal["loopback", "bearer", "anonymous"]
+    kind: Literal["loopback", "bearer", "anonymous", "metrics"]
 
 
 _ANONYMOUS = Principal("anonymous", "anonymous")

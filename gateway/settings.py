@@ -26,6 +26,8 @@ class ServeSettings(BaseModel):
     port: int = Field(default=3000, ge=0, le=65535)
     state_root: Path = Path(".agent-sdk")
     bearer_tokens: tuple[SecretStr, ...] = ()
+    metrics_tokens: tuple[SecretStr, ...] = ()
+    """`--metrics-token`: each reads `GET /v1/metrics` and nothing else (a scrape credential, `scrape_token.py`)."""
     allow_anonymous: bool = False
     runner: str = "deterministic"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
@@ -76,7 +78,7 @@ class ServeSettings(BaseModel):
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
-    @field_validator("bearer_tokens")
+    @field_validator("bearer_tokens", "metrics_tokens")
     @classmethod
     def _tokens_not_empty(cls, value: tuple[SecretStr, ...]) -> tuple[SecretStr, ...]:
         for token in value:
@@ -103,6 +105,13 @@ class ServeSettings(BaseModel):
         if value is not None and not value.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://HOST:PORT/DB, rediss:// or unix:// URL")
         return value
+
+    @model_validator(mode="after")
+    def _metrics_token_apart(self) -> ServeSettings:
+        bearer = {t.get_secret_value() for t in self.bearer_tokens}
+        if any(t.get_secret_value() in bearer for t in self.metrics_tokens):
+            raise ValueError("a metrics token must differ from every bearer token (it may read metrics only)")
+        return self
 
     @model_validator(mode="after")
     def _one_policy(self) -> ServeSettings:
@@ -156,6 +165,8 @@ class ServeSettings(BaseModel):
                 values[field] = env[var]
         if env.get("AGENT_SDK_BEARER_TOKEN"):
             values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_METRICS_TOKEN"):
+            values["metrics_tokens"] = (env["AGENT_SDK_METRICS_TOKEN"],)
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

@@ -2,7 +2,8 @@
 
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
-AGENT_SDK_BEARER_TOKEN, `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
+AGENT_SDK_BEARER_TOKEN, `--metrics-token` AGENT_SDK_METRICS_TOKEN (docs/operations.md),
+`--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
 AGENT_SDK_WARM=1 (docs/clients.md), `--page-size` AGENT_SDK_PAGE_SIZE (docs/http-api.md),
@@ -69,6 +70,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         metavar="T",
         help="admit requests with Authorization: Bearer T (repeatable, one principal each); or $AGENT_SDK_BEARER_TOKEN",
+    )
+    p.add_argument(
+        "--metrics-token",
+        action="append",
+        default=None,
+        metavar="T",
+        help="a scrape credential: Bearer T reads GET /v1/metrics and nothing else (repeatable); "
+        "or $AGENT_SDK_METRICS_TOKEN",
     )
     p.add_argument(
         "--allow-anonymous",
@@ -169,6 +178,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             port=args.port,
             state_root=state_root_of(args),
             bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
+            metrics_tokens=tuple(args.metrics_token) if getattr(args, "metrics_token", None) else None,
             allow_anonymous=args.allow_anonymous,
             runner=args.runner,
             hub=args.hub,
@@ -195,6 +205,7 @@ _FLAGS = {
     "port": "--port",
     "state_root": "--state-root",
     "bearer_tokens": "--bearer-token",
+    "metrics_tokens": "--metrics-token",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",
@@ -316,7 +327,7 @@ def serve(args: argparse.Namespace) -> int:
         log_config=None,  # uvicorn's lines go through our handler: the same format, the request id
         lifespan="on",
         proxy_headers=False,
-        access_log=settings.access_log,
+        access_log=False,  # `http_observer` writes the access line (with latency and the route template)
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
     # uvicorn's loggers go through the root handler (log_config=None): every handler masks keys, tokens
