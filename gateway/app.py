@@ -243,6 +243,7 @@ def create_app(
                 pool=brk,
             )
             console = await stack.enter_async_context(ConsoleServices.running(settings, runtime.request_states))
+            console.forget_tokens = getattr(brk, "forget_tokens", None)
             yield {"runtime": runtime, "accounts": accounts, "metrics": metrics, "console": console}
 
     table = _routes()

@@ -34,7 +34,7 @@ __all__ = ["CONTEXT_FIELDS", "LogFormat", "configure_logging"]
 
 LogFormat = Literal["text", "json"]
 CONTEXT_FIELDS = (
-    "event", "connection", "tool", "code", "session_id", "turn_id", "status", "method", "path", "latency_ms",
+    "event", "connection", "tool", "code", "session_id", "turn_id", "status", "method", "path", "latency_ms", "action",
 )  # fmt: skip
 """The `extra={...}` keys a log line may carry beside its message."""
 

@@ -312,8 +312,9 @@ class Metrics:
     def refused(self, status: int, code: str) -> None:
         self.refusals.labels(str(status), code).inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: list[str] | None = None) -> bytes:
+        """The text format; with `names`, only those samples (`prometheus_client`'s `name[]` filter)."""
+        return generate_latest(self.registry.restricted_registry(names) if names else self.registry)
 
 
 async def _metrics(request: Request) -> Response:
@@ -323,7 +324,8 @@ async def _metrics(request: Request) -> Response:
     if console is not None and runtime is not None:
         await metrics.read_tokens(console.store, runtime.project.connections)
     # The console keeps one series per replica behind a load balancer (docs/console.md#replicas).
-    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST, headers={REPLICA_HEADER: replica_id()})
+    names = request.query_params.getlist("name[]")  # as prometheus_client's own handler: only these samples
+    return Response(metrics.render(names), media_type=CONTENT_TYPE_LATEST, headers={REPLICA_HEADER: replica_id()})
 
 
 def metrics_routes() -> list[Route]:

@@ -163,6 +163,10 @@ class ConnectionAuth(httpx2.Auth):
             return min(self._margin, (tokens.expires_at - tokens.issued_at) / 4)
         return self._margin
 
+    def forget(self) -> None:
+        """Drop the grant held in memory (a logout deleted it from the store): the next request reads the store."""
+        self._grant = None
+
     async def current_tokens(self) -> TokenSet | None:
         """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
         grant = self._grant

@@ -66,6 +66,9 @@ def test_the_console_rate_behind_nginx_with_two_replicas_is_the_real_rate(tmp_pa
             for _ in range(60):
                 assert http.post("/v1/tools/lookup", json={"input": {"key": "head start"}}).status_code == 200
         with nginx_front(tmp_path / "nginx", [r.port for r in replicas]) as front:
+            with httpx2.Client(base_url=front, headers=AUTH, timeout=30) as http:
+                for _ in range(3):  # sessions in the Redis both replicas share, whichever started them
+                    assert http.post("/v1/session", json={"message": "hello"}).status_code == 200
             load = Load(front)
             load.thread.start()
             try:
@@ -94,6 +97,9 @@ def test_the_console_rate_behind_nginx_with_two_replicas_is_the_real_rate(tmp_pa
                     page.screenshot(path=str(ARTIFACTS / "console" / "7-two-replicas.png"), full_page=True)
                     table = page.locator("#tool-table tr[data-tool='lookup'] td.calls")
                     calls_shown = int(table.text_content() or "0")
+                    # Who holds sessions: read from the shared Redis, the same answer from either replica.
+                    expect(page.locator("#principals td.sessions")).to_have_text("3")
+                    expect(page.locator("#principals")).to_contain_text("bearer:")
             finally:
                 load.done.set()
                 load.thread.join(timeout=30)

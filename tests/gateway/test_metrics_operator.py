@@ -90,6 +90,11 @@ def test_a_scrape_has_process_build_http_and_connection_metrics_and_no_created_s
     )
     assert les[0] == 0.0001
     assert not [name for name, _ in found if name.endswith("_created")]
+    # `name[]` narrows a scrape to the samples named (the console asks for what it draws only).
+    with served.client({"Authorization": f"Bearer {SCRAPE}"}) as http:
+        narrow = http.get("/v1/metrics", params={"name[]": ["agent_sdk_build_info", "agent_sdk_tool_calls_total"]})
+    names = {s.name for family in text_string_to_metric_families(narrow.text) for s in family.samples}
+    assert names == {"agent_sdk_build_info", "agent_sdk_tool_calls_total"}, names
     # The JSON access log: the call's line carries method, route template, status and latency as fields.
     lines = [json.loads(line) for line in served.log_text().splitlines() if line.startswith("{")]
     access = [doc for doc in lines if doc.get("event") == "http_request" and doc.get("method") == "POST"]

@@ -77,9 +77,14 @@ function renderConnection(c) {
   );
   if (operator) {
     if (c.oauth) head.append(el("button", { class: "login", "data-connection": c.name, text: "Log in", onclick: () => login(c.name) }));
+    if (c.oauth && c.oauth.loggedIn) head.append(el("button", { class: "logout", "data-connection": c.name, text: "Log out", onclick: () => logout(c.name) }));
     if (c.transport !== "account") head.append(el("button", { class: "restart", text: "Restart", onclick: () => restart(c.name) }));
   }
   const box = el("div", { class: "conn", id: "conn-" + c.name, "data-state": c.state }, head);
+  const details = [`opens ${c.opens}`, `failures ${c.failures}`];
+  if (c.pid) details.push(`pid ${c.pid}`);
+  if (c.protocolVersion) details.push(`protocol ${c.protocolVersion}`);
+  box.append(el("div", { class: "muted details", text: details.join(" · ") }));
   if (c.cause) box.append(el("div", { class: "cause", text: c.cause }));
   if (c.tools) {
     const list = el("ul", { class: "tools" });
@@ -106,6 +111,16 @@ async function refreshConnections() {
 async function restart(name) {
   try {
     await post(`/v1/connections/${encodeURIComponent(name)}/restart`);
+    await refreshConnections();
+  } catch (e) {
+    problem(e.message);
+  }
+}
+
+async function logout(name) {
+  try {
+    const data = await post(`/v1/connections/${encodeURIComponent(name)}/logout`);
+    problem(data.revocationError ? `${name}: logged out here; the server did not confirm the revocation (${data.revocationError})` : "");
     await refreshConnections();
   } catch (e) {
     problem(e.message);
@@ -162,16 +177,40 @@ function openRun(tool) {
   $("run-dialog").showModal();
 }
 
+class FormProblem extends Error {}
+
+// The form's values as the tool's input; a FormProblem naming the field when one cannot be sent as it is
+// (an empty required number is refused, never sent as 0).
 function readInput() {
   const input = {};
   for (const node of $("run-fields").querySelectorAll("[data-name]")) {
     const { name, kind, required } = node.dataset;
+    node.removeAttribute("aria-invalid");
+    const refuse = (why) => {
+      node.setAttribute("aria-invalid", "true");
+      node.focus();
+      throw new FormProblem(`${name} ${why}`);
+    };
     if (kind === "boolean") { input[name] = node.checked; continue; }
+    if (node.value === "" && kind !== "string") {
+      // An invalid number leaves the field's value empty too: say which it is.
+      if (node.validity && node.validity.badInput) refuse("is not a number");
+      if (required) refuse(kind === "json" ? "is required: enter a JSON value" : `is required: enter ${kind === "integer" ? "an integer" : "a number"}`);
+      continue;
+    }
     if (node.value === "" && !required) continue;
-    if (kind === "integer") input[name] = parseInt(node.value, 10);
-    else if (kind === "number") input[name] = Number(node.value);
-    else if (kind === "json" || kind === "enum") input[name] = JSON.parse(node.value);
-    else input[name] = node.value;
+    if (kind === "integer") {
+      const n = Number(node.value);
+      if (!Number.isInteger(n)) refuse(`is not an integer (${node.value})`);
+      input[name] = n;
+    } else if (kind === "number") input[name] = Number(node.value);
+    else if (kind === "json" || kind === "enum") {
+      try {
+        input[name] = JSON.parse(node.value);
+      } catch {
+        refuse("is not valid JSON");
+      }
+    } else input[name] = node.value;
   }
   return input;
 }
@@ -198,8 +237,15 @@ function renderResult(envelope) {
 async function submitRun(event) {
   event.preventDefault();
   const name = $("run-form").dataset.tool;
+  let input;
   try {
-    renderResult(await post(`/v1/tools/${encodeURIComponent(name)}`, { input: readInput() }));
+    input = readInput();
+  } catch (e) {
+    $("run-result").replaceChildren(el("p", { class: "is-error form-problem", text: `Not sent: ${e.message}` }));
+    return;
+  }
+  try {
+    renderResult(await post(`/v1/tools/${encodeURIComponent(name)}`, { input }));
   } catch (e) {
     $("run-result").replaceChildren(el("p", { class: "is-error", text: e.message }));
   }
@@ -209,6 +255,9 @@ async function submitRun(event) {
 // Behind a load balancer each scrape may reach another replica, with its own counters: differences are
 // taken between two scrapes of the same replica only (the agent-sdk-replica header names it), and the
 // figure shown is the sum of each replica's latest rate (docs/console.md#replicas).
+
+// Only the samples the page reads (prometheus_client's `name[]` filter): a scrape stays small.
+const METRICS_PATH = "/v1/metrics?" + ["agent_sdk_tool_calls_total", ...["bucket", "sum", "count"].map((x) => "agent_sdk_tool_call_duration_seconds_" + x)].map((n) => "name%5B%5D=" + n).join("&");
 
 function parseMetrics(text) {
   const sample = { t: Date.now() / 1000, tools: {} };
@@ -332,7 +381,7 @@ function renderToolTable() {
 }
 
 async function refreshMetrics() {
-  const response = await api("/v1/metrics", { headers: { Accept: "text/plain" } });
+  const response = await api(METRICS_PATH, { headers: { Accept: "text/plain" } });
   if (response.status === 404) {
     $("metrics-note").textContent = "This gateway serves no /v1/metrics.";
     return;
@@ -366,6 +415,7 @@ async function refreshSessions() {
     }
   }
   $("sessions").replaceChildren(rows.length ? el("table", {}, el("tr", {}, el("th", { text: "session" }), el("th", { text: "title" }), el("th", { text: "status" }), el("th", { text: "last events" })), ...rows) : el("p", { class: "muted", text: "No sessions yet." }));
+  if (operator) await refreshOperatorViews();
   if (operator) {
     const logged = await (await api("/v1/failures")).json();
     for (const f of logged.failures || []) failures.push({ at: f.at, text: `${f.level}: ${f.message}`, requestId: f.requestId });
@@ -373,6 +423,23 @@ async function refreshSessions() {
   failures.sort((a, b) => (a.at < b.at ? 1 : -1));
   $("failures").replaceChildren(...failures.slice(0, 15).map((f) => el("li", { text: `${f.at} ${f.text}${f.requestId ? " (request " + f.requestId + ")" : ""}` })));
   if (!failures.length) $("failures").replaceChildren(el("li", { class: "muted", text: "None." }));
+}
+
+function line(entry) {
+  const tail = entry.requestId ? ` (request ${entry.requestId})` : "";
+  return el("li", { "data-level": entry.level, text: `${entry.at} ${entry.level} ${entry.logger}: ${entry.message}${tail}` });
+}
+
+async function refreshOperatorViews() {
+  const [log, who] = await Promise.all([(await api("/v1/log")).json(), (await api("/v1/principals")).json()]);
+  $("operator-views").hidden = false;
+  const actions = (log.actions || []).slice(0, 15);
+  $("actions").replaceChildren(...(actions.length ? actions.map(line) : [el("li", { class: "muted", text: "None yet." })]));
+  const recent = (log.log || []).slice(0, 50);
+  $("log").replaceChildren(...(recent.length ? recent.map(line) : [el("li", { class: "muted", text: "None yet." })]));
+  const rows = (who.principals || []).map((p) => el("tr", {}, el("td", { text: p.principal }), el("td", { class: "sessions", text: String(p.sessions) })));
+  $("principals").replaceChildren(rows.length ? el("table", {}, el("tr", {}, el("th", { text: "principal" }), el("th", { text: "sessions" })), ...rows) : el("p", { class: "muted", text: "No sessions yet." }));
+  if (who.more) $("principals").append(el("p", { class: "muted", text: "…and more (the first 100 shown)." }));
 }
 
 function every(ms, fn) {
