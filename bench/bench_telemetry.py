@@ -5,7 +5,9 @@ Two pieces run on every `tools/call` through `/v1/mcp/tools`:
 - `RequestIds` (gateway/request_ids.py), the outermost ASGI middleware: an id, a context variable,
   a header on the answer;
 - the turn builder's `CallObserver` wrap (`connections.observed`) reporting to `Metrics.call_finished`
-  (a counter, a histogram).
+  (a counter, a histogram);
+- `HttpObserver` (gateway/http_observer.py): the request's route template and a histogram per request
+  (the access line off, as by default).
 
 Each is timed against the same work without it, in alternating rounds, on a trivial ASGI app and a
 trivial tool, so the figure is the overhead alone (CPU time per call, in microseconds), to set beside
@@ -24,6 +26,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from connections import ToolOutcome, TurnTool, observed
+from gateway.http_observer import HttpObserver, RouteTemplates
 from gateway.metrics import Metrics
 from gateway.request_ids import RequestIds
 
@@ -63,12 +66,14 @@ async def main(rounds: int, n: int) -> None:
     metrics = Metrics()
     tool = TurnTool(name="echo", description="", input_schema={}, source="advertised", invoke=_outcome, connection="up")
     watched = observed(tool, metrics)
+    timed_app = HttpObserver(_app, RouteTemplates(["/v1/mcp/tools"], []), metrics, access_log=False)
     cases: dict[str, tuple[Callable[[], Awaitable[None]], Callable[[], Awaitable[None]]]] = {
         "RequestIds middleware": (
             lambda: _app(_scope(), _receive, _send),
             lambda: wrapped_app(_scope(), _receive, _send),
         ),
         "CallObserver + Metrics": (lambda: _call(tool), lambda: _call(watched)),
+        "HttpObserver": (lambda: _app(_scope(), _receive, _send), lambda: timed_app(_scope(), _receive, _send)),
     }
     for name, (plain, with_it) in cases.items():
         base: list[float] = []

@@ -135,6 +135,16 @@ class Broker:
         """Refresh-token grants spent so far, by connection (for the gateway's metrics)."""
         return {name: auth.stats.refreshes for name, auth in self._auths.items()}
 
+    def forget_tokens(self, name: str) -> None:
+        """After a logout: `name`'s OAuth auth drops the grant it holds in memory (no-op without one)."""
+        auth = self._auths.get(name)
+        if auth is not None:
+            auth.forget()
+
+    def oauth_refresh_failures(self) -> dict[str, int]:
+        """Refreshes that failed so far, by connection (for the gateway's metrics)."""
+        return {name: auth.stats.refresh_failures for name, auth in self._auths.items()}
+
     def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
         if defn.oauth is None or defn.url is None or self._store is None:
             return None

@@ -202,6 +202,7 @@ class ClientPool:
             slot.retire(slot.session, self._cache)  # no cause: an operator's restart is not a failure
         slot.restarts = RestartState(self._policy)
         slot.open_failed_at = -math.inf
+        slot.operator_restart = slot.opens > 0
         self._cache.invalidate(name)
 
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:

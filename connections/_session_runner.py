@@ -116,6 +116,8 @@ class SessionSlot:
         self.opens = 0
         self.closing = False
         """The pool is closing: a session that ends now is not retired (nor counted)."""
+        self.operator_restart = False
+        """An operator restarted it (`ClientPool.restart`): its next open is an action, not a failure."""
 
     def status(self) -> ConnectionStatus:
         """Where the connection stands: idle, opening, open or paused, with its open and failure counts."""
@@ -179,7 +181,14 @@ class SessionSlot:
         s = PooledSession(started=anyio.current_time())
         self.session = s
         self.opens += 1
-        if self.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
+        if self.opens > 1 and self.operator_restart:  # asked for: an INFO line, not a failure
+            logger.info(
+                "connection %r: reopening its upstream session (open #%d) after an operator's restart",
+                defn.name,
+                self.opens,
+                extra={"event": "upstream_reopen", "connection": defn.name},
+            )
+        elif self.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
             logger.warning(
                 "connection %r: reopening its upstream session (open #%d); last error: %s",
                 defn.name,
@@ -187,6 +196,7 @@ class SessionSlot:
                 self.restarts.last_error or "the session ended",
                 extra={"event": "upstream_restart", "connection": defn.name},
             )
+        self.operator_restart = False
         cache.invalidate(defn.name)
 
         def list_changed(change: Change) -> None:

@@ -34,6 +34,7 @@ from .accounts import AccountGate, AccountServices, BridgeSecret, account_manage
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
+from .http_observer import HttpObserver, RouteTemplates
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
@@ -45,6 +46,7 @@ from .request_ids import RequestIds
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
+from .scrape_token import ScrapeToken
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -245,6 +247,7 @@ def create_app(
                 pool=brk,
             )
             console = await stack.enter_async_context(ConsoleServices.running(settings, runtime.request_states))
+            console.forget_tokens = getattr(brk, "forget_tokens", None)
             yield {"runtime": runtime, "accounts": accounts, "metrics": metrics, "console": console}
 
     table = _routes()
@@ -273,8 +276,16 @@ def create_app(
     # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and
     # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
     bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
-    gated = AccountGate(chained, limited, hub=settings.hub, bridge=bridge_guard)
+    # A scrape credential opens GET /v1/metrics only (scrape_token.py).
+    admitted: ASGIApp = (
+        ScrapeToken(chained, limited, settings.metrics_tokens, loopback_bound=settings.loopback_bound)
+        if settings.metrics_tokens
+        else chained
+    )
+    gated = AccountGate(admitted, limited, hub=settings.hub, bridge=bridge_guard)
     guarded = RequestGuard(gated, trusted=TrustedProxies(settings.trusted_proxies))
+    templates = RouteTemplates((r.path for r in table if isinstance(r, Direct)), app.routes)
+    observed = HttpObserver(guarded, templates, metrics, access_log=settings.access_log)
     # Outermost: every answer, the guard's and the auth chain's refusals included, carries its request
     # id (X-Request-Id), and every log line it causes names it.
-    return RequestIds(guarded, on_refusal=metrics.refused)
+    return RequestIds(observed, on_refusal=metrics.refused)

@@ -75,7 +75,7 @@ class Principal:
     is what it may do (module docstring: only the chain decides it)."""
 
     id: str
-    kind: Literal["loopback", "bearer", "anonymous"]
+    kind: Literal["loopback", "bearer", "anonymous", "metrics"]
     role: Role = "peer"
 
     @property

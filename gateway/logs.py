@@ -11,6 +11,7 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
 | an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
 | an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
+| each request, with `--access-log` (`http_request`: method, path, status, latency) | `agent_sdk.access` | INFO |
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never
 hold a header, token or environment value), and text from outside goes through `oauth.printable`.
@@ -32,7 +33,9 @@ from .request_ids import current_request_id
 __all__ = ["CONTEXT_FIELDS", "LogFormat", "configure_logging"]
 
 LogFormat = Literal["text", "json"]
-CONTEXT_FIELDS = ("event", "connection", "tool", "code", "session_id", "turn_id", "status")
+CONTEXT_FIELDS = (
+    "event", "connection", "tool", "code", "session_id", "turn_id", "status", "method", "path", "latency_ms", "action",
+)  # fmt: skip
 """The `extra={...}` keys a log line may carry beside its message."""
 
 

@@ -1,9 +1,14 @@
 """`Metrics`: what `GET /v1/metrics` serves, in the Prometheus text format (`prometheus_client`).
 
 Counted as things happen: tool calls by connection, tool and outcome, their errors by code and
-their latency (a histogram), turns by outcome, auth refusals by status and code. Read from the
-broker when scraped: pool sessions open, upstream session restarts, listing-cache hits and misses,
-OAuth refreshes. One `Metrics` per app (its own registry), never a module-level singleton.
+their latency (a histogram), HTTP requests by route template, method and status (`http_observer`),
+turns by outcome, auth refusals by status and code. Read from the broker when scraped: pool
+sessions open, each connection's state, upstream session restarts, listing-cache hits and misses,
+OAuth refreshes and refresh failures; from the token store, the seconds until each OAuth
+connection's stored access token expires (never a token). Also `process_*` (this process),
+`python_info` and `agent_sdk_build_info`. One `Metrics` per app (its own registry), never a
+module-level singleton. No `_created` series unless `AGENT_SDK_METRICS_CREATED=1` (it is a
+process-wide switch of `prometheus_client`).
 
 Several processes on one host: with `PROMETHEUS_MULTIPROC_DIR` set (an empty folder, before the
 processes start, as `prometheus_client` requires), the counted metrics go through its
@@ -14,12 +19,28 @@ own scrape target.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
-from collections.abc import Iterable
+import platform
+import secrets
+import socket
+import time
+from collections.abc import Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+    enable_created_metrics,
+    generate_latest,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -27,18 +48,46 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connections import ConnectionsError, ToolInputError, TurnTool
+from connections import ConnectionDefinition, ConnectionsError, ToolInputError, TurnTool
+from oauth import OAuthError, StoreKey, TokenStore
 
 from .errors import ApiError
 from .http_json import error_response
 from .roles import require_operator
+from .runtime import principal_of
 
-__all__ = ["Metrics", "metrics_routes"]
+__all__ = ["BUCKETS", "REPLICA_HEADER", "Metrics", "metrics_routes", "replica_id"]
 
 _tools_log = logging.getLogger("agent_sdk.tools")
 
-# Tool calls: from a few milliseconds (a local stdio tool) to the 120 s default call budget.
-_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+# From 100 µs (an authored tool, a cached listing) to the 120 s default call budget.
+BUCKETS = (
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+    60.0, 120.0,
+)  # fmt: skip
+CONNECTION_STATES = ("idle", "queued", "opening", "open", "failing", "paused")
+"""`agent_sdk_connection_state`'s `state` values: the pool's, and `failing` (idle, its last open failed)."""
+
+
+REPLICA_HEADER = "agent-sdk-replica"
+_BOOT = secrets.token_hex(6)
+
+
+def replica_id() -> str:
+    """Names whose counters a `/v1/metrics` answer holds: this process (a random id per start), or with
+    `PROMETHEUS_MULTIPROC_DIR` every process sharing that folder on this host (they answer the same sums).
+    Opaque: no host name, no pid."""
+    folder = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if folder:
+        return hashlib.sha256(f"{socket.gethostname()}\0{os.path.abspath(folder)}".encode()).hexdigest()[:12]
+    return _BOOT
+
+
+def _package_version(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "unknown"
 
 
 def _failure_code(exc: Exception) -> str:
@@ -77,12 +126,25 @@ class _BrokerCollector(Collector):
         refreshes = CounterMetricFamily(
             "agent_sdk_oauth_refreshes", "OAuth access tokens refreshed", labels=["connection", *extra]
         )
+        refresh_failures = CounterMetricFamily(
+            "agent_sdk_oauth_refresh_failures",
+            "OAuth refreshes that failed (the token endpoint refused the grant, did not answer, or was unreachable)",
+            labels=["connection", *extra],
+        )
+        states = GaugeMetricFamily(
+            "agent_sdk_connection_state",
+            "Each pooled connection's state: 1 for the one it is in, 0 for the others",
+            labels=["connection", "state", *extra],
+        )
         if pool is not None:
             open_count = 0
             for name in sorted(getattr(pool, "names", list)()):
                 status = pool.status(name)
                 open_count += status.state == "open"
                 restarts.add_metric([name, *tail], max(status.opens - 1, 0))
+                now = "failing" if status.state == "idle" and status.last_error is not None else status.state
+                for state in CONNECTION_STATES:
+                    states.add_metric([name, state, *tail], float(state == now))
             sessions.add_metric(tail, open_count)
             cache = pool.listing_cache
             for name, count in sorted(cache.hits.items()):
@@ -91,7 +153,9 @@ class _BrokerCollector(Collector):
                 misses.add_metric([name, *tail], count)
         for name, count in sorted(getattr(self.broker, "oauth_refreshes", dict)().items()):
             refreshes.add_metric([name, *tail], count)
-        return [sessions, restarts, hits, misses, refreshes, *self._identities(extra, tail)]
+        for name, count in sorted(getattr(self.broker, "oauth_refresh_failures", dict)().items()):
+            refresh_failures.add_metric([name, *tail], count)
+        return [sessions, states, restarts, hits, misses, refreshes, refresh_failures, *self._identities(extra, tail)]
 
     def _identities(self, extra: list[str], tail: list[str]) -> list[Metric]:
         """Per `auth` connection: identities kept and closed. Counts only: never a digest, never a header."""
@@ -114,17 +178,56 @@ class _BrokerCollector(Collector):
         return [live, closed]
 
 
+class _StaticCollector(Collector):
+    """`agent_sdk_build_info` and the OAuth token expiry (`Metrics.read_tokens` fills it before a scrape)."""
+
+    def __init__(self) -> None:
+        self.expires_at: dict[str, float | None] = {}
+        self.build = {
+            "version": _package_version("agent-sdk"),
+            "mcp": _package_version("mcp"),
+            "python": platform.python_version(),
+        }
+
+    def collect(self) -> Iterable[Metric]:
+        build = GaugeMetricFamily(
+            "agent_sdk_build_info",
+            "The running agent-sdk: its version, the mcp SDK's and Python's",
+            labels=list(self.build),
+        )
+        build.add_metric(list(self.build.values()), 1)
+        expiry = GaugeMetricFamily(
+            "agent_sdk_oauth_token_expires_in_seconds",
+            "Seconds until the stored OAuth access token of a connection expires (negative: expired)",
+            labels=["connection"],
+        )
+        now = time.time()
+        for name, at in sorted(self.expires_at.items()):
+            if at is not None:
+                expiry.add_metric([name], round(at - now, 3))
+        return [build, expiry]
+
+
 class Metrics:
     """The gateway's metrics. `call_finished` is the turn builder's `CallObserver`."""
 
     def __init__(self) -> None:
         multiprocess = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+        if os.environ.get("AGENT_SDK_METRICS_CREATED") == "1":
+            enable_created_metrics()
+        else:
+            disable_created_metrics()
         self.registry = CollectorRegistry(auto_describe=True)
         # In multiprocess mode the counted metrics live in files shared by the host's processes and are
         # read back through MultiProcessCollector; otherwise they register here directly.
         counted = None if multiprocess else self.registry
         if multiprocess:
             MultiProcessCollector(self.registry)
+        # Per process in both modes: in multiprocess mode, the one that answered the scrape.
+        ProcessCollector(registry=self.registry)
+        PlatformCollector(registry=self.registry)
+        self._static = _StaticCollector()
+        self.registry.register(self._static)
         self.tool_calls = Counter(
             "agent_sdk_tool_calls",
             "Tool calls by connection ('' for authored tools), tool and outcome (ok, is_error, failed)",
@@ -141,7 +244,14 @@ class Metrics:
             "agent_sdk_tool_call_duration_seconds",
             "Tool call latency as the gateway saw it",
             ["connection", "tool"],
-            buckets=_BUCKETS,
+            buckets=BUCKETS,
+            registry=counted,
+        )
+        self.http_seconds = Histogram(
+            "agent_sdk_http_request_duration_seconds",
+            "HTTP requests by route template (never the raw path), method and status, until the answer's last byte",
+            ["route", "method", "status"],
+            buckets=BUCKETS,
             registry=counted,
         )
         self.turns = Counter(
@@ -184,25 +294,51 @@ class Metrics:
             extra={"event": "tool_failed", "connection": tool.connection, "tool": tool.name, "code": code},
         )
 
+    def http_finished(self, route: str, method: str, status: int, seconds: float) -> None:
+        self.http_seconds.labels(route, method, str(status)).observe(seconds)
+
+    async def read_tokens(self, store: TokenStore, connections: Mapping[str, ConnectionDefinition]) -> None:
+        """Note when each OAuth connection's stored access token expires (a store it cannot read: none)."""
+        expires: dict[str, float | None] = {}
+        for name, defn in connections.items():
+            if defn.oauth is None or defn.url is None:
+                continue
+            try:
+                grant = await store.load(StoreKey(name, defn.url))
+            except OAuthError:
+                grant = None
+            tokens = grant.tokens if grant is not None else None
+            expires[name] = tokens.expires_at if tokens is not None else None
+        self._static.expires_at = expires
+
     def turn_finished(self, status: str) -> None:
         self.turns.labels(status).inc()
 
     def refused(self, status: int, code: str) -> None:
         self.refusals.labels(str(status), code).inc()
 
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
+    def render(self, names: list[str] | None = None) -> bytes:
+        """The text format; with `names`, only those samples (`prometheus_client`'s `name[]` filter)."""
+        return generate_latest(self.registry.restricted_registry(names) if names else self.registry)
 
 
 async def _metrics(request: Request) -> Response:
     try:
-        require_operator(request)  # the counts name every principal's connections and tools
+        if principal_of(request).kind != "metrics":  # a scrape credential reads this route only
+            require_operator(request)  # the counts name every principal's connections and tools
     except ApiError as exc:
         return error_response(exc)
     metrics: Metrics = request.state.metrics
-    return Response(metrics.render(), media_type=CONTENT_TYPE_LATEST)
+    console = getattr(request.state, "console", None)
+    runtime = getattr(request.state, "runtime", None)
+    if console is not None and runtime is not None:
+        await metrics.read_tokens(console.store, runtime.project.connections)
+    # The console keeps one series per replica behind a load balancer (docs/console.md#replicas).
+    names = request.query_params.getlist("name[]")  # as prometheus_client's own handler: only these samples
+    return Response(metrics.render(names), media_type=CONTENT_TYPE_LATEST, headers={REPLICA_HEADER: replica_id()})
 
 
 def metrics_routes() -> list[Route]:
-    """`GET /v1/metrics`: operators only (`roles.py`; a Prometheus scraper sends an `--operator-token`)."""
+    """`GET /v1/metrics`: operators only (`roles.py`), or a `--metrics-token` that opens this route and no
+    other (`scrape_token.py`)."""
     return [Route("/v1/metrics", _metrics, methods=["GET"])]

@@ -31,6 +31,8 @@ class ServeSettings(BaseModel):
     """`--operator-token`: operator credentials, for the console's actions, logins, failures and metrics
     (docs/http-api.md, "Roles"); admitted beside whichever chain runs. Under loopback-strict the local user is
     an operator without one."""
+    metrics_tokens: tuple[SecretStr, ...] = ()
+    """`--metrics-token`: each reads `GET /v1/metrics` and nothing else (a scrape credential, `scrape_token.py`)."""
     allow_anonymous: bool = False
     runner: str = "deterministic"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)
@@ -81,10 +83,12 @@ class ServeSettings(BaseModel):
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
-    @field_validator("bearer_tokens", "operator_tokens")
+    @field_validator("bearer_tokens", "operator_tokens", "metrics_tokens")
     @classmethod
     def _tokens_not_empty(cls, value: tuple[SecretStr, ...], info: ValidationInfo) -> tuple[SecretStr, ...]:
-        what = "a bearer token" if info.field_name == "bearer_tokens" else "an operator token"
+        what = {"bearer_tokens": "a bearer token", "operator_tokens": "an operator token"}.get(
+            info.field_name or "", "a metrics token"
+        )
         for token in value:
             if len(token.get_secret_value()) < 16:
                 raise ValueError(f"{what} must be at least 16 characters (use a random value)")
@@ -119,6 +123,15 @@ class ServeSettings(BaseModel):
         if value is not None and not value.get_secret_value().startswith(("redis://", "rediss://", "unix://")):
             raise ValueError("must be a redis://HOST:PORT/DB, rediss:// or unix:// URL")
         return value
+
+    @model_validator(mode="after")
+    def _metrics_token_apart(self) -> ServeSettings:
+        others = {t.get_secret_value() for t in (*self.bearer_tokens, *self.operator_tokens)}
+        if any(t.get_secret_value() in others for t in self.metrics_tokens):
+            raise ValueError(
+                "a metrics token must differ from every bearer and operator token (it may read metrics only)"
+            )
+        return self
 
     @model_validator(mode="after")
     def _one_policy(self) -> ServeSettings:
@@ -176,6 +189,8 @@ class ServeSettings(BaseModel):
             values["operator_tokens"] = tuple(
                 t.strip() for t in env["AGENT_SDK_OPERATOR_TOKEN"].split(",") if t.strip()
             )
+        if env.get("AGENT_SDK_METRICS_TOKEN"):
+            values["metrics_tokens"] = (env["AGENT_SDK_METRICS_TOKEN"],)
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

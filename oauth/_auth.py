@@ -46,6 +46,8 @@ class AuthStats:
 
     refreshes: int = 0
     """Refresh-token grants this object spent."""
+    refresh_failures: int = 0
+    """Refreshes that failed: the grant or client refused, the token endpoint silent, unreachable or wrong."""
     adopted: int = 0
     """Times it found tokens another task or process had just refreshed, and used them."""
     logins: int = 0
@@ -161,6 +163,10 @@ class ConnectionAuth(httpx2.Auth):
             return min(self._margin, (tokens.expires_at - tokens.issued_at) / 4)
         return self._margin
 
+    def forget(self) -> None:
+        """Drop the grant held in memory (a logout deleted it from the store): the next request reads the store."""
+        self._grant = None
+
     async def current_tokens(self) -> TokenSet | None:
         """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
         grant = self._grant
@@ -205,6 +211,7 @@ class ConnectionAuth(httpx2.Auth):
                         resource=current.resource_indicator,
                     )
             except TimeoutError:
+                self.stats.refresh_failures += 1
                 raise TokenError(
                     f"the token endpoint {current.token_endpoint} did not answer a refresh within "
                     f"{REFRESH_BUDGET:g} seconds"
@@ -213,9 +220,13 @@ class ConnectionAuth(httpx2.Auth):
                 # Dead at once: the next call (here or in any process sharing the store) spends nothing
                 # and says "log in again"; invalid_client also retires the registration (see login()).
                 self.stats.invalid_grants += isinstance(exc, InvalidGrant)
+                self.stats.refresh_failures += 1
                 self._grant = current.killed(exc.error)
                 await self.store.save(self._grant)
                 return None
+            except TokenError:  # unreachable, or an answer that is not a token
+                self.stats.refresh_failures += 1
+                raise
             grant = current.with_tokens(fresh)
             await self.store.save(grant)
             self.stats.refreshes += 1

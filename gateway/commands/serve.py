@@ -3,6 +3,7 @@
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--operator-token` AGENT_SDK_OPERATOR_TOKEN (docs/http-api.md, "Roles"),
+`--metrics-token` AGENT_SDK_METRICS_TOKEN (docs/operations.md),
 `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
@@ -78,6 +79,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         metavar="T",
         help="admit Authorization: Bearer T as an operator: the console's actions, logins, failures, metrics "
         "(repeatable); or $AGENT_SDK_OPERATOR_TOKEN (comma-separated)",
+    )
+    p.add_argument(
+        "--metrics-token",
+        action="append",
+        default=None,
+        metavar="T",
+        help="a scrape credential: Bearer T reads GET /v1/metrics and nothing else (repeatable); "
+        "or $AGENT_SDK_METRICS_TOKEN",
     )
     p.add_argument(
         "--allow-anonymous",
@@ -179,6 +188,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             state_root=state_root_of(args),
             bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
             operator_tokens=tuple(args.operator_token) if args.operator_token else None,
+            metrics_tokens=tuple(args.metrics_token) if getattr(args, "metrics_token", None) else None,
             allow_anonymous=args.allow_anonymous,
             runner=args.runner,
             hub=args.hub,
@@ -206,6 +216,7 @@ _FLAGS = {
     "state_root": "--state-root",
     "bearer_tokens": "--bearer-token",
     "operator_tokens": "--operator-token",
+    "metrics_tokens": "--metrics-token",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",
@@ -327,7 +338,7 @@ def serve(args: argparse.Namespace) -> int:
         log_config=None,  # uvicorn's lines go through our handler: the same format, the request id
         lifespan="on",
         proxy_headers=False,
-        access_log=settings.access_log,
+        access_log=False,  # `http_observer` writes the access line (with latency and the route template)
         server_header=False,  # no `server: uvicorn` on every answer: bytes for every client to parse, and a fingerprint
     )
     # uvicorn's loggers go through the root handler (log_config=None): every handler masks keys, tokens

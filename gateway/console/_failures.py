@@ -1,4 +1,4 @@
-"""`GET /v1/failures`: the last warnings and errors this process logged (`_recent.RecentFailures`),
+"""`GET /v1/failures`: the last warnings and errors this process logged (`_recent.RecentRecords`),
 newest first, each with its request id. Operators only: the messages name sessions and connections
 of every principal.
 """
@@ -22,9 +22,7 @@ async def failures(request: Request) -> Response:
         require_operator(request)
     except ApiError as exc:
         return error_response(exc)
-    recent = list(console_of(request).failures.records)
-    recent.reverse()
-    return JSONResponse({"ok": True, "failures": recent})
+    return JSONResponse({"ok": True, "failures": console_of(request).failures.newest_first()})
 
 
 def failure_routes() -> list[Route]:

@@ -1,5 +1,8 @@
 """The browser login: an operator logs the gateway in to an `oauth=True` connection from the console.
 
+`POST /v1/connections/{name}/logout` (operators only) forgets the grant (`oauth.logout`: RFC 7009
+revocation where offered, then deleted from the serving store) and restarts the connection.
+
 `POST /v1/connections/{name}/login` (operators only) runs discovery, picks or registers the client
 with this server's own callback as its exact redirect URI (`<origin>/v1/oauth/callback`), and answers
 the authorization URL (PKCE S256, `state`, RFC 8707 `resource`). The page sends the browser there;
@@ -31,8 +34,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import UnknownConnection, remember_secret
-from oauth import OAuthConfig, OAuthError, finish_login, printable, start_login
+from connections import ConnectionDefinition, UnknownConnection, remember_secret
+from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, printable, start_login
 
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http_json import error_response
@@ -40,7 +43,7 @@ from ..pending_logins import LOGIN_TTL
 from ..roles import require_operator
 from ..runtime import runtime_of
 from ._pages import CSP
-from ._services import ConsoleServices, console_of
+from ._services import ConsoleServices, console_of, record_action
 from ._status import ConnectionNotFound
 
 __all__ = ["CALLBACK_PATH", "login_routes"]
@@ -62,16 +65,21 @@ def _redirect_uri(request: Request) -> str:
     return f"{request.url.scheme}://{request.headers.get('host', '')}{CALLBACK_PATH}"
 
 
+def _oauth_definition(defn: ConnectionDefinition | None, name: str) -> ConnectionDefinition:
+    if defn is None:
+        raise ConnectionNotFound(f"no connection named {printable(name, 64)!r}")
+    if defn.oauth is None or defn.url is None:
+        raise InvalidRequest(f"connection {name!r} must be define_connection(url=..., oauth=True) to log in or out")
+    return defn
+
+
 async def begin_route(request: Request) -> Response:
     name = request.path_params["name"]
     try:
         require_operator(request)
         runtime = runtime_of(request)
-        defn = runtime.project.connections.get(name)
-        if defn is None:
-            raise ConnectionNotFound(f"no connection named {printable(name, 64)!r}")
-        if defn.oauth is None or defn.url is None:
-            raise InvalidRequest(f"connection {name!r} must be define_connection(url=..., oauth=True) to log in")
+        defn = _oauth_definition(runtime.project.connections.get(name), name)
+        assert defn.oauth is not None and defn.url is not None
         services = console_of(request)
         redirect_uri = _redirect_uri(request)
         try:
@@ -80,6 +88,7 @@ async def begin_route(request: Request) -> Response:
             raise LoginFailed(printable(str(exc), 500)) from None
     except ApiError as exc:
         return error_response(exc)
+    record_action(request, "login", name, "started; the browser goes to the authorization server")
     answer = JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
     state = dict(parse_qsl(urlsplit(authorization_url).query)).get("state", "")
     answer.set_cookie(
@@ -104,6 +113,40 @@ def _same_browser(request: Request, services: ConsoleServices, state: str) -> bo
     opened = services.sealer.open_login(request.cookies.get(_cookie_name(state)))
     bound = opened.get("browser") if opened is not None else None
     return isinstance(bound, str) and bool(state) and hmac.compare_digest(bound.encode(), state.encode())
+
+
+async def logout_route(request: Request) -> Response:
+    """`POST /v1/connections/{name}/logout` (operators only): revoke the grant where the server supports RFC
+    7009, delete it from the serving store, and restart the connection (its next use needs a login)."""
+    name = request.path_params["name"]
+    try:
+        require_operator(request)
+        runtime = runtime_of(request)
+        defn = _oauth_definition(runtime.project.connections.get(name), name)
+        services = console_of(request)
+        try:
+            result = await logout(services.store, StoreKey(name, defn.url or ""), http=services.http)
+        except OAuthError as exc:
+            raise LoginFailed(printable(str(exc), 500)) from None
+    except ApiError as exc:
+        return error_response(exc)
+    if services.forget_tokens is not None:
+        services.forget_tokens(name)
+    try:
+        runtime.host.mcp.restart(name)
+    except (UnknownConnection, ValueError):
+        pass
+    revoked = "revoked at the server" if result.revoked_at_server else "not revoked at the server"
+    record_action(request, "logout", name, f"grant deleted, {revoked}" if result.deleted else "nothing was stored")
+    return JSONResponse(
+        {
+            "ok": True,
+            "connection": name,
+            "deleted": result.deleted,
+            "revokedAtServer": result.revoked_at_server,
+            "revocationError": printable(result.revocation_error, 300) if result.revocation_error else None,
+        }
+    )
 
 
 async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthConfig, redirect_uri: str) -> str:
@@ -169,11 +212,13 @@ async def _finish(
         runtime_of(request).host.mcp.restart(name)
     except (UnknownConnection, ValueError):
         pass
+    record_action(request, "login", name, f"finished; tokens stored in {services.store.name}", who="callback")
     return _page(200, "Logged in", f"Connection {name} is logged in; tokens are stored in {services.store.name}.")
 
 
 def login_routes() -> list[Route]:
     return [
         Route("/v1/connections/{name}/login", begin_route, methods=["POST"]),
+        Route("/v1/connections/{name}/logout", logout_route, methods=["POST"]),
         Route(CALLBACK_PATH, callback, methods=["GET"]),
     ]

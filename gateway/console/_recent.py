@@ -1,9 +1,10 @@
-"""`RecentFailures`: a bounded log handler keeping the last warnings and errors, with their request ids.
+"""`RecentRecords`: a bounded log handler keeping the last records the log wrote, with their request ids.
 
-It keeps what the log already says (the last 100 records at WARNING or above from the gateway's, the
-connections' and the OAuth loggers), so the console can show the last failures beside the request
-id an operator greps the log for. Each message goes through the one redaction rule and
-`oauth.printable`.
+It keeps what the log already says, from the gateway's, the connections' and the OAuth loggers, so
+the console can show it beside the request id an operator greps the log for. Three of them run per
+process (`ConsoleServices`): the last 100 warnings and errors (*Last failures*), the last 200
+records at INFO and above but the access lines (*Recent log*), and the last 50 operator actions
+(`event: operator_action`). Each message goes through the one redaction rule and `oauth.printable`.
 """
 
 from __future__ import annotations
@@ -20,40 +21,50 @@ from oauth import printable
 
 from ..request_ids import current_request_id
 
-__all__ = ["WATCHED_LOGGERS", "RecentFailures"]
+__all__ = ["WATCHED_LOGGERS", "RecentRecords"]
 
 WATCHED_LOGGERS = ("agent_sdk", "gateway", "connections", "oauth")
+_FIELDS = ("event", "connection", "tool", "code", "action")
 
 
-class RecentFailures(logging.Handler):
-    """The last `size` records at WARNING or above, as JSON-ready dicts (oldest first)."""
+class RecentRecords(logging.Handler):
+    """The last `size` records at `level` or above (of `event` only, when given; none from the `skip`
+    loggers), as JSON-ready dicts, oldest first."""
 
-    def __init__(self, size: int = 100) -> None:
-        super().__init__(logging.WARNING)
+    def __init__(
+        self, size: int = 100, level: int = logging.WARNING, *, event: str | None = None, skip: tuple[str, ...] = ()
+    ) -> None:
+        super().__init__(level)
         self.records: deque[dict[str, Any]] = deque(maxlen=size)
+        self.event = event
+        self.skip = skip
 
     def emit(self, record: logging.LogRecord) -> None:
+        if record.name in self.skip or (self.event is not None and getattr(record, "event", None) != self.event):
+            return
         try:
             message = record.getMessage()
         except (TypeError, ValueError):
             message = str(record.msg)
-        self.records.append(
-            {
-                "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-                "level": record.levelname.lower(),
-                "logger": record.name,
-                "message": printable(redact(message), 500),
-                # This handler runs before the root handler's filter stamps the id: read it from the context.
-                "requestId": getattr(record, "request_id", None) or current_request_id(),
-                "event": getattr(record, "event", None),
-                "connection": getattr(record, "connection", None),
-                "tool": getattr(record, "tool", None),
-                "code": getattr(record, "code", None),
-            }
-        )
+        entry: dict[str, Any] = {
+            "at": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": printable(redact(message), 500),
+            # This handler runs before the root handler's filter stamps the id: read it from the context.
+            "requestId": getattr(record, "request_id", None) or current_request_id(),
+        }
+        for key in _FIELDS:
+            entry[key] = getattr(record, key, None)
+        self.records.append(entry)
+
+    def newest_first(self) -> list[dict[str, Any]]:
+        out = list(self.records)
+        out.reverse()
+        return out
 
     @contextmanager
-    def watching(self, loggers: tuple[str, ...] = WATCHED_LOGGERS) -> Generator[RecentFailures]:
+    def watching(self, loggers: tuple[str, ...] = WATCHED_LOGGERS) -> Generator[RecentRecords]:
         """Attached to `loggers` until the block ends."""
         for name in loggers:
             logging.getLogger(name).addHandler(self)

@@ -6,6 +6,7 @@ from starlette.routing import Route
 
 from ._failures import failure_routes
 from ._login import login_routes
+from ._operator_views import operator_view_routes
 from ._pages import page_routes
 from ._status import status_routes
 
@@ -13,4 +14,4 @@ __all__ = ["console_routes"]
 
 
 def console_routes() -> list[Route]:
-    return [*page_routes(), *status_routes(), *login_routes(), *failure_routes()]
+    return [*page_routes(), *status_routes(), *login_routes(), *failure_routes(), *operator_view_routes()]

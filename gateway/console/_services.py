@@ -8,7 +8,8 @@ in memory, or with `--state-url` sealed in the Redis every replica shares) for `
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator
+import logging
+from collections.abc import AsyncGenerator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -19,11 +20,15 @@ from oauth import TokenStore
 
 from ..pending_logins import PendingLogins
 from ..request_state import RequestStates
+from ..runtime import principal_of
 from ..settings import ServeSettings
 from ..state import serving_pending_logins, token_store
-from ._recent import RecentFailures
+from ._recent import RecentRecords
 
-__all__ = ["ConsoleServices", "console_of"]
+__all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action"]
+
+ACTION_EVENT = "operator_action"
+_actions_log = logging.getLogger("agent_sdk.console")
 
 
 @dataclass(slots=True)
@@ -33,7 +38,11 @@ class ConsoleServices:
     pending: PendingLogins
     sealer: RequestStates
     """The deployment's key: seals the cookie that binds a started login to its browser (`_login.py`)."""
-    failures: RecentFailures = field(default_factory=RecentFailures)
+    failures: RecentRecords = field(default_factory=RecentRecords)
+    log: RecentRecords = field(default_factory=lambda: RecentRecords(200, logging.INFO, skip=("agent_sdk.access",)))
+    actions: RecentRecords = field(default_factory=lambda: RecentRecords(50, logging.INFO, event=ACTION_EVENT))
+    forget_tokens: Callable[[str], None] | None = None
+    """The broker's `forget_tokens` (a logout drops the grant its connection holds in memory), set by the app."""
 
     @classmethod
     @asynccontextmanager
@@ -47,10 +56,25 @@ class ConsoleServices:
             async with AsyncExitStack() as stack, httpx2.AsyncClient(timeout=30.0) as http:
                 pending = serving_pending_logins(settings, sealer, stack)
                 services = cls(store=store, http=http, pending=pending, sealer=sealer)
-                with services.failures.watching():
+                with services.failures.watching(), services.log.watching(), services.actions.watching():
                     yield services
         finally:
             await store.aclose()
+
+
+def record_action(request: Request, action: str, connection: str, outcome: str, *, who: str | None = None) -> None:
+    """Log an operator's action (restart, login, logout) at INFO: an action, not a failure. Names who acted
+    by principal kind (`who` for the login callback, which the authorization server's redirect reaches) and
+    the connection, never a credential."""
+    who = who or principal_of(request).kind
+    _actions_log.info(
+        "operator (%s) %s connection %r: %s",
+        who,
+        action,
+        connection,
+        outcome,
+        extra={"event": ACTION_EVENT, "action": action, "connection": connection},
+    )
 
 
 def console_of(request: Request) -> ConsoleServices:

@@ -24,7 +24,7 @@ from ..errors import ApiError, InvalidRequest
 from ..http_json import error_response
 from ..roles import is_operator, require_operator
 from ..runtime import principal_of, runtime_of
-from ._services import ConsoleServices, console_of
+from ._services import ConsoleServices, console_of, record_action
 
 __all__ = ["status_routes"]
 
@@ -144,6 +144,7 @@ async def restart(request: Request) -> Response:
             raise InvalidRequest(str(exc)) from None
     except ApiError as exc:
         return error_response(exc)
+    record_action(request, "restart", name, "session closed; the next use opens it anew")
     return JSONResponse({"ok": True, "connection": name, "restarted": True})
 
 

@@ -96,6 +96,10 @@ class SessionIndex:
         """(created ms, id) of `principal`'s sessions, oldest first (do not modify)."""
         return self._owned.get(principal, [])
 
+    def owners(self, limit: int) -> dict[str, int]:
+        """Session counts of the first `limit` principals, by name."""
+        return {p: len(self._owned[p]) for p in sorted(self._owned)[:limit] if self._owned[p]}
+
     def by_token(self, digest: str) -> str | None:
         return self._tokens.get(digest)
 

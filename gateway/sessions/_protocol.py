@@ -60,6 +60,10 @@ class SessionStore(Protocol):
         """How many sessions the store holds."""
         ...
 
+    async def owners(self, limit: int) -> dict[str, int]:
+        """Session counts by owning principal, for at most `limit` principals (the console's operators)."""
+        ...
+
     async def append(self, session_id: str, events: Sequence[dict[str, Any]], holder: str | None = None) -> bool:
         """Append events (indexes are assigned here, in order). With `holder`, only while it holds the turn's
         lease: False (nothing written) once the lease was lost."""

@@ -165,6 +165,25 @@ class RedisSessionStore:
     async def count(self) -> int:
         return int(await self._do(self._client.get(f"{self._p}count")) or 0)
 
+    async def owners(self, limit: int) -> dict[str, int]:
+        """One `SCAN` over the per-principal sets (stopping at `limit`), then their sizes in one round trip."""
+        prefix = f"{self._p}p:"
+
+        async def scan() -> dict[str, int]:
+            keys: list[str] = []
+            async for key in self._client.scan_iter(match=f"{prefix}*", count=500):
+                keys.append(key.decode() if isinstance(key, bytes) else str(key))
+                if len(keys) >= limit:
+                    break
+            keys.sort()
+            pipe = self._client.pipeline(transaction=False)
+            for key in keys:
+                pipe.zcard(key)
+            sizes = await pipe.execute() if keys else []
+            return {key[len(prefix) :]: int(n) for key, n in zip(keys, sizes, strict=True) if n}
+
+        return await self._do(scan())
+
     # -- events ----------------------------------------------------------------------------------
 
     async def append(self, session_id: str, events: Sequence[dict[str, Any]], holder: str | None = None) -> bool:

@@ -124,6 +124,9 @@ class FileSessionStore:
     async def count(self) -> int:
         return len(self._index.entries)
 
+    async def owners(self, limit: int) -> dict[str, int]:
+        return self._index.owners(limit)
+
     # -- events ----------------------------------------------------------------------------------
 
     async def append(self, session_id: str, events: Sequence[dict[str, Any]], holder: str | None = None) -> bool:

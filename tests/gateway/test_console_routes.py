@@ -120,11 +120,16 @@ def test_an_anonymous_principal_may_look_but_not_act(anonymous: Served) -> None:
         look = http.get("/v1/connections")
         assert look.status_code == 200
         assert look.json()["operator"] is False and look.json()["principal"] == "anonymous"
-        for path in ("/v1/connections/everything/restart", "/v1/connections/everything/login"):
+        for path in (
+            "/v1/connections/everything/restart",
+            "/v1/connections/everything/login",
+            "/v1/connections/everything/logout",
+        ):
             refused = http.post(path, json={})
             assert refused.status_code == 403, path
             assert refused.json()["error"] == "operator_required"
-        assert http.get("/v1/failures").json()["error"] == "operator_required"
+        for path in ("/v1/failures", "/v1/log", "/v1/principals"):
+            assert http.get(path).json()["error"] == "operator_required", path
 
 
 def test_a_redirect_the_gateway_did_not_start_completes_no_login(bearer: Served) -> None:

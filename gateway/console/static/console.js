@@ -7,7 +7,8 @@ const TOKEN_KEY = "agent-sdk-token";
 const WINDOW_S = 600; // charts show the last ten minutes
 let operator = false;
 let stopped = false;
-const samples = []; // [{t, calls: {conn: n}, errors: {conn: n}, buckets: {conn: [[le, count]]}}]
+// `?refresh=N` polls every N seconds (at least 1), 5 by default.
+const REFRESH_S = Math.max(1, Number(new URLSearchParams(window.location.search).get("refresh")) || 5);
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -76,9 +77,14 @@ function renderConnection(c) {
   );
   if (operator) {
     if (c.oauth) head.append(el("button", { class: "login", "data-connection": c.name, text: "Log in", onclick: () => login(c.name) }));
+    if (c.oauth && c.oauth.loggedIn) head.append(el("button", { class: "logout", "data-connection": c.name, text: "Log out", onclick: () => logout(c.name) }));
     if (c.transport !== "account") head.append(el("button", { class: "restart", text: "Restart", onclick: () => restart(c.name) }));
   }
   const box = el("div", { class: "conn", id: "conn-" + c.name, "data-state": c.state }, head);
+  const details = [`opens ${c.opens}`, `failures ${c.failures}`];
+  if (c.pid) details.push(`pid ${c.pid}`);
+  if (c.protocolVersion) details.push(`protocol ${c.protocolVersion}`);
+  box.append(el("div", { class: "muted details", text: details.join(" · ") }));
   if (c.cause) box.append(el("div", { class: "cause", text: c.cause }));
   if (c.tools) {
     const list = el("ul", { class: "tools" });
@@ -105,6 +111,16 @@ async function refreshConnections() {
 async function restart(name) {
   try {
     await post(`/v1/connections/${encodeURIComponent(name)}/restart`);
+    await refreshConnections();
+  } catch (e) {
+    problem(e.message);
+  }
+}
+
+async function logout(name) {
+  try {
+    const data = await post(`/v1/connections/${encodeURIComponent(name)}/logout`);
+    problem(data.revocationError ? `${name}: logged out here; the server did not confirm the revocation (${data.revocationError})` : "");
     await refreshConnections();
   } catch (e) {
     problem(e.message);
@@ -161,16 +177,40 @@ function openRun(tool) {
   $("run-dialog").showModal();
 }
 
+class FormProblem extends Error {}
+
+// The form's values as the tool's input; a FormProblem naming the field when one cannot be sent as it is
+// (an empty required number is refused, never sent as 0).
 function readInput() {
   const input = {};
   for (const node of $("run-fields").querySelectorAll("[data-name]")) {
     const { name, kind, required } = node.dataset;
+    node.removeAttribute("aria-invalid");
+    const refuse = (why) => {
+      node.setAttribute("aria-invalid", "true");
+      node.focus();
+      throw new FormProblem(`${name} ${why}`);
+    };
     if (kind === "boolean") { input[name] = node.checked; continue; }
+    if (node.value === "" && kind !== "string") {
+      // An invalid number leaves the field's value empty too: say which it is.
+      if (node.validity && node.validity.badInput) refuse("is not a number");
+      if (required) refuse(kind === "json" ? "is required: enter a JSON value" : `is required: enter ${kind === "integer" ? "an integer" : "a number"}`);
+      continue;
+    }
     if (node.value === "" && !required) continue;
-    if (kind === "integer") input[name] = parseInt(node.value, 10);
-    else if (kind === "number") input[name] = Number(node.value);
-    else if (kind === "json" || kind === "enum") input[name] = JSON.parse(node.value);
-    else input[name] = node.value;
+    if (kind === "integer") {
+      const n = Number(node.value);
+      if (!Number.isInteger(n)) refuse(`is not an integer (${node.value})`);
+      input[name] = n;
+    } else if (kind === "number") input[name] = Number(node.value);
+    else if (kind === "json" || kind === "enum") {
+      try {
+        input[name] = JSON.parse(node.value);
+      } catch {
+        refuse("is not valid JSON");
+      }
+    } else input[name] = node.value;
   }
   return input;
 }
@@ -197,42 +237,107 @@ function renderResult(envelope) {
 async function submitRun(event) {
   event.preventDefault();
   const name = $("run-form").dataset.tool;
+  let input;
   try {
-    renderResult(await post(`/v1/tools/${encodeURIComponent(name)}`, { input: readInput() }));
+    input = readInput();
+  } catch (e) {
+    $("run-result").replaceChildren(el("p", { class: "is-error form-problem", text: `Not sent: ${e.message}` }));
+    return;
+  }
+  try {
+    renderResult(await post(`/v1/tools/${encodeURIComponent(name)}`, { input }));
   } catch (e) {
     $("run-result").replaceChildren(el("p", { class: "is-error", text: e.message }));
   }
 }
 
-// ---- metrics: rate, p50/p99 and errors from Prometheus text ----
+// ---- metrics: rate, p50/p99 and errors from Prometheus text, kept apart per replica ----
+// Behind a load balancer each scrape may reach another replica, with its own counters: differences are
+// taken between two scrapes of the same replica only (the agent-sdk-replica header names it), and the
+// figure shown is the sum of each replica's latest rate (docs/console.md#replicas).
+
+// Only the samples the page reads (prometheus_client's `name[]` filter): a scrape stays small.
+const METRICS_PATH = "/v1/metrics?" + ["agent_sdk_tool_calls_total", ...["bucket", "sum", "count"].map((x) => "agent_sdk_tool_call_duration_seconds_" + x)].map((n) => "name%5B%5D=" + n).join("&");
 
 function parseMetrics(text) {
-  const sample = { t: Date.now() / 1000, calls: {}, errors: {}, buckets: {} };
+  const sample = { t: Date.now() / 1000, tools: {} };
   for (const line of text.split("\n")) {
-    const m = /^(\w+)\{([^}]*)\}\s+(\S+)/.exec(line);
+    const m = /^(agent_sdk_tool_call\w*)\{([^}]*)\}\s+(\S+)/.exec(line);
     if (!m) continue;
     const labels = {};
     for (const pair of m[2].matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)) labels[pair[1]] = pair[2];
     const value = Number(m[3]);
     const conn = labels.connection || "(authored)";
+    const key = conn + "\u0000" + (labels.tool || "");
+    const s = (sample.tools[key] = sample.tools[key] || { conn, tool: labels.tool || "", calls: 0, errors: 0, sum: 0, count: 0, buckets: {} });
     if (m[1] === "agent_sdk_tool_calls_total") {
-      sample.calls[conn] = (sample.calls[conn] || 0) + value;
-      if (labels.outcome !== "ok") sample.errors[conn] = (sample.errors[conn] || 0) + value;
+      s.calls += value;
+      if (labels.outcome !== "ok") s.errors += value;
     } else if (m[1] === "agent_sdk_tool_call_duration_seconds_bucket") {
-      const b = (sample.buckets[conn] = sample.buckets[conn] || {});
-      b[labels.le] = (b[labels.le] || 0) + value;
-    }
+      s.buckets[labels.le] = (s.buckets[labels.le] || 0) + value;
+    } else if (m[1] === "agent_sdk_tool_call_duration_seconds_sum") s.sum += value;
+    else if (m[1] === "agent_sdk_tool_call_duration_seconds_count") s.count += value;
   }
   return sample;
 }
 
-function quantile(now, then, q) {
-  const les = Object.keys(now).sort((a, b) => Number(a) - Number(b));
-  const delta = les.map((le) => [le, now[le] - ((then && then[le]) || 0)]);
-  const total = delta.length ? delta[delta.length - 1][1] : 0;
+function addInto(into, from) {
+  into.calls += from.calls; into.errors += from.errors; into.sum += from.sum; into.count += from.count;
+  for (const [le, n] of Object.entries(from.buckets)) into.buckets[le] = (into.buckets[le] || 0) + n;
+  return into;
+}
+
+const blank = () => ({ calls: 0, errors: 0, sum: 0, count: 0, buckets: {} });
+
+function byConnection(sample) {
+  const out = {};
+  for (const s of Object.values(sample.tools)) addInto((out[s.conn] = out[s.conn] || blank()), s);
+  return out;
+}
+
+function quantile(buckets, q) {
+  const les = Object.keys(buckets).sort((a, b) => Number(a) - Number(b));
+  const total = les.length ? buckets[les[les.length - 1]] : 0;
   if (!total) return null;
-  const hit = delta.find(([, n]) => n >= q * total);
-  return hit && hit[0] !== "+Inf" ? Number(hit[0]) * 1000 : null;
+  const hit = les.find((le) => buckets[le] >= q * total);
+  return hit && hit !== "+Inf" ? Number(hit) * 1000 : null;
+}
+
+const STALE_S = 60; // a replica not scraped for this long (gone, or out of the balancer) no longer counts
+const replicas = new Map(); // replica id -> {last: sample, rates: {conn: {calls, errors, buckets}} | null}
+const series = []; // [{t, conns: {conn: {rate, errors, p50, p99}}}]
+
+function takeSample(id, sample) {
+  const known = replicas.get(id);
+  let rates = null;
+  if (known) {
+    const dt = Math.max(1e-3, sample.t - known.last.t), now = byConnection(sample), then = byConnection(known.last);
+    rates = {};
+    for (const [conn, a] of Object.entries(now)) {
+      const b = then[conn] || blank();
+      if (a.calls < b.calls) { rates = null; break; } // the counters went back: this replica restarted
+      const buckets = {};
+      for (const [le, n] of Object.entries(a.buckets)) buckets[le] = n - (b.buckets[le] || 0);
+      rates[conn] = { calls: (a.calls - b.calls) / dt, errors: ((a.errors - b.errors) * 60) / dt, buckets };
+    }
+  }
+  replicas.set(id, { last: sample, rates });
+  for (const [other, r] of replicas) if (sample.t - r.last.t > STALE_S) replicas.delete(other);
+  const conns = {};
+  let any = false;
+  for (const r of replicas.values()) {
+    if (!r.rates) continue;
+    any = true;
+    for (const [conn, x] of Object.entries(r.rates)) {
+      const c = (conns[conn] = conns[conn] || { rate: 0, errors: 0, buckets: {} });
+      c.rate += x.calls; c.errors += x.errors;
+      for (const [le, n] of Object.entries(x.buckets)) c.buckets[le] = (c.buckets[le] || 0) + n;
+    }
+  }
+  if (!any) return;
+  for (const c of Object.values(conns)) { c.p50 = quantile(c.buckets, 0.5); c.p99 = quantile(c.buckets, 0.99); }
+  series.push({ t: sample.t, conns });
+  while (series.length > 2 && series[series.length - 1].t - series[0].t > WINDOW_S) series.shift();
 }
 
 function sparkline(label, values, unit) {
@@ -245,30 +350,38 @@ function sparkline(label, values, unit) {
   svg.append(line);
   const last = values[values.length - 1];
   // Latencies come from histogram buckets: the figure is the bucket's upper bound, hence "≤".
-  const shown = last === null || last === undefined ? "–" : unit === "ms" ? "≤ " + last.toFixed(1) : unit ? last.toFixed(2) : String(Math.round(last));
+  const shown = last === null || last === undefined ? "–" : unit === "ms" ? "≤ " + last.toFixed(1) : last.toFixed(2);
   return el("div", { class: "chart" }, el("div", { class: "label", text: `${label}: ${shown} ${unit}`.trim() }), svg);
 }
 
 function renderCharts() {
   const charts = [];
-  const conns = new Set(samples.flatMap((s) => Object.keys(s.calls)));
+  const conns = new Set(series.flatMap((p) => Object.keys(p.conns)));
   for (const conn of [...conns].sort()) {
-    const rate = [], errs = [], p50 = [], p99 = [];
-    for (let i = 1; i < samples.length; i++) {
-      const a = samples[i - 1], b = samples[i], dt = Math.max(1e-3, b.t - a.t);
-      rate.push(((b.calls[conn] || 0) - (a.calls[conn] || 0)) / dt);
-      errs.push((b.errors[conn] || 0) - (a.errors[conn] || 0));
-      p50.push(quantile(b.buckets[conn] || {}, a.buckets[conn], 0.5));
-      p99.push(quantile(b.buckets[conn] || {}, a.buckets[conn], 0.99));
-    }
-    if (!rate.length) continue;
-    charts.push(el("h3", { class: "muted", text: conn }), sparkline("calls", rate, "/s"), sparkline("p50", p50, "ms"), sparkline("p99", p99, "ms"), sparkline("errors", errs, ""));
+    const pick = (k) => series.map((p) => (p.conns[conn] ? p.conns[conn][k] : k.startsWith("p") ? null : 0));
+    charts.push(el("h3", { class: "muted", text: conn }), sparkline("calls", pick("rate"), "/s"), sparkline("p50", pick("p50"), "ms"), sparkline("p99", pick("p99"), "ms"), sparkline("errors", pick("errors"), "/min"));
   }
   $("charts").replaceChildren(...charts);
+  if (series.length) $("charts").dataset.t = String(series[series.length - 1].t);
+  $("charts").dataset.replicas = String(replicas.size);
+}
+
+const ms = (v) => (v < 1 ? v.toFixed(3) : v.toFixed(1));
+
+function renderToolTable() {
+  // Since each replica started: the sums over the replicas' latest scrapes.
+  const tools = {};
+  for (const r of replicas.values()) for (const [key, s] of Object.entries(r.last.tools)) addInto((tools[key] = tools[key] || Object.assign(blank(), { conn: s.conn, tool: s.tool })), s);
+  const rows = Object.values(tools).sort((a, b) => (a.conn + a.tool < b.conn + b.tool ? -1 : 1)).map((s) => {
+    const p99 = quantile(s.buckets, 0.99);
+    return el("tr", { "data-tool": s.tool }, el("td", { text: s.conn }), el("td", { text: s.tool }), el("td", { class: "calls", text: String(s.calls) }), el("td", { class: "errors", text: String(s.errors) }), el("td", { text: s.count ? ms((s.sum / s.count) * 1000) : "–" }), el("td", { text: p99 === null ? "–" : "≤ " + p99.toFixed(1) }));
+  });
+  const head = el("tr", {}, ...["connection", "tool", "calls", "errors", "mean ms", "p99 ms"].map((t) => el("th", { text: t })));
+  $("tool-table").replaceChildren(...(rows.length ? [el("table", {}, head, ...rows)] : [el("p", { class: "muted", text: "No tool calls yet." })]));
 }
 
 async function refreshMetrics() {
-  const response = await api("/v1/metrics", { headers: { Accept: "text/plain" } });
+  const response = await api(METRICS_PATH, { headers: { Accept: "text/plain" } });
   if (response.status === 404) {
     $("metrics-note").textContent = "This gateway serves no /v1/metrics.";
     return;
@@ -277,10 +390,12 @@ async function refreshMetrics() {
     $("metrics-note").textContent = "The metrics are for operators: open the console with an operator token.";
     return;
   }
-  samples.push(parseMetrics(await response.text()));
-  while (samples.length > 2 && samples[samples.length - 1].t - samples[0].t > WINDOW_S) samples.shift();
-  $("metrics-note").textContent = `From /v1/metrics, every 5 s over the last ${WINDOW_S / 60} minutes.`;
+  const sample = parseMetrics(await response.text());
+  takeSample(response.headers.get("agent-sdk-replica") || "this gateway", sample);
+  const many = replicas.size > 1 ? `, summed over ${replicas.size} replicas` : "";
+  $("metrics-note").textContent = `From /v1/metrics, every ${REFRESH_S} s over the last ${WINDOW_S / 60} minutes${many}.`;
   renderCharts();
+  renderToolTable();
 }
 
 // ---- the caller's sessions and their events; failures ----
@@ -304,6 +419,7 @@ async function refreshSessions() {
     }
   }
   $("sessions").replaceChildren(rows.length ? el("table", {}, el("tr", {}, el("th", { text: "session" }), el("th", { text: "title" }), el("th", { text: "status" }), el("th", { text: "last events" })), ...rows) : el("p", { class: "muted", text: "No sessions yet." }));
+  if (operator) await refreshOperatorViews();
   if (operator) {
     const logged = await (await api("/v1/failures")).json();
     for (const f of logged.failures || []) failures.push({ at: f.at, text: `${f.level}: ${f.message}`, requestId: f.requestId });
@@ -311,6 +427,23 @@ async function refreshSessions() {
   failures.sort((a, b) => (a.at < b.at ? 1 : -1));
   $("failures").replaceChildren(...failures.slice(0, 15).map((f) => el("li", { text: `${f.at} ${f.text}${f.requestId ? " (request " + f.requestId + ")" : ""}` })));
   if (!failures.length) $("failures").replaceChildren(el("li", { class: "muted", text: "None." }));
+}
+
+function line(entry) {
+  const tail = entry.requestId ? ` (request ${entry.requestId})` : "";
+  return el("li", { "data-level": entry.level, text: `${entry.at} ${entry.level} ${entry.logger}: ${entry.message}${tail}` });
+}
+
+async function refreshOperatorViews() {
+  const [log, who] = await Promise.all([(await api("/v1/log")).json(), (await api("/v1/principals")).json()]);
+  $("operator-views").hidden = false;
+  const actions = (log.actions || []).slice(0, 15);
+  $("actions").replaceChildren(...(actions.length ? actions.map(line) : [el("li", { class: "muted", text: "None yet." })]));
+  const recent = (log.log || []).slice(0, 50);
+  $("log").replaceChildren(...(recent.length ? recent.map(line) : [el("li", { class: "muted", text: "None yet." })]));
+  const rows = (who.principals || []).map((p) => el("tr", {}, el("td", { text: p.principal }), el("td", { class: "sessions", text: String(p.sessions) })));
+  $("principals").replaceChildren(rows.length ? el("table", {}, el("tr", {}, el("th", { text: "principal" }), el("th", { text: "sessions" })), ...rows) : el("p", { class: "muted", text: "No sessions yet." }));
+  if (who.more) $("principals").append(el("p", { class: "muted", text: "…and more (the first 100 shown)." }));
 }
 
 function every(ms, fn) {
@@ -335,11 +468,12 @@ async function showInfo() {
 
 function start() {
   stopped = false;
+  problems.clear(); // a new token: the last one's refusals are past
   problem("");
   showInfo().catch((e) => problem(e.message, "showInfo"));
-  every(3000, refreshConnections);
-  every(5000, refreshMetrics);
-  every(5000, refreshSessions);
+  every(Math.min(3, REFRESH_S) * 1000, refreshConnections);
+  every(REFRESH_S * 1000, refreshMetrics);
+  every(REFRESH_S * 1000, refreshSessions);
 }
 
 document.addEventListener("DOMContentLoaded", () => {
