@@ -23,7 +23,8 @@ from .conftest import Served, Upstream, assert_clean, make_project, serve, url_c
 
 pytestmark = [pytest.mark.peers]
 
-BEARER = "operator-bearer-token-0123456789"
+BEARER = "peer-bearer-token-0123456789"
+OPERATOR = "operator-token-0123456789abc"
 SCRAPE = "scrape-only-token-0123456789abcd"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -47,12 +48,22 @@ def value(found: Samples, name: str, **labels: str) -> float | None:
 def served(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("metrics-operator")
     project = make_project(root / "project", {"everything": url_connection(everything.url)})
-    flags = ("--bearer-token", BEARER, "--metrics-token", SCRAPE, "--access-log", "--log-format", "json")
+    flags = (
+        "--bearer-token",
+        BEARER,
+        "--operator-token",
+        OPERATOR,
+        "--metrics-token",
+        SCRAPE,
+        "--access-log",
+        "--log-format",
+        "json",
+    )
     running = serve(project, root / "state", *flags)
     running.headers = {"Authorization": f"Bearer {BEARER}"}
     yield running
     running.stop()
-    assert_clean(running.log_text(), [BEARER, SCRAPE])
+    assert_clean(running.log_text(), [BEARER, OPERATOR, SCRAPE])
 
 
 def test_a_scrape_has_process_build_http_and_connection_metrics_and_no_created_series(served: Served) -> None:
@@ -116,7 +127,9 @@ def test_the_metrics_token_reads_metrics_and_nothing_else(served: Served) -> Non
     with httpx2.Client(base_url=served.url, timeout=30) as http:
         assert http.get("/v1/metrics").status_code == 401  # no token: the chain's answer
         assert http.get("/v1/metrics", headers={"Authorization": "Bearer wrong-token-0123456789"}).status_code == 401
-    scrape(served, BEARER)  # the operator's bearer token reads it too
+    scrape(served, OPERATOR)  # an operator token reads it too
+    with served.client() as http:  # a peer's bearer token does not (docs/http-api.md, "Roles")
+        assert http.get("/v1/metrics").status_code == 403
 
 
 def test_the_stored_token_expiry_and_a_failed_refresh_are_metrics(tmp_path: Path, resource: ResourceServer) -> None:
