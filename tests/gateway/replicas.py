@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gateway.state_key import new_state_key
 from tests.conftest import free_port
 from tests.nginx import main_conf
 from tests.peers import debian_bin, node_bin
@@ -22,6 +23,8 @@ from .conftest import Served, make_project, serve
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY_NGINX = ROOT / "deploy" / "nginx.conf"
 BEARER = "replica-test-bearer-token-0123456789"
+STATE_KEY = new_state_key()
+"""The deployment's state key every replica of a test gets (`AGENT_SDK_STATE_KEY`), as docs/deploy.md says."""
 
 
 class RedisServer:
@@ -125,7 +128,12 @@ def oauth_project(root: Path, resource_url: str) -> Path:
 
 def replica(project: Path, state_root: Path, redis_url: str, *, lease: float = 3.0, port: int | None = None) -> Served:
     """One `agent-sdk serve --state-url` replica with the bearer chain, healthy on return."""
-    env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis_url, "PYTHONUNBUFFERED": "1"}
+    env = {
+        "AGENT_SDK_BEARER_TOKEN": BEARER,
+        "AGENT_SDK_STATE_URL": redis_url,
+        "AGENT_SDK_STATE_KEY": STATE_KEY,
+        "PYTHONUNBUFFERED": "1",
+    }
     return serve(project, state_root, "--turn-lease", str(lease), env=env, port=port)
 
 

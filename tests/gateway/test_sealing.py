@@ -7,14 +7,16 @@ from pathlib import Path
 
 import pytest
 
-from gateway.request_state import RequestStateRefused, RequestStates, SealedState, load_state_key
+from gateway.request_state import RequestStateRefused, RequestStates, SealedState
+from gateway.settings import ServeSettings
+from gateway.state_key import load_state_key
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_replicas_on_one_state_root_open_each_others_task_ids(tmp_path: Path) -> None:
-    one = RequestStates(await load_state_key(tmp_path))
-    two = RequestStates(await load_state_key(tmp_path))  # another process, the same key
+    one = RequestStates(await load_state_key(ServeSettings(state_root=tmp_path)))
+    two = RequestStates(await load_state_key(ServeSettings(state_root=tmp_path)))  # another process, the same key
     token = one.seal_task("everything", "abc", "alice")
     assert two.open_task(token, "alice") == ("everything", "abc")
     assert "alice" not in token and "abc" not in token  # sealed, not only signed
@@ -23,7 +25,7 @@ async def test_replicas_on_one_state_root_open_each_others_task_ids(tmp_path: Pa
 
 
 async def test_a_task_id_is_no_request_state_and_a_request_state_no_task_id(tmp_path: Path) -> None:
-    states = RequestStates(await load_state_key(tmp_path))
+    states = RequestStates(await load_state_key(ServeSettings(state_root=tmp_path)))
     task_id = states.seal_task("c", "x", "alice")
     with pytest.raises(RequestStateRefused, match="not issued by this gateway"):
         await states.open(task_id, "alice", "x")
