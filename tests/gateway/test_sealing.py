@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import string
+from collections.abc import Callable
 from pathlib import Path
 
+import anyio
 import pytest
 
-from gateway.request_state import RequestStateRefused, RequestStates, SealedState
+from gateway.request_state import MemoryUsedStates, RequestStateRefused, RequestStates, SealedState
 from gateway.settings import ServeSettings
 from gateway.state_key import load_state_key
 
@@ -43,3 +46,63 @@ def test_an_altered_task_id_is_refused() -> None:
     token = states.seal_task("c", "1", "alice")
     flipped = token[:-2] + ("A" if token[-2] != "A" else "B") + token[-1]
     assert states.open_task(flipped, "alice") is None
+
+
+_ALPHABET = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+
+
+def _other_spellings(token: str) -> list[str]:
+    """Texts a lenient base64 decoder reads as the same bytes as `token`'s body: padding, the spare bits of the
+    last character set, the standard alphabet's `+` and `/`, characters it skips."""
+    prefix, body = token[: token.rindex(".") + 1], token[token.rindex(".") + 1 :]
+    spare = {2: 4, 3: 2}[len(body) % 4]
+    last = _ALPHABET.index(body[-1])
+    bodies = {body + "=", body + "==", body + "=" * (-len(body) % 4), body.replace("-", "+").replace("_", "/")}
+    bodies |= {body[:-1] + _ALPHABET[last ^ bits] for bits in range(1, 2**spare)}
+    bodies |= {body[:7] + c + body[7:] for c in ("\n", " ", "!", ".", "=")}
+    bodies.discard(body)
+    return [prefix + b for b in sorted(bodies)]
+
+
+def _with_spare_bits(seal: Callable[[str], str]) -> tuple[str, str]:
+    """A token from `seal(principal)` whose body's last character carries spare bits (its length is not a
+    multiple of 4), and that principal."""
+    for size in range(1, 8):
+        token = seal("p" * size)
+        if len(token.rpartition(".")[2]) % 4 in (2, 3):
+            return token, "p" * size
+    raise AssertionError("no principal length gave a body with spare bits")
+
+
+def test_a_sealed_value_opens_only_in_its_one_canonical_spelling_wherever_it_is_read() -> None:
+    key = os.urandom(32)
+    states = RequestStates(key)
+
+    def opens_state(token: str, principal: str) -> bool:
+        try:  # a fresh replay guard each time: only the spelling is on trial
+            anyio.run(RequestStates(key, MemoryUsedStates()).open, token, principal, "x")
+        except RequestStateRefused:
+            return False
+        return True
+
+    cases: dict[str, tuple[Callable[[str], str], Callable[[str, str], bool]]] = {
+        "requestState": (lambda p: states.seal(SealedState(principal=p, tool="x", connection="c")), opens_state),
+        "Mcp-Session-Id": (
+            lambda p: states.seal_session(p, {"elicitation": {}}),
+            lambda t, p: bool(states.open_session(t, p)),
+        ),
+        "bare Mcp-Session-Id": (lambda p: states.seal_session(p, {}), states.holds_session),
+        "task id": (lambda p: states.seal_task("c", "t", p), lambda t, p: states.open_task(t, p) is not None),
+        "pending login": (
+            lambda p: states.seal_login({"state": "s", "p": p}),
+            lambda t, _: states.open_login(t) is not None,
+        ),
+    }
+    accepted: dict[str, list[str]] = {}
+    for name, (seal, opens) in cases.items():
+        token, principal = _with_spare_bits(seal)
+        assert opens(token, principal), name  # the canonical spelling opens
+        spellings = _other_spellings(token)
+        assert len(spellings) >= 10
+        accepted[name] = [s for s in spellings if opens(s, principal)]
+    assert accepted == {name: [] for name in cases}

@@ -17,6 +17,7 @@ from gateway.state_key import StateKeyInvalid, check_state_key, new_state_key, p
 from .conftest import make_project, serve
 from .replicas import BEARER, redis_server
 from .test_accounts import cli
+from .test_sealing import _other_spellings  # pyright: ignore[reportPrivateUsage]
 
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
 HANDSHAKE = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
@@ -139,6 +140,9 @@ def test_replicas_given_one_key_by_file_or_environment_share_sealed_ids_and_redi
             assert _honours(one.url, session) and _honours(two.url, session)  # one key, two ways of giving it
             assert not _honours(other.url, session)  # another deployment's key opens nothing
             assert _honours(one.url, _session_id(two.url))
+            # Only its one canonical spelling: padded, spare bits set, another alphabet (test_sealing.py), 404 each.
+            spellings = [s for s in _other_spellings(session) if s.isprintable() and " " not in s]  # header-safe
+            assert len(spellings) >= 8 and [s for s in spellings if _honours(two.url, s)] == []
             stored = _everything_in(raw)
             assert "agent-sdk:request-state:key" not in stored  # the old clear copy is gone
             for shown in (text, key.hex(), repr(key)[2:-1], base64.b64encode(key).decode().rstrip("=")):
