@@ -238,7 +238,12 @@ class RedisSessionStore:
             entries = found[0][1] if found else []
         else:
             entries = await self._do(self._client.xrange(stream, f"0-{start + 1}", "+", count=limit or None))
-        return [self._event(session_id, entry, fields) for entry, fields in entries]
+        ours = [(entry, fields) for entry, fields in entries if entry.startswith("0-")]
+        if len(ours) < len(entries):  # an entry added with another id (`XADD *`) has no place in the log: left out
+            self._damaged(stream, "holds an entry this gateway did not add (its id is not 0-N); leaving it out")
+            if not ours and block_s > 0:
+                await anyio.sleep(min(block_s, 1.0))  # XREAD answers at once for it: no busy loop for a follower
+        return [self._event(session_id, entry, fields) for entry, fields in ours]
 
     def _event(self, session_id: str, entry: str, fields: dict[str, str]) -> dict[str, Any]:
         """The event stored at stream entry `entry` (`0-<index + 1>`); one this store did not write keeps its

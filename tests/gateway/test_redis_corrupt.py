@@ -58,7 +58,8 @@ def test_poisoned_records_events_and_counters_skip_that_one_and_the_rest_still_w
     cluster: tuple[Served, Redis],
 ) -> None:
     served, raw = cluster
-    bad_rec, bad_n, bad_last, bad_shape, torn, good = (_create(served, f"message {i}") for i in range(6))
+    foreign, bad_rec, bad_n, bad_last, bad_shape, torn, good = (_create(served, f"message {i}") for i in range(7))
+    raw.xadd(f"agent-sdk:s:{foreign}:ev", {"e": "{}"})  # an entry with an id of Redis's choosing, not 0-N
     raw.hset(f"agent-sdk:s:{bad_rec}", "rec", POISON[0])
     raw.hset(f"agent-sdk:s:{bad_n}", "n", POISON[1])
     raw.hset(f"agent-sdk:s:{bad_last}", "last", POISON[2])
@@ -71,10 +72,13 @@ def test_poisoned_records_events_and_counters_skip_that_one_and_the_rest_still_w
     with served.client() as http:
         listed = http.get("/v1/sessions")
         assert listed.status_code == 200, listed.text
-        assert [s["sessionId"] for s in listed.json()["sessions"]] == [good, torn]  # newest first, the bad skipped
+        assert [s["sessionId"] for s in listed.json()["sessions"]] == [good, torn, foreign]  # the bad skipped
         for skipped in (bad_rec, bad_n, bad_last, bad_shape):
             gone = http.get(f"/v1/session/{skipped}")
             assert gone.status_code == 404 and gone.json()["message"] == f"no session {skipped!r}"
+
+        kept = http.get(f"/v1/session/{foreign}/events", params={"format": "json"}).json()["events"]
+        assert [e["index"] for e in kept] == list(range(len(kept))) and kept[-1]["type"] == "session.waiting"
 
         events = http.get(f"/v1/session/{torn}/events", params={"format": "json"}).json()["events"]
         assert [e["index"] for e in events] == list(range(count + 1))
@@ -100,7 +104,7 @@ def test_poisoned_records_events_and_counters_skip_that_one_and_the_rest_still_w
         assert value not in log
     for session in (bad_rec, bad_n, bad_last, bad_shape):
         assert f"agent-sdk:s:{session}" in log
-    assert f"agent-sdk:s:{torn}:ev" in log and "agent-sdk:count" in log
+    assert f"agent-sdk:s:{torn}:ev" in log and f"agent-sdk:s:{foreign}:ev" in log and "agent-sdk:count" in log
 
 
 def test_a_poisoned_hub_key_record_is_skipped_and_every_other_key_still_admits(tmp_path: Path) -> None:
