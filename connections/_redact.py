@@ -30,7 +30,10 @@ MASK = "***"
 _MIN_SECRET = 8
 """Shorter values are not remembered: masking every `dev` or `1234` would garble messages."""
 
-_KEY = re.compile(r"(?<![A-Za-z0-9])ask_[A-Za-z0-9_-]{4,}")  # not the `ask_` inside `task_group`
+# A hub API key (`ask_` + 43 random base64url characters) starts a word and looks like a key: at least 16
+# characters with an upper-case letter or a digit, or 32 of any kind (a cut-off key too). Not the `ask_` inside
+# `task_group`, nor a tool's name: `ask_model`, `ask_question`, `ask_user_for_details` pass through.
+_KEY = re.compile(r"(?<![A-Za-z0-9])ask_(?:(?=[A-Za-z0-9_-]*[A-Z0-9])[A-Za-z0-9_-]{16,}|[A-Za-z0-9_-]{32,})")
 # The credential after the scheme word, not a challenge's parameters (`Bearer realm="..."`, RFC 6750 §3),
 # nor the word "token(s)" in a sentence ("a bearer token must be ...").
 _SCHEME_CREDENTIAL = re.compile(

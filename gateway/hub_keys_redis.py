@@ -5,6 +5,7 @@ The hash `agent-sdk:hub-keys` maps a key id to its stored record (the same JSON 
 CLI (`AGENT_SDK_STATE_URL=redis://... agent-sdk hub keys ...`) writes it; a serving replica keeps a
 copy it re-reads every second, so a `revoke` takes effect on every replica within about a second.
 Fail closed: when the copy could not be refreshed for `max_stale_s`, no key is admitted until it is.
+A record that is not one the CLI wrote is skipped (its key admits no one), never every key with it.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from oauth import Secret
+from oauth import Secret, printable
 
 from ._redis import redis_client, safe_url
 from .hub_keys import HubKey, HubKeyError, from_record, match, new_key, revoked, to_record
@@ -39,6 +40,7 @@ class RedisHubKeyStore:
         self._cached: list[HubKey] = []
         self._fresh_at = float("-inf")
         self._failing = False
+        self._damaged: set[str] = set()
 
     def __repr__(self) -> str:
         return f"RedisHubKeyStore({self.name!r})"
@@ -127,4 +129,19 @@ class RedisHubKeyStore:
             raise HubKeyError(f"the Redis hash {self._hash!r} at {self.name} holds a record that is not JSON") from None
 
     def _parse(self, raw: dict[str, str]) -> list[HubKey]:
-        return sorted((self._one(v) for v in raw.values()), key=lambda k: (k.created, k.id))
+        """The records, oldest first. One that is not a record this CLI wrote is skipped (its key is then refused,
+        the others still work) and logged by its field, never its value: as a damaged record would be."""
+        keys: list[HubKey] = []
+        for field, value in raw.items():
+            try:
+                keys.append(self._one(value))
+            except HubKeyError:
+                if field not in self._damaged:
+                    self._damaged.add(field)
+                    logger.warning(
+                        "skipping the hub key record %s in the Redis hash %s at %s: it is not one agent-sdk wrote",
+                        printable(field, 64),
+                        self._hash,
+                        self.name,
+                    )
+        return sorted(keys, key=lambda k: (k.created, k.id))

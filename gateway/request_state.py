@@ -5,8 +5,8 @@ MCP 2026-07-28 (SEP-2322) has a server answer `tools/call` with an `InputRequire
 is stateless and may run as several replicas, so the gateway keeps nothing per call: it seals what
 the retry needs into the `requestState` it hands the peer, with authenticated encryption
 (AES-256-GCM, `cryptography`), under a key every replica of the deployment shares
-(`load_state_key`: with `--state-url` one key in Redis, set once by whichever replica starts first;
-otherwise `<state root>/request-state.key`, 0600). What is sealed:
+(`state_key.py`: a key the deployment gives every replica, never kept in Redis; for one process,
+`<state root>/request-state.key`, 0600). What is sealed:
 
 - the principal the auth chain admitted, the gateway tool and the connection it forwards to: a
   state is honoured only for the same principal calling the same tool;
@@ -27,14 +27,11 @@ import binascii
 import json
 import os
 import secrets
-import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
-import anyio
 import mcp_types as mt
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -48,10 +45,8 @@ __all__ = [
     "RequestStateRefused",
     "RequestStates",
     "SealedState",
-    "StateKeyInvalid",
     "UsedStates",
-    "check_state_key",
-    "load_state_key",
+    "canonical_b64decode",
 ]
 
 REQUEST_STATE_TTL_S = 600.0
@@ -67,13 +62,7 @@ alone, so its `tools/call`s cost no decryption (`peer_sessions.py`)."""
 _TASK_PREFIX = "agent-sdk.task1."
 _LOGIN_PREFIX = "agent-sdk.login1."
 _AAD = b"agent-sdk requestState v1"
-_KEY_FILE = "request-state.key"
-_REDIS_KEY = "agent-sdk:request-state:key"
 _REDIS_USED = "agent-sdk:request-state:used:"
-
-
-class StateKeyInvalid(ValueError):
-    """The deployment's request-state key cannot be read, or what is stored is not a key."""
 
 
 class RequestStateRefused(MCPError):
@@ -268,9 +257,8 @@ class RequestStates:
         forged = RequestStateRefused("it was not issued by this gateway, or it was altered")
         if not isinstance(token, str) or not token.startswith(prefix) or len(token) > 64 * 1024:
             raise forged
-        body = token[len(prefix) :]
         try:
-            raw = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+            raw = canonical_b64decode(token[len(prefix) :])
             plain = self._aead.decrypt(raw[:12], raw[12:], _AAD + prefix.encode())
             payload = json.loads(plain)
         except (binascii.Error, ValueError, InvalidTag):
@@ -280,63 +268,15 @@ class RequestStates:
         return payload  # pyright: ignore[reportUnknownVariableType]
 
 
+def canonical_b64decode(body: str) -> bytes:
+    """The bytes `body` holds as the unpadded base64url `_sealed` writes, and only then: another alphabet,
+    padding, a stray character or spare bits set (several texts for one token, so string-keyed state would
+    see several sessions) raise `ValueError`."""
+    raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+    if base64.urlsafe_b64encode(raw).rstrip(b"=") != body.encode():
+        raise ValueError("not the canonical form")
+    return raw
+
+
 def _text(value: object) -> str | None:
     return value if isinstance(value, str) else None
-
-
-def _file_key(state_root: Path) -> bytes:
-    """`<state_root>/request-state.key` (0600 in a 0700 folder), made once: the first writer wins, atomically."""
-    state_root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    path = state_root / _KEY_FILE
-    if not path.exists():
-        fd, temp = tempfile.mkstemp(dir=state_root, prefix=".request-state.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as out:
-                out.write(secrets.token_hex(32))
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(temp, 0o600)
-            try:
-                os.link(temp, path)  # fails if another process made it first: theirs is the key
-            except FileExistsError:
-                pass
-        finally:
-            os.unlink(temp)
-    try:
-        text = path.read_text(encoding="ascii", errors="replace")
-    except OSError as exc:
-        raise StateKeyInvalid(f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None
-    return _key_from(text, str(path))
-
-
-def _key_from(text: str | bytes | None, where: str) -> bytes:
-    """The 32-byte key written as 64 hex digits in `text`; `StateKeyInvalid` naming `where` otherwise."""
-    if isinstance(text, bytes):
-        text = text.decode("ascii", errors="replace")
-    try:
-        key = bytes.fromhex((text or "").strip())
-    except ValueError:
-        key = b""
-    if len(key) != 32:
-        raise StateKeyInvalid(
-            f"{where} does not hold a request-state key (64 hex digits); delete it and start again to make a new "
-            "one (elicitation retries and task ids sealed with the old key are then refused)"
-        )
-    return key
-
-
-def check_state_key(state_root: Path) -> None:
-    """Make or read `<state_root>/request-state.key` now; `StateKeyInvalid` with a sentence when it is not a key."""
-    try:
-        _file_key(state_root)
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise StateKeyInvalid(f"cannot make the request-state key in {state_root}: {reason}") from None
-
-
-async def load_state_key(state_root: Path, redis: Any | None = None) -> bytes:
-    """The deployment's `requestState` key: shared through Redis when given, else in the state root."""
-    if redis is None:
-        return await anyio.to_thread.run_sync(_file_key, state_root)
-    await redis.set(_REDIS_KEY, secrets.token_hex(32), nx=True)
-    return _key_from(await redis.get(_REDIS_KEY), f"the Redis key {_REDIS_KEY}")

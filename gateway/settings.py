@@ -80,6 +80,10 @@ class ServeSettings(BaseModel):
     state_url: SecretStr | None = None
     """`redis://HOST:PORT/DB` (or `rediss://`, `unix://`): sessions, events, hub keys and OAuth tokens shared by
     every replica (docs/deploy.md). Unset: files under `state_root`. A `SecretStr`: the URL may hold a password."""
+    state_key_file: Path | None = None
+    """`--state-key-file`: the deployment's state key (`state_key.py`, docs/deploy.md), a 0600 file."""
+    state_key: SecretStr | None = None
+    """`AGENT_SDK_STATE_KEY`: the deployment's state key itself (base64url of 32 bytes); never a flag (`ps`)."""
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
@@ -178,6 +182,8 @@ class ServeSettings(BaseModel):
             "max_connections": "AGENT_SDK_MAX_CONNECTIONS",
             "state_url": "AGENT_SDK_STATE_URL",
             "turn_lease_s": "AGENT_SDK_TURN_LEASE_S",
+            "state_key_file": "AGENT_SDK_STATE_KEY_FILE",
+            "state_key": "AGENT_SDK_STATE_KEY",
             "page_size": "AGENT_SDK_PAGE_SIZE",
         }
         for field, var in simple.items():

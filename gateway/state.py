@@ -14,9 +14,10 @@ from ._redis import redis_client
 from .hub_keys import HubKeys, HubKeyStore
 from .hub_keys_redis import RedisHubKeyStore
 from .pending_logins import MemoryPendingLogins, PendingLogins, RedisPendingLogins
-from .request_state import MemoryUsedStates, RedisUsedStates, RequestStates, load_state_key
+from .request_state import MemoryUsedStates, RedisUsedStates, RequestStates
 from .sessions import FileSessionStore, RedisSessionStore, SessionStore
 from .settings import ServeSettings
+from .state_key import forget_redis_key, load_state_key
 
 __all__ = [
     "STATE_URL_ENV",
@@ -66,13 +67,17 @@ async def serving_hub_keys(settings: ServeSettings, stack: AsyncExitStack) -> Hu
 
 
 async def serving_request_states(settings: ServeSettings, stack: AsyncExitStack) -> RequestStates:
-    """The sealer of `requestState`s (`request_state.py`): key and used ids in Redis with `state_url`, else
-    the key in the state root and used ids in memory. Its Redis client closes with `stack`."""
+    """The sealer of `requestState`s (`request_state.py`) with the deployment's key (`state_key.py`, never
+    Redis); used ids in Redis with `state_url`, else in memory. Its Redis client closes with `stack`.
+
+    Raises `StateKeyInvalid` with a sentence (`serve` checks the key before it starts the app)."""
+    key = await load_state_key(settings)
     if settings.state_url is None:
-        return RequestStates(await load_state_key(settings.state_root), MemoryUsedStates())
+        return RequestStates(key, MemoryUsedStates())
     redis = redis_client(settings.state_url.get_secret_value())
     stack.push_async_callback(redis.aclose)
-    return RequestStates(await load_state_key(settings.state_root, redis), RedisUsedStates(redis))
+    await forget_redis_key(redis)
+    return RequestStates(key, RedisUsedStates(redis))
 
 
 def serving_pending_logins(settings: ServeSettings, sealer: RequestStates, stack: AsyncExitStack) -> PendingLogins:

@@ -12,6 +12,7 @@ spend the same refresh token.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -22,6 +23,8 @@ from ._grant import Grant, StoreKey
 from ._store import KeyLocks
 
 __all__ = ["RedisTokenStore"]
+
+_log = logging.getLogger("oauth")
 
 
 class RedisTokenStore:
@@ -97,7 +100,9 @@ class RedisTokenStore:
             try:
                 connection, resource = json.loads(member)
             except (ValueError, TypeError):
-                raise StoreCorrupt(f"the Redis set {self._index!r} at {self.name} holds a malformed member") from None
+                # As one damaged grant in the file: that one is left out, every other grant still listed.
+                _log.warning("skipping a malformed member of the Redis set %s at %s", self._index, self.name)
+                continue
             found.append(StoreKey(str(connection), str(resource)))
         return sorted(found)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import hub, init, login, mcp, project, serve, tools
+from . import hub, init, login, mcp, project, serve, state_key, tools
 
 __all__ = ["register_all"]
 
@@ -19,3 +19,4 @@ def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: igno
     tools.register(sub)
     hub.register(sub)
     login.register(sub)
+    state_key.register(sub)

@@ -9,7 +9,8 @@ AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
 AGENT_SDK_WARM=1 (docs/clients.md), `--page-size` AGENT_SDK_PAGE_SIZE (docs/http-api.md),
 `--state-url` AGENT_SDK_STATE_URL
-(Redis shared by replicas, docs/deploy.md), `--turn-lease` AGENT_SDK_TURN_LEASE_S, `--log-format`
+(Redis shared by replicas, docs/deploy.md), `--state-key-file` AGENT_SDK_STATE_KEY_FILE (or the key itself
+in AGENT_SDK_STATE_KEY), `--turn-lease` AGENT_SDK_TURN_LEASE_S, `--log-format`
 AGENT_SDK_LOG_FORMAT (docs/operations.md); the connection limits and `--trusted-proxy` as
 docs/http-api.md lists them. A bearer token (or a Redis URL with a password) is better passed
 through the environment (a flag shows in `ps`). `--stdio` serves the server tools over stdio
@@ -36,10 +37,10 @@ from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
 from ..logs import LogFormat, configure_logging
 from ..memory import return_large_blocks
-from ..request_state import StateKeyInvalid, check_state_key
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ..state import token_store
+from ..state_key import StateKeyInvalid, check_state_key
 from ._common import add_project_args, state_root_of
 from .project import load
 
@@ -109,6 +110,13 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         metavar="URL",
         help="redis://HOST:PORT/DB: share sessions, events, hub keys and OAuth tokens with other replicas "
         "(docs/deploy.md); or $AGENT_SDK_STATE_URL. Default: files under --state-root",
+    )
+    p.add_argument(
+        "--state-key-file",
+        default=None,
+        metavar="PATH",
+        help="the deployment's state key (mode 0600; make one with `agent-sdk state-key --out PATH`), the same for "
+        "every replica; needed with --state-url unless $AGENT_SDK_STATE_KEY holds it; or $AGENT_SDK_STATE_KEY_FILE",
     )
     p.add_argument(
         "--turn-lease",
@@ -205,6 +213,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             max_connections=args.max_connections,
             state_url=getattr(args, "state_url", None),
             turn_lease_s=getattr(args, "turn_lease", None),
+            state_key_file=getattr(args, "state_key_file", None),
         )
     except ValidationError as exc:
         raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None
@@ -225,6 +234,7 @@ _FLAGS = {
     "body_timeout_s": "--timeout-body",
     "max_header_bytes": "--max-header-bytes",
     "max_connections": "--max-connections",
+    "state_key_file": "--state-key-file",
 }
 
 
@@ -283,8 +293,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
         token_store(settings)
-        if settings.state_url is None:
-            check_state_key(settings.state_root)
+        check_state_key(settings)
     except (OAuthError, StateKeyInvalid) as exc:
         raise CliError(str(exc)) from None
     # Bind before the "serving" line: a busy port is one sentence, not a banner and then uvicorn's

@@ -56,8 +56,8 @@ class SessionStore(Protocol):
         """Up to `limit` of `principal`'s sessions older than the cursor `before`, newest first, and the next cursor."""
         ...
 
-    async def count(self) -> int:
-        """How many sessions the store holds."""
+    async def count(self) -> int | None:
+        """How many sessions the store holds; None when it cannot tell (a damaged counter)."""
         ...
 
     async def owners(self, limit: int) -> dict[str, int]:

@@ -21,6 +21,7 @@ __all__ = [
     "interrupted_outcome",
     "new_event",
     "now",
+    "unreadable_event",
     "with_index",
 ]
 
@@ -125,6 +126,17 @@ def closing_events(session_id: str, turn_id: str, outcome: dict[str, Any]) -> li
     written in one store operation with the lease's release, so a turn is closed once, by its owner or a reaper."""
     kind = "turn.completed" if outcome["status"] == "completed" else "turn.failed"
     return [new_event(session_id, kind, outcome, turn_id), new_event(session_id, "session.waiting", {}, turn_id)]
+
+
+def unreadable_event(session_id: str, index: int) -> dict[str, Any]:
+    """What readers get in place of a stored event the store cannot read: its index and a sentence (no `at`: it
+    is not known)."""
+    return {
+        "type": "event.unreadable",
+        "index": index,
+        "sessionId": session_id,
+        "data": {"message": "this event could not be read from the state store; it is left out"},
+    }
 
 
 def with_index(event: dict[str, Any], index: int) -> dict[str, Any]:

@@ -8,6 +8,13 @@ sessions, and the pub/sub channel `cancel` that carries "cancel turn T of sessio
 
 Every Redis failure becomes `StateUnavailable` (503 `state_unavailable`): callers fail with a
 sentence and the next request, once Redis answers again, works with no restart.
+
+A value this store did not write (a bad restore, a hand edit, another program on the database) is
+treated as the file store treats a damaged file: a record that cannot be read is skipped (the session
+is not found, listings leave it out), an event that cannot be read keeps its place in the log as
+`event.unreadable` (so every later index stays where readers expect it), a session count that is not
+a number is unknown (`/v1/info` shows null, new sessions are still made). Each is logged once, naming
+its Redis key, never its value.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from typing import Any, TypeVar
 
 import anyio
 
+from .._asgi import loads_stored
 from .._redis import redis_client, safe_url
 from ..errors import StateUnavailable
 from . import _redis_scripts as lua
-from ._records import SessionRecord, created_ms
+from ._records import SessionRecord, created_ms, unreadable_event
 
 __all__ = ["RedisSessionStore"]
 
@@ -34,6 +42,8 @@ _T = TypeVar("_T")
 _RETIRED_S = 30 * 24 * 3600
 """How long a rotated-away token is remembered, so that it answers 409 stale rather than 404."""
 _BLOCK_CAP_S = 10.0
+_WARNED_CAP = 1024
+"""Damaged keys remembered so each is logged once, not at every read."""
 
 
 def _digest(token: str) -> str:
@@ -64,6 +74,7 @@ class RedisSessionStore:
         self._client: Any = None
         self._blocking: Any = None
         self._scripts: dict[str, Any] = {}
+        self._warned: set[str] = set()
 
     def __repr__(self) -> str:
         return f"RedisSessionStore({self.name!r})"
@@ -99,6 +110,15 @@ class RedisSessionStore:
     def _running(self) -> str:
         return f"{self._p}running"
 
+    def _damaged(self, key: str, what: str) -> None:
+        """Log, once per key, that `key` holds a value this store did not write (never the value)."""
+        if key in self._warned:
+            return
+        if len(self._warned) >= _WARNED_CAP:
+            self._warned.clear()
+        self._warned.add(key)
+        logger.warning("the Redis key %s at %s %s", key, self.name, what)
+
     # -- records ---------------------------------------------------------------------------------
 
     async def create(self, record: SessionRecord) -> None:
@@ -119,10 +139,40 @@ class RedisSessionStore:
         pipe.set(f"{self._p}tok:{digest}", record.id)
         pipe.zadd(f"{self._p}p:{record.owner}", {record.id: created_ms(record)})
         pipe.incr(f"{self._p}count")
-        await self._do(pipe.execute())
+        # A count that is not a number fails its INCR alone (EXEC runs the rest): the session is made regardless.
+        *made, counted = await self._do(pipe.execute(raise_on_error=False))
+        if any(isinstance(result, Exception) for result in made):
+            raise StateUnavailable(f"the shared state store (Redis at {self.name}) refused a write; retry shortly")
+        if isinstance(counted, Exception):
+            self._damaged(f"{self._p}count", "is not a number: the session count is unknown until it is set right")
 
     async def load(self, session_id: str) -> SessionRecord | None:
-        return _record(await self._do(self._client.hgetall(self._h(session_id))))
+        return self._record(session_id, await self._do(self._client.hgetall(self._h(session_id))))
+
+    def _record(self, session_id: str, raw: dict[str, str] | None) -> SessionRecord | None:
+        """The session's record; None for none, and for one this store did not write (logged once, skipped)."""
+        if not raw or "rec" not in raw:
+            return None
+        try:
+            identity = loads_stored(raw["rec"])
+            last = loads_stored(raw["last"]) if raw.get("last") else None
+            if not isinstance(identity, dict) or not (last is None or isinstance(last, dict)):
+                raise TypeError("not an object")
+            if not _sound(identity, session_id):  # pyright: ignore[reportUnknownArgumentType]
+                raise TypeError("not the shape of a record")
+            record = SessionRecord(
+                **identity,  # pyright: ignore[reportUnknownArgumentType]
+                continuation_token=raw.get("token", ""),
+                turn=raw.get("turn") or None,
+                last_turn=last,  # pyright: ignore[reportUnknownArgumentType]
+                event_count=int(raw.get("n") or 0),
+            )
+        except (ValueError, TypeError):
+            record = None
+        if record is None or record.event_count < 0:
+            self._damaged(self._h(session_id), "does not hold a session record this gateway wrote; skipping it")
+            return None
+        return record
 
     async def find_token(self, token: str) -> tuple[str, bool] | None:
         digest = _digest(token)
@@ -159,11 +209,17 @@ class RedisSessionStore:
         pipe = self._client.pipeline(transaction=False)
         for _, sid in keys[:limit]:
             pipe.hgetall(self._h(sid))
-        records = [r for raw in await self._do(pipe.execute()) if (r := _record(raw)) is not None]
+        found = zip(keys[:limit], await self._do(pipe.execute()), strict=True)
+        records = [r for (_, sid), raw in found if (r := self._record(sid, raw)) is not None and r.owner == principal]
         return records, (keys[limit - 1] if len(keys) > limit else None)
 
-    async def count(self) -> int:
-        return int(await self._do(self._client.get(f"{self._p}count")) or 0)
+    async def count(self) -> int | None:
+        raw = await self._do(self._client.get(f"{self._p}count"))
+        try:
+            return int(raw or 0)
+        except ValueError:
+            self._damaged(f"{self._p}count", "is not a number: the session count is unknown until it is set right")
+            return None
 
     async def owners(self, limit: int) -> dict[str, int]:
         """One `SCAN` over the per-principal sets (stopping at `limit`), then their sizes in one round trip."""
@@ -201,7 +257,27 @@ class RedisSessionStore:
             entries = found[0][1] if found else []
         else:
             entries = await self._do(self._client.xrange(stream, f"0-{start + 1}", "+", count=limit or None))
-        return [json.loads(fields["e"]) for _, fields in entries]
+        ours = [(entry, fields) for entry, fields in entries if entry.startswith("0-")]
+        if len(ours) < len(entries):  # an entry added with another id (`XADD *`) has no place in the log: left out
+            self._damaged(stream, "holds an entry this gateway did not add (its id is not 0-N); leaving it out")
+            if not ours and block_s > 0:
+                await anyio.sleep(min(block_s, 1.0))  # XREAD answers at once for it: no busy loop for a follower
+        return [self._event(session_id, entry, fields) for entry, fields in ours]
+
+    def _event(self, session_id: str, entry: str, fields: dict[str, str]) -> dict[str, Any]:
+        """The event stored at stream entry `entry` (`0-<index + 1>`); one this store did not write keeps its
+        place as `event.unreadable`, so every later index stays the same for every reader."""
+        index = int(entry.partition("-")[2]) - 1
+        try:
+            event = loads_stored(fields.get("e", ""))
+        except ValueError:
+            event = None
+        if isinstance(event, dict) and _sound_event(event, index):  # pyright: ignore[reportUnknownArgumentType]
+            return event  # pyright: ignore[reportUnknownVariableType]
+        self._damaged(
+            self._ev(session_id), f"holds an event this gateway did not write (index {index}); marking it unreadable"
+        )
+        return unreadable_event(session_id, index)
 
     # -- turns -----------------------------------------------------------------------------------
 
@@ -281,14 +357,20 @@ class RedisSessionStore:
                         pass
 
 
-def _record(raw: dict[str, str] | None) -> SessionRecord | None:
-    if not raw or "rec" not in raw:
-        return None
-    identity = json.loads(raw["rec"])
-    return SessionRecord(
-        **identity,
-        continuation_token=raw.get("token", ""),
-        turn=raw.get("turn") or None,
-        last_turn=json.loads(raw["last"]) if raw.get("last") else None,
-        event_count=int(raw.get("n") or 0),
+def _sound(identity: dict[str, Any], session_id: str) -> bool:
+    """Whether a record's identity has the shape `create` gives one (the session routes rely on it)."""
+    texts = (identity.get("owner"), identity.get("created_at"), identity.get("channel_id", "http"))
+    title = identity.get("title")
+    return (
+        identity.get("id") == session_id
+        and all(isinstance(t, str) for t in texts)
+        and (title is None or isinstance(title, str))
+        and identity.get("mode", "chat") in ("chat", "task")
+        and identity.get("purpose", "live") in ("live", "eval")
+    )
+
+
+def _sound_event(event: dict[str, Any], index: int) -> bool:
+    return (
+        isinstance(event.get("type"), str) and event.get("index") == index and isinstance(event.get("data", {}), dict)
     )

@@ -362,10 +362,14 @@ class SessionService:
         while True:
             await anyio.sleep(_REAP_EVERY_S)
             try:
-                for session_id, turn_id in await self.store.lapsed():
-                    await self._reap(session_id, turn_id)
+                lapsed = await self.store.lapsed()
             except StateUnavailable:
                 continue
+            for session_id, turn_id in lapsed:
+                try:  # one session Redis cannot write (a damaged record) must not keep the others' turns open
+                    await self._reap(session_id, turn_id)
+                except StateUnavailable:
+                    continue
 
     async def _listen_for_cancels(self) -> None:
         async for session_id, turn_id in self.store.cancellations():

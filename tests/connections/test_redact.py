@@ -33,6 +33,14 @@ from connections import (
         ("in anyio.create_task_group(), a flask_handler and mask_value", None),
         ("a bearer token must be at least 16 characters; bearer tokens are secrets.", None),
         ("Authorization: Bearer token-0123456789abcdef", "Authorization: Bearer ***"),
+        # Tool names are not keys: a key starts a word and looks like one (mixed case or digits, or very long).
+        ("tool 'ask_model' failed; try ask_question or ask_user_for_details", None),
+        ("calling ask_name, then ask_color (2 tools)", None),
+        (
+            "a cut-off key ask_Zk3q0P4x7abcdEFG and a lower-case one ask_" + "k" * 43,
+            "a cut-off key ask_*** and a lower-case one ask_***",
+        ),
+        ("--key=ask_Zk3q0P4x7abcdEFGH-_1xYz; task_group_ask_Zk3q0P4x7abcdEFGH", "--key=ask_***; task_group_ask_***"),
     ],
 )
 def test_redact_masks_keys_credentials_and_url_user_info(text: str, expected: str | None) -> None:

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from gateway.state_key import new_state_key
 from tests.conftest import free_port
 from tests.nginx import main_conf
 from tests.peers import debian_bin, node_bin
@@ -24,6 +25,8 @@ DEPLOY_NGINX = ROOT / "deploy" / "nginx.conf"
 BEARER = "replica-test-bearer-token-0123456789"
 OPERATOR = "replica-test-operator-token-0123456789"
 """The replicas' `AGENT_SDK_OPERATOR_TOKEN`: the console's actions and logins (BEARER is a peer's)."""
+STATE_KEY = new_state_key()
+"""The deployment's state key every replica of a test gets (`AGENT_SDK_STATE_KEY`), as docs/deploy.md says."""
 
 
 class RedisServer:
@@ -131,6 +134,7 @@ def replica(project: Path, state_root: Path, redis_url: str, *, lease: float = 3
         "AGENT_SDK_BEARER_TOKEN": BEARER,
         "AGENT_SDK_OPERATOR_TOKEN": OPERATOR,
         "AGENT_SDK_STATE_URL": redis_url,
+        "AGENT_SDK_STATE_KEY": STATE_KEY,
         "PYTHONUNBUFFERED": "1",
     }
     return serve(project, state_root, "--turn-lease", str(lease), env=env, port=port)

@@ -18,11 +18,12 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis import Redis
 
+from gateway.state_key import parse_state_key
 from tests.oauth.helpers import authorize
 from tests.oauth.peers import AuthServer, ResourceServer
 
 from .conftest import Served, assert_clean
-from .replicas import BEARER, OPERATOR, RedisServer, nginx_front, oauth_project, redis_server, replica
+from .replicas import BEARER, OPERATOR, STATE_KEY, RedisServer, nginx_front, oauth_project, redis_server, replica
 
 pytestmark = [pytest.mark.peers]
 
@@ -35,9 +36,9 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
         yield server
 
 
-def _unseal(raw: str, redis: Redis) -> dict[str, object]:
-    """What the replicas sealed, opened with the deployment key they share (read from Redis as they do)."""
-    key = bytes.fromhex(redis.get("agent-sdk:request-state:key").decode())  # type: ignore[union-attr]
+def _unseal(raw: str) -> dict[str, object]:
+    """What the replicas sealed, opened with the deployment key they share (`AGENT_SDK_STATE_KEY`)."""
+    key = parse_state_key(STATE_KEY, "the test's key")
     body = raw[len(LOGIN_PREFIX) :]
     sealed = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     plain = AESGCM(key).decrypt(sealed[:12], sealed[12:], b"agent-sdk requestState v1" + LOGIN_PREFIX.encode())
@@ -95,7 +96,7 @@ def test_a_login_started_on_one_replica_is_finished_by_another_and_serves_both(
             assert 0 < raw_redis.pttl(keys[0]) <= 600_000
             raw = raw_redis.get(keys[0]).decode()  # type: ignore[union-attr]
             assert raw.startswith(LOGIN_PREFIX)
-            opened = _unseal(raw, raw_redis)
+            opened = _unseal(raw)
             verifier = str(opened["verifier"])
             challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
             assert challenge == query["code_challenge"]  # the sealed value is this login's PKCE verifier

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 
 from .conftest import ROOT, Served, assert_clean, make_project, serve
-from .replicas import BEARER, RedisServer, redis_server
+from .replicas import BEARER, STATE_KEY, RedisServer, redis_server
 
 pytestmark = [pytest.mark.peers]
 
@@ -59,7 +59,7 @@ def test_a_key_made_once_works_on_every_replica_and_a_revoke_reaches_them_all(
     assert made.returncode == 0, made.stderr
     key = made.stdout.strip()
     assert not (project / ".agent-sdk" / "hub-keys.json").exists()  # in Redis, not in a file
-    env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis.url}
+    env = {"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_STATE_URL": redis.url, "AGENT_SDK_STATE_KEY": STATE_KEY}
     replicas = [serve(project, tmp_path / f"r{i}", "--hub", env=env) for i in range(2)]
     try:
         assert [_connectors(r, key) for r in replicas] == [200, 200]

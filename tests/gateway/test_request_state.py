@@ -7,15 +7,11 @@ from pathlib import Path
 import pytest
 
 from gateway._redis import redis_client
-from gateway.request_state import (
-    RedisUsedStates,
-    RequestStateRefused,
-    RequestStates,
-    SealedState,
-    load_state_key,
-)
+from gateway.request_state import RedisUsedStates, RequestStateRefused, RequestStates, SealedState
+from gateway.settings import ServeSettings
+from gateway.state_key import load_state_key, parse_state_key
 
-from .replicas import redis_server
+from .replicas import STATE_KEY, redis_server
 
 pytestmark = pytest.mark.anyio
 
@@ -32,7 +28,7 @@ class Clock:
 
 async def test_a_state_opens_once_for_its_principal_and_tool_until_it_expires(tmp_path: Path) -> None:
     clock = Clock()
-    states = RequestStates(await load_state_key(tmp_path), ttl_s=60, clock=clock)
+    states = RequestStates(await load_state_key(ServeSettings(state_root=tmp_path)), ttl_s=60, clock=clock)
     sealed = states.seal(STATE)
     assert "upstream-opaque" not in sealed and "alice" not in sealed  # sealed, not merely signed
     with pytest.raises(RequestStateRefused, match="issued to another principal"):
@@ -50,26 +46,26 @@ async def test_a_state_opens_once_for_its_principal_and_tool_until_it_expires(tm
 
 
 async def test_the_file_key_is_made_once_0600_and_another_deployment_cannot_open_its_states(tmp_path: Path) -> None:
-    key = await load_state_key(tmp_path / "one")
-    assert await load_state_key(tmp_path / "one") == key
+    key = await load_state_key(ServeSettings(state_root=tmp_path / "one"))
+    assert await load_state_key(ServeSettings(state_root=tmp_path / "one")) == key
     assert (tmp_path / "one" / "request-state.key").stat().st_mode & 0o777 == 0o600
     sealed = RequestStates(key).seal(STATE)
-    other = RequestStates(await load_state_key(tmp_path / "two"))
+    other = RequestStates(await load_state_key(ServeSettings(state_root=tmp_path / "two")))
     with pytest.raises(RequestStateRefused, match="not issued by this gateway, or it was altered"):
         await other.open(sealed, "bearer:alice", "ask_name")
 
 
-async def test_replicas_sharing_redis_share_the_key_and_refuse_a_replay_at_another_replica(tmp_path: Path) -> None:
+async def test_replicas_given_one_key_open_each_others_states_and_refuse_a_replay_at_another(tmp_path: Path) -> None:
     with redis_server(tmp_path / "redis") as server:
         one, two = redis_client(server.url), redis_client(server.url)
         try:
-            first = RequestStates(await load_state_key(tmp_path / "a", one), RedisUsedStates(one))
-            second = RequestStates(await load_state_key(tmp_path / "b", two), RedisUsedStates(two))
+            key = parse_state_key(STATE_KEY, "the test's key")
+            first = RequestStates(key, RedisUsedStates(one))
+            second = RequestStates(key, RedisUsedStates(two))
             sealed = first.seal(STATE)
             assert await second.open(sealed, "bearer:alice", "ask_name") == STATE
             with pytest.raises(RequestStateRefused, match="already used"):
                 await first.open(sealed, "bearer:alice", "ask_name")
-            assert not (tmp_path / "a" / "request-state.key").exists()
         finally:
             await one.aclose()
             await two.aclose()

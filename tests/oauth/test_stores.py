@@ -160,6 +160,31 @@ async def test_redis_store_roundtrip(redis_store: RedisTokenStore) -> None:
     assert "127.0.0.1" in redis_store.name
 
 
+async def test_a_poisoned_redis_grant_is_a_sentence_and_a_poisoned_index_member_is_skipped(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    from redis.asyncio import Redis
+
+    from oauth import StoreCorrupt
+
+    async with RedisTokenStore(redis_url, prefix="poisoned:") as store, Redis.from_url(redis_url) as raw:
+        good, bad = make_grant("good"), make_grant("bad")
+        await store.save(good)
+        await store.save(bad)
+        await raw.set(f"poisoned:mcp-oauth:bad:{bad.key.resource}", "{not json " + ACCESS)
+        await raw.sadd("poisoned:mcp-oauth:index", "[not json", '"a string"')
+        with caplog.at_level("WARNING", logger="oauth"):
+            assert await store.keys() == [bad.key, good.key]  # the two members that are not keys left out
+        assert "poisoned:mcp-oauth:index" in caplog.text and "not json" not in caplog.text
+        with pytest.raises(StoreCorrupt) as caught:
+            await store.load(bad.key)
+        assert str(caught.value) == (
+            f"the Redis key 'poisoned:mcp-oauth:bad:{bad.key.resource}' at {store.name} is not valid JSON"
+        )
+        assert ACCESS not in str(caught.value)
+        assert (await store.load(good.key)) is not None
+
+
 async def test_redis_lock_excludes_another_replica(redis_url: str) -> None:
     key = StoreKey("docs", "https://mcp.example.com/mcp")
     async with RedisTokenStore(redis_url) as first, RedisTokenStore(redis_url) as second:
