@@ -57,9 +57,9 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
 _EXIT_PEEK_S = 0.5
+"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
 _SDK_CLOSED = "Connection closed"
 """The message of the SDK dispatcher's own -32000, when its transport ended or refused a write."""
-"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
 
 
 def default_start_limit() -> int:
