@@ -243,7 +243,8 @@ async def open_client(
         logging_callback=logs.on_log,  # a log message that names no request: to its caller (`_call_routing.py`)
         cache=None,  # the pool keeps its own listing cache, invalidated by list_changed
         client_info=mt.Implementation(name="agent-sdk", version="0.1.0"),
-        **client_callbacks(),  # declares elicitation and sampling; each request is its call's (`_input_requests.py`)
+        # declares elicitation and sampling; each request is its call's (`_input_requests.py`)
+        **client_callbacks(defn.timeouts.question),
     )
     try:
         async with client:

@@ -53,6 +53,9 @@ class Timeouts:
     """One `tools/call`."""
     auth: float = 10.0
     """One per-session `auth` callback."""
+    question: float = 30.0
+    """On a stdio or SSE session (whose wire does not say which call an upstream's question is about): how much
+    longer a question may wait for its caller once another caller's question had to be refused meanwhile."""
 
 
 DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024

@@ -38,7 +38,7 @@ FIELD_TYPES: dict[str, str] = {
     "advertise_prompts": "True, False or a list of prompt names",
     "deny_resources": "a list of resource URIs and URI templates",
     "deny_prompts": "a list of prompt names",
-    "timeouts": "a Timeouts(...) or a dict with connect/list/call/auth seconds",
+    "timeouts": "a Timeouts(...) or a dict with connect/list/call/auth/question seconds",
     "allow_tools": "a list of tool names",
     "deny_tools": "a list of tool names",
     "protocol": "'auto', 'legacy' or 'modern'",

@@ -14,6 +14,13 @@ An upstream asks for input in one of two shapes, by protocol generation:
   (`in_flight`), as `_call_routing.py` does for log messages. A request that finds no call, or a
   call whose caller has no handler for it, is refused with INVALID_REQUEST, the error a client that
   does not support the feature gives (the SDK's default callbacks): never another caller's handler.
+  Routing by elimination (skipping a call whose question already waits) would be unsound: one call
+  may ask two questions at once, and the second would reach another caller. So while a question
+  waits for its caller (a 2026-07-28 peer's held call waiting for its retry, a person filling in a
+  form), every other caller's question on that session is refused; once one is, each waiting
+  question there gets at most the connection's `timeouts.question` seconds more (`_yielding`), after
+  which it fails upstream with a sentence and the session can route again. One caller's unanswered
+  question thus blocks another's for a bounded time, and a caller alone on the session is never cut.
 - 2026-07-28 (SEP-2322, multi round-trip requests): the upstream answers `tools/call` with an
   `InputRequiredResult`. Each request's `_meta` declares exactly what its caller can answer
   (`advertised`). `drive` answers the embedded requests with the caller's handlers and retries with
@@ -30,6 +37,7 @@ from collections.abc import Awaitable, Callable, Generator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+import anyio
 import mcp.types as mt
 from mcp.client.session import ClientRequestContext, ClientResponse
 from mcp.shared.exceptions import MCPError
@@ -143,11 +151,8 @@ def in_flight(session: Any, context: CallContext | None) -> Generator[None]:
         calls.pop(context, None)
 
 
-def _owner(session: Any) -> CallContext | None:
-    """The call an upstream request on `session` belongs to (module docstring), or None."""
-    found = current_call()
-    if found is not None:
-        return found
+def _only_call(session: Any) -> CallContext | None:
+    """The call an upstream request on `session` belongs to when the wire does not say (module docstring), or None."""
     calls = _IN_FLIGHT.get(session)
     pending = getattr(getattr(session, "_dispatcher", None), "_pending", None)
     if not calls or len(calls) != 1 or not isinstance(pending, dict) or len(pending) != 1:  # pyright: ignore[reportUnknownArgumentType]
@@ -155,22 +160,59 @@ def _owner(session: Any) -> CallContext | None:
     return next(iter(calls))
 
 
-async def _callback(session: Any, method: str, params: Any) -> Any:
+_WAITING: weakref.WeakKeyDictionary[Any, set[anyio.CancelScope]] = weakref.WeakKeyDictionary()
+"""Per session, the questions routed by `_only_call` that wait for their caller's answer (`_yielding`)."""
+
+
+async def _yielding(session: Any, owner: CallContext, method: str, params: dict[str, Any], limit: float) -> Any:
+    """`answer(owner, ...)` for a question routed by `_only_call`, cut `limit` seconds after another caller's
+    question on `session` had to be refused (module docstring)."""
+    waiting = _WAITING.setdefault(session, set())
+    with anyio.CancelScope() as scope:
+        waiting.add(scope)
+        try:
+            return await answer(owner, method, params)
+        finally:
+            waiting.discard(scope)
+    raise MCPError(
+        code=mt.INTERNAL_ERROR,
+        message=f"the caller did not answer the {method} request within {limit:g}s of another caller's question "
+        "on this connection being refused: its wire does not say which call a question is about, so no other "
+        "caller's question can be routed while one waits (timeouts.question)",
+    )
+
+
+def _refused_for_want_of_a_route(session: Any, limit: float) -> None:
+    """Another caller's question could not be routed: every question waiting on `session` gets `limit` s more."""
+    deadline = anyio.current_time() + limit
+    for scope in _WAITING.get(session, ()):
+        scope.deadline = min(scope.deadline, deadline)
+
+
+async def _callback(session: Any, method: str, params: Any, limit: float) -> Any:
+    dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
     try:
-        result = await answer(_owner(session), method, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        owner = current_call()  # the request came on its call's own answer stream
+        if owner is not None:
+            result = await answer(owner, method, dumped)
+        elif (owner := _only_call(session)) is not None:
+            result = await _yielding(session, owner, method, dumped, limit)
+        else:
+            _refused_for_want_of_a_route(session, limit)
+            result = await answer(None, method, dumped)  # raises: nobody can answer it
     except MCPError as exc:
         return exc.error
     return ClientResponse.validate_python(result)
 
 
-async def _elicitation(context: ClientRequestContext, params: mt.ElicitRequestParams) -> Any:
-    return await _callback(context.session, "elicitation/create", params)
+def client_callbacks(question_timeout: float) -> dict[str, Any]:
+    """`mcp.Client` arguments that declare elicitation and sampling and route each request to its call;
+    `question_timeout` is the connection's `timeouts.question` (module docstring)."""
 
+    async def elicitation(context: ClientRequestContext, params: mt.ElicitRequestParams) -> Any:
+        return await _callback(context.session, "elicitation/create", params, question_timeout)
 
-async def _sampling(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> Any:
-    return await _callback(context.session, "sampling/createMessage", params)
+    async def sampling(context: ClientRequestContext, params: mt.CreateMessageRequestParams) -> Any:
+        return await _callback(context.session, "sampling/createMessage", params, question_timeout)
 
-
-def client_callbacks() -> dict[str, Any]:
-    """`mcp.Client` arguments that declare elicitation and sampling and route each request to its call."""
-    return {"elicitation_callback": _elicitation, "sampling_callback": _sampling}
+    return {"elicitation_callback": elicitation, "sampling_callback": sampling}

@@ -58,6 +58,8 @@ _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
 _EXIT_PEEK_S = 0.5
 """How long a call that lost its stdio child waits for the exit status to name it in the error."""
+_SDK_CLOSED = "Connection closed"
+"""The message of the SDK dispatcher's own -32000, when its transport ended or refused a write."""
 
 
 def default_start_limit() -> int:
@@ -353,11 +355,15 @@ class ClientPool:
                         # request was not processed: one retry on a fresh session is safe.
                         slot.retire(session, self._cache, "reopen")
                         continue
-                    if opened.child is not None and _transport_closed(exc):
-                        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
-                            await opened.child.process.wait()
+                    alive = await _alive_after(exc, opened)
                     error = translate(
-                        slot.defn, exc, operation, http_status=opened.http_status, tool=tool, child=opened.child
+                        slot.defn,
+                        exc,
+                        operation,
+                        http_status=opened.http_status,
+                        tool=tool,
+                        child=opened.child,
+                        alive=alive,
                     )
                     cause = judge(slot.defn, exc, error, opened)
                     if cause == "call" and isinstance(error, ConnectionUnavailable):
@@ -384,6 +390,18 @@ async def _within(budget: float, run: Callable[[OpenedClient], Awaitable[_T]], o
     raise TimeoutError  # the deadline passed: the scope caught its own cancellation
 
 
-def _transport_closed(exc: BaseException) -> bool:
-    """The session's transport closed under the call (a stdio child exited, a stream ended)."""
-    return any(isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED for e in leaves(exc))
+async def _alive_after(exc: BaseException, opened: OpenedClient) -> bool:
+    """Whether `opened`'s transport (and stdio child) is still up after `exc`: then a -32000 the SDK did not
+    make is the upstream's own answer (`made_here`). A child that exited has its exit status read first,
+    for the message."""
+    closed = [e for e in leaves(exc) if isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED]
+    if closed and opened.alive and any(e.message == _SDK_CLOSED for e in closed):
+        # The SDK's own "Connection closed" can come a moment before the read stream's end reaches the
+        # session (a write to a child that stopped reading): wait for that end, briefly. An upstream that
+        # answers with these very words from a live child costs its own caller the wait, nothing more.
+        with anyio.move_on_after(_EXIT_PEEK_S):
+            await opened.gone.wait()
+    if closed and opened.child is not None and not opened.alive:
+        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
+            await opened.child.process.wait()
+    return opened.alive

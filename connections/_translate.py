@@ -31,7 +31,16 @@ from ._exceptions import (
 from ._redact import shown_command, shown_url
 from ._stdio import StdioChild
 
-__all__ = ["REOPEN_NOTE", "Operation", "answer_lost", "describe", "leaves", "translate", "transport_failure"]
+__all__ = [
+    "REOPEN_NOTE",
+    "Operation",
+    "answer_lost",
+    "describe",
+    "leaves",
+    "made_here",
+    "translate",
+    "transport_failure",
+]
 
 Operation = Literal[
     "connect",
@@ -121,6 +130,28 @@ def transport_failure(exc: BaseException) -> str:
     return words.get(type(exc).__name__, "a transport error")
 
 
+_STREAM_LOST = re.compile(
+    r"SSE stream (?:failed: .*|ended without a response|ended and reconnection attempts were exhausted)", re.DOTALL
+)
+"""What the SDK's Streamable HTTP transport (and the fast wire, which mirrors it) makes up for an answer
+stream lost under one call: it writes these into the session's read stream beside the upstream's real
+answers, so the text is the only mark they carry."""
+
+
+def made_here(leaf: MCPError, operation: Operation, *, alive: bool) -> bool:
+    """Whether a -32000 ("connection closed") or -32001 ("request timeout") was made by this side (the SDK's
+    dispatcher or transport, the fast wire) rather than sent by the upstream, which may answer with any code.
+
+    -32000 is ours when the transport really ended (`alive` False: the read stream closed or the stdio
+    child exited) or when it is an HTTP answer stream the transport gave up on (`_STREAM_LOST`). -32001
+    is ours only while opening: the 2026-07-28 probe is the one request sent with an SDK timeout (every
+    operation on an open session is bounded by the pool, which raises `TimeoutError` instead).
+    """
+    if leaf.code == mt.CONNECTION_CLOSED:
+        return not alive or _STREAM_LOST.fullmatch(leaf.message) is not None
+    return leaf.code == mt.REQUEST_TIMEOUT and operation == "connect"
+
+
 def translate(
     defn: ConnectionDefinition,
     exc: BaseException,
@@ -129,8 +160,12 @@ def translate(
     http_status: list[int] | None = None,
     tool: str | None = None,
     child: StdioChild | None = None,
+    alive: bool = False,
 ) -> ConnectionsError:
     """The typed error for `exc`, raised while doing `operation` on `defn`; the message names the connection.
+
+    `alive`: the session's transport (and stdio child) was still up after `exc`, so a -32000 or -32001
+    that the SDK did not make is the upstream's own error answer (`made_here`).
 
     Messages are built here from codes and classes, never by echoing a request (headers, URLs
     with queries, environment values), so no secret reaches a log line or the model.
@@ -172,7 +207,7 @@ def translate(
         return ConnectionUnavailable(
             name, f"{doing} failed: the connection to {_where(defn)} broke ({transport_failure(leaf)})"
         )
-    if isinstance(leaf, MCPError):
+    if isinstance(leaf, MCPError) and made_here(leaf, operation, alive=alive):
         if leaf.code == mt.CONNECTION_CLOSED and (limit := _SSE_LIMIT.search(leaf.message)):
             # The transport stopped reading an oversized event; the session itself is fine.
             return ResultTooLarge(
@@ -182,8 +217,8 @@ def translate(
             exited = f"the server process exited{child.exit_text() if child is not None else ''}"
             what = exited if defn.kind == "stdio" else "the connection closed"
             return ConnectionUnavailable(name, f"{doing} failed: {what}{REOPEN_NOTE}")
-        if leaf.code == mt.REQUEST_TIMEOUT:
-            return UpstreamTimeout(name, f"{doing} timed out")
+        return UpstreamTimeout(name, f"{doing} timed out")
+    if isinstance(leaf, MCPError):
         if leaf.code == mt.PARSE_ERROR:
             return UpstreamError(name, f"{doing} failed: the upstream's response is not JSON-RPC{status}")
         if leaf.code == mt.INVALID_REQUEST and "content type" in leaf.message.lower():

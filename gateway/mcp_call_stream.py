@@ -1,13 +1,14 @@
 """A peer's `tools/call` on `/v1/mcp/tools` while it runs: cancelled when the peer goes, streamed when asked.
 
 The lane (`mcp_lane.py`) runs every `tools/call` through `until_gone`: the call is registered in
-the runtime's `PeerCalls` under the peer's principal and request id (so its
-`notifications/cancelled` finds it) and is cancelled when the POST's connection closes. A
+the runtime's `PeerCalls` under the peer (its principal and, at the handshake versions, its
+`Mcp-Session-Id`: `peer_of`) and its request id (so its `notifications/cancelled` finds it), and is
+cancelled when the POST's connection closes. A
 cancelled call cancels the upstream call under it, which then sees `notifications/cancelled` with
 its own request id (handshake era) or its own POST closed (2026-07-28), as for a timeout.
 
 Only a call whose request asks for something besides the result (a `progressToken`, or a log level:
-`io.modelcontextprotocol/logLevel` in `_meta` at 2026-07-28, the principal's `logging/setLevel` at
+`io.modelcontextprotocol/logLevel` in `_meta` at 2026-07-28, the peer's `logging/setLevel` at
 the handshake versions) is answered with `text/event-stream`: its upstream's notifications about
 it, then the answer, each an SSE `message` event (`stream_answer`). Every other call keeps the plain
 JSON answer, the hot path.
@@ -23,14 +24,24 @@ from typing import Any, TypeVar
 import anyio
 import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
-from starlette.types import Receive, Send
+from starlette.types import Receive, Scope, Send
 
 from connections import CallContext, calling, log_level_value
 
-from .peer_calls import PeerCalls
+from .peer_calls import Peer, PeerCalls
 from .runtime import Runtime
 
-__all__ = ["QUEUED", "call_context", "peer_cancelled", "principal_id", "send_accepted", "stream_answer", "until_gone"]
+__all__ = [
+    "QUEUED",
+    "call_context",
+    "peer_cancelled",
+    "peer_of",
+    "principal_id",
+    "send_accepted",
+    "session_header",
+    "stream_answer",
+    "until_gone",
+]
 
 _T = TypeVar("_T")
 
@@ -55,7 +66,7 @@ _SSE_HEADERS = [
 ]
 
 
-def call_context(runtime: Runtime, principal: str, params: Mapping[str, Any], *, modern: bool) -> CallContext:
+def call_context(runtime: Runtime, peer: Peer, params: Mapping[str, Any], *, modern: bool) -> CallContext:
     """The context of a peer's `tools/call` with `params` (schema-checked): its progress token and log
     level; a `sink` is set (by `stream_answer`) only when it asks for either."""
     meta = params.get("_meta")
@@ -64,7 +75,7 @@ def call_context(runtime: Runtime, principal: str, params: Mapping[str, Any], *,
         token = None
     level = meta.get(LOG_LEVEL_META_KEY) if modern and isinstance(meta, Mapping) else None
     if not modern:
-        level = runtime.peers.level(principal)
+        level = runtime.peers.level(peer)
     context = CallContext(progress_token=token, log_level=level if log_level_value(level) is not None else None)  # pyright: ignore[reportArgumentType]
     if context.progress_token is not None or context.log_level is not None:
         context.sink = _unset_sink
@@ -75,18 +86,32 @@ def _unset_sink(method: str, params: dict[str, Any]) -> None:  # pragma: no cove
     raise AssertionError("the call's sink is set by stream_answer")
 
 
-def peer_cancelled(peers: PeerCalls, scope: Any, params: Any) -> None:
+def peer_cancelled(peers: PeerCalls, peer: Peer, params: Any) -> None:
     """A peer's `notifications/cancelled`: cancel its call, if in flight (a late or unknown one is ignored)."""
     if isinstance(params, Mapping):
         request_id = params.get("requestId")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
         if type(request_id) in (str, int):  # pyright: ignore[reportUnknownArgumentType]
-            peers.cancel(principal_id(scope), request_id, "the peer cancelled the request")
+            peers.cancel(peer, request_id, "the peer cancelled the request")
 
 
 def principal_id(scope: Any) -> str:
     """The id of the principal the auth chain admitted (`anonymous` where none ran)."""
     principal = scope.get("state", {}).get("principal")
     return getattr(principal, "id", None) or "anonymous"
+
+
+def session_header(scope: Scope) -> str | None:
+    """The request's `Mcp-Session-Id`, if any."""
+    for key, value in scope["headers"]:
+        if key == b"mcp-session-id":
+            return value.decode("latin-1")
+    return None
+
+
+def peer_of(scope: Scope, *, modern: bool = False) -> Peer:
+    """Who sent the request (`peer_calls.py`): its principal, and at the handshake versions its `Mcp-Session-Id`
+    (a 2026-07-28 peer has no session: a stray header is not one)."""
+    return principal_id(scope), None if modern else session_header(scope)
 
 
 async def _watch(receive: Receive, cancel: Callable[[str], None]) -> None:
@@ -98,7 +123,7 @@ async def _watch(receive: Receive, cancel: Callable[[str], None]) -> None:
 
 
 async def until_gone(
-    receive: Receive, peers: PeerCalls, principal: str, request_id: Any, call: Awaitable[_T], context: CallContext
+    receive: Receive, peers: PeerCalls, peer: Peer, request_id: Any, call: Awaitable[_T], context: CallContext
 ) -> _T | None:
     """`call`'s value; None when the peer cancelled it or went away first (`context.cancelled_by` says which).
 
@@ -111,7 +136,7 @@ async def until_gone(
     assert task is not None
     context.scope = task
     cancel = context.cancel
-    key = peers.started(principal, request_id, cancel)
+    key = peers.started(peer, request_id, cancel)
     loop = task.get_loop()
     watching: list[asyncio.Task[None]] = []
     timer = loop.call_later(WATCH_AFTER, _start_watch, loop, receive, cancel, watching)
@@ -143,7 +168,7 @@ async def stream_answer(
     send: Send,
     receive: Receive,
     peers: PeerCalls,
-    principal: str,
+    peer: Peer,
     request_id: Any,
     context: CallContext,
     answer: Callable[[], Awaitable[dict[str, Any]]],
@@ -174,7 +199,7 @@ async def stream_answer(
         nonlocal wake
         try:
             with calling(context):
-                outcome.append(await until_gone(receive, peers, principal, request_id, answer(), context))
+                outcome.append(await until_gone(receive, peers, peer, request_id, answer(), context))
         finally:
             wake.set()
 

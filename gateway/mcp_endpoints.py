@@ -27,13 +27,13 @@ from starlette.types import Message, Receive, Scope, Send
 from ._asgi import receive_body, send_error, send_rpc_error
 from .auth_chain import Principal
 from .errors import ApiError, InvalidRequest
-from .mcp_call_stream import principal_id
+from .mcp_call_stream import principal_id, session_header
 from .mcp_lane import serve_lane
 from .mcp_request_checks import envelope_problem, header_problem, serve_batch
 from .mcp_task_ext import serve_task_extension
 from .mcp_tasks import serve_tasks
 from .mcp_tools import SERVER_VERSION, json_result
-from .peer_sessions import answered, session_header, with_peer_session
+from .peer_sessions import answered, with_peer_session
 from .peer_streams import StreamRefused
 from .runtime import Runtime, runtime_of
 from .tool_calls import call_tool

@@ -65,7 +65,7 @@ from .json_pieces import answer_pieces
 from .mcp_call_stream import (
     call_context,
     peer_cancelled,
-    principal_id,
+    peer_of,
     send_accepted,
     stream_answer,
     until_gone,
@@ -137,7 +137,7 @@ async def serve_lane(
         return False
     method, ident = body.get("method"), body.get("id")
     if method == "notifications/cancelled":
-        peer_cancelled(runtime.peers, scope, body.get("params"))
+        peer_cancelled(runtime.peers, peer_of(scope), body.get("params"))
         return False
     if method not in _METHODS or type(ident) not in (str, int) or not _ENVELOPE.issuperset(body):
         return False
@@ -168,19 +168,19 @@ async def serve_lane(
         _methods.validate_client_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
-            principal = principal_id(scope)
-            context = call_context(runtime, principal, params, modern=modern)
-            session = None if modern else _header(scope, b"mcp-session-id")  # a handshake peer's (peer_sessions.py)
+            who = peer_of(scope, modern=modern)  # the principal, and a handshake peer's session (peer_sessions.py)
+            principal, session = who
+            context = call_context(runtime, who, params, modern=modern)
             peer = await peer_call(runtime, principal, params, context, session)  # elicitation, sampling: peer_input.py
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
                 await server_tool(runtime, params["name"])
                 run_call = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
-                await stream_answer(send, receive, runtime.peers, principal, ident, context, run_call)
+                await stream_answer(send, receive, runtime.peers, who, ident, context, run_call)
                 return True
             call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
-            found = await until_gone(receive, runtime.peers, principal, ident, call, context)
+            found = await until_gone(receive, runtime.peers, who, ident, call, context)
             if found is None:
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
                 return True

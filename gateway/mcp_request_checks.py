@@ -11,7 +11,9 @@
 - A JSON-RPC batch is served only for 2025-03-26, the one revision that has batches (a request
   without the header is 2025-03-26 by the same section): each message is answered on its own by
   the SDK and the answers come back as one JSON array (JSON-RPC 2.0 §6). Later revisions removed
-  batches, so there a batch is refused with a sentence saying so.
+  batches, so there a batch is refused with a sentence saying so, and so is a message in a batch
+  whose `_meta` speaks 2026-07-28 (`_modern_in_batch`): its call could be held for a retry that a
+  2025-03-26 batch has no way to make.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as mt
+from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
@@ -109,6 +112,20 @@ def envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
     return body
 
 
+_MODERN_IN_BATCH = (
+    "Invalid Request: this message's _meta speaks MCP 2026-07-28 (io.modelcontextprotocol/protocolVersion), which "
+    "has no batches: a 2026-07-28 call may need a retry with requestState, which a 2025-03-26 batch cannot make; "
+    "send it as a POST of its own with MCP-Protocol-Version: 2026-07-28"
+)
+
+
+def _modern_in_batch(item: Any) -> bool:
+    """Whether a batch's message carries the 2026-07-28 `_meta` envelope (module docstring)."""
+    params = item.get("params") if isinstance(item, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    meta = params.get("_meta") if isinstance(params, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+
+
 def _error(ident: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": ident, "error": {"code": code, "message": message}}
 
@@ -135,6 +152,9 @@ async def serve_batch(handle: Handle, scope: Scope, raw: bytes, send: Send) -> N
         if isinstance(checked, tuple):
             ident = item.get("id") if isinstance(item, dict) else None  # pyright: ignore[reportUnknownMemberType]
             answers.append(_error(ident if isinstance(ident, str | int) else None, *checked))
+            continue
+        if _modern_in_batch(item):
+            answers.append(_error(item.get("id"), mt.INVALID_REQUEST, _MODERN_IN_BATCH))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
             continue
         answer = await _one(handle, scope, one)
         if answer is not None:

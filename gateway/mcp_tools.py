@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
 
-from .mcp_call_stream import principal_id
+from .mcp_call_stream import peer_of, principal_id
 from .mcp_offerings import failed_closed, offering_handlers
 from .mcp_subscriptions import subscription_handlers
 from .mcp_task_capability import TaskServer
@@ -149,9 +149,9 @@ def tools_server(
         return await tools_call_result(served, params.name, params.arguments, peer)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
-        # Stateless: the level is the principal's, for its later calls (peer_calls.py).
+        # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (peer_calls.py).
         scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        runtime(ctx).peers.set_level(principal_id(scope or {}), params.level)
+        runtime(ctx).peers.set_level(peer_of(scope) if scope else ("anonymous", None), params.level)
         return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.

@@ -23,7 +23,7 @@ from .mcp_call_stream import principal_id
 from .peer_asks import ASK_PREFIX
 from .runtime import Runtime
 
-__all__ = ["SESSION_HEADER", "answered", "session_header", "with_peer_session"]
+__all__ = ["SESSION_HEADER", "answered", "with_peer_session"]
 
 SESSION_HEADER = b"mcp-session-id"
 _INPUT_FEATURES = ("elicitation", "sampling")
@@ -61,11 +61,3 @@ async def answered(runtime: Runtime, scope: Scope, message: Mapping[str, Any], s
     await send({"type": "http.response.start", "status": 202, "headers": [(b"content-length", b"0")]})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     return True
-
-
-def session_header(scope: Scope) -> str | None:
-    """The request's `Mcp-Session-Id`, if any."""
-    for key, value in scope["headers"]:
-        if key == SESSION_HEADER:
-            return value.decode("latin-1")
-    return None

@@ -140,7 +140,9 @@ def test_timeouts_default_and_override_by_dict_or_object() -> None:
 
 def test_an_unknown_timeout_names_the_known_ones() -> None:
     defn = define_connection(command="x", timeouts={"read": 5})
-    assert [p.message for p in defn.problems] == ["unknown timeout 'read'; timeouts take auth, call, connect, list"]
+    assert [p.message for p in defn.problems] == [
+        "unknown timeout 'read'; timeouts take auth, call, connect, list, question"
+    ]
 
 
 def test_allow_and_deny_lists_filter_tools_with_deny_winning() -> None:

@@ -159,3 +159,46 @@ async def test_the_caller_that_opened_a_stdio_session_never_answers_a_later_call
             with pytest.raises(UpstreamError, match="Elicitation not supported"):
                 await host.call_tool("asking", "ask_name", {})
         assert pool.status("asking").opens == 1
+
+
+async def test_a_question_left_waiting_on_a_shared_stdio_session_yields_to_another_callers_within_the_bound() -> None:
+    # A stdio upstream does not say which call a question is about: while A's question waits for its
+    # caller (a 2026-07-28 peer's held call before its retry), B's question cannot be routed and is refused.
+    # That refusal gives A's question `timeouts.question` seconds more, then the session routes again.
+    defn = define_connection(
+        command=sys.executable, args=[str(ASKING), "--stdio"], protocol="legacy", timeouts={"question": 0.5}
+    ).named("asking", None)
+    asked = anyio.Event()
+
+    async def never_answers(_params: mt.ElicitRequestParams) -> mt.ElicitResult:
+        asked.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    first: list[BaseException | mt.CallToolResult] = []
+    async with ClientPool({"asking": defn}) as pool:
+        host = HostMcp(pool)
+
+        async def a_calls() -> None:
+            try:
+                first.append(await host.call_tool("asking", "ask_name", {}, elicitation=never_answers))
+            except UpstreamError as exc:
+                first.append(exc)
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(a_calls)
+                await asked.wait()
+                try:  # B's question, while A's waits: refused, as for a caller that cannot answer
+                    refused: Any = await host.call_tool("asking", "ask_name", {}, elicitation=named("Bo"))
+                except UpstreamError as exc:
+                    refused = exc
+                assert "Elicitation not supported" in (
+                    str(refused) if isinstance(refused, UpstreamError) else text(refused)
+                )
+            # A's question was cut 0.5 s after B's refusal (not after 300 s): its call ended with the upstream's answer
+            said = str(first[0]) if isinstance(first[0], UpstreamError) else text(first[0])  # pyright: ignore[reportArgumentType]
+            assert "within 0.5s of another caller's question on this connection being refused" in said
+            # and B is served now
+            greeted = await host.call_tool("asking", "ask_name", {}, elicitation=named("Bo"))
+        assert text(greeted) == "Hello, Bo!"

@@ -17,9 +17,12 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from mcp.client import streamable_http
 from mcp.server.mcpserver import MCPServer
+from mcp.shared import jsonrpc_dispatcher
+from mcp.shared.exceptions import MCPError
 
-from connections import _fast_answers
+from connections import _fast_answers, _pool, _translate
 
 pytestmark = pytest.mark.anyio
 
@@ -75,3 +78,19 @@ def test_the_pins_hold_the_installed_releases() -> None:
     for name, ceiling in pins.items():
         installed = tuple(int(p) for p in metadata.version(name).split(".")[:2])
         assert installed < tuple(int(p) for p in ceiling.split(".")), f"{name} {metadata.version(name)} is past its pin"
+
+
+def test_the_sdks_own_connection_closed_texts_are_the_ones_made_here_recognises() -> None:
+    # `made_here` (`_translate.py`) and `_alive_after` (`_pool.py`) tell the SDK's own -32000 from an upstream's
+    # by these texts and the transport's state: a release that rewords them must fail here, not mislabel errors.
+    closed = jsonrpc_dispatcher._CLOSED_OUTCOME  # pyright: ignore[reportPrivateUsage]
+    assert (closed.code, closed.message) == (-32000, _pool._SDK_CLOSED)  # pyright: ignore[reportPrivateUsage]
+    source = inspect.getsource(streamable_http.StreamableHTTPTransport)
+    # Every answer the transport makes up with the default code (-32000); one with `code=` of its own is not one.
+    made = re.findall(r'_resolve_abandoned_request\(\s*[^,]+,\s*[^,]+,\s*f?"([^"]+)"(\s*,\s*code=)?', source)
+    texts = [text for text, own_code in made if not own_code]
+    assert len(texts) >= 3, "StreamableHTTPTransport no longer resolves abandoned requests where expected"
+    for text in texts:
+        sample = text.replace("{exc}", "boom")
+        assert _translate.made_here(MCPError(-32000, sample), "call", alive=True), text
+    assert not _translate.made_here(MCPError(-32000, "record not found"), "call", alive=True)

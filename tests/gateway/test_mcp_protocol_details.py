@@ -4,11 +4,15 @@ name, and a wrong `Content-Type` answered with a JSON-RPC error as docs/http-api
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from .conftest import Served, assert_clean, serving
+
+ASKING = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams" / "asking.py"
 
 HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 PATHS = ["/v1/mcp", "/v1/mcp/tools"]
@@ -105,3 +109,41 @@ def test_a_wrong_content_type_is_a_json_rpc_error(server: Served, path: str, con
     got = f"got {content_type!r}" if content_type else "none was sent"
     assert refused.json()["error"]["message"] == f"Invalid Request: Content-Type must be application/json ({got})"
     assert_clean(refused.text)
+
+
+@pytest.fixture(scope="module")
+def asking_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A handshake-era stdio upstream whose `ask_name` asks mid-call (so a 2026-07-28 caller's call is held)."""
+    connection = (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={sys.executable!r}, args=[{str(ASKING)!r}, '--stdio'],"
+        " advertise_tools=True, protocol='legacy')\n"
+    )
+    with serving(tmp_path_factory, "protocol-asking", {"asking": connection}) as served:
+        yield served
+
+
+def test_a_batch_message_speaking_2026_07_28_is_refused_and_never_held(asking_server: Served) -> None:
+    # A 2026-07-28 `_meta` that declares elicitation would hold the call for a retry with requestState,
+    # which a 2025-03-26 batch cannot make: the message is refused with the reason, the rest answered.
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "ask_name", "arguments": {}, "_meta": meta},
+        },
+        {"jsonrpc": "2.0", "id": "p", "method": "ping"},
+    ]
+    with asking_server.client() as http:
+        answered = http.post("/v1/mcp/tools", json=batch, headers={**HEADERS, "mcp-protocol-version": "2025-03-26"})
+    assert answered.status_code == 200, answered.text
+    refused, pong = answered.json()
+    assert refused["id"] == 1 and refused["error"]["code"] == -32600, refused
+    assert "speaks MCP 2026-07-28" in refused["error"]["message"]
+    assert "send it as a POST of its own with MCP-Protocol-Version: 2026-07-28" in refused["error"]["message"]
+    assert pong == {"jsonrpc": "2.0", "id": "p", "result": {}}
