@@ -18,7 +18,15 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
+from connections import (
+    CallContext,
+    ConnectionsError,
+    Offerings,
+    ToolInputError,
+    TurnBuildError,
+    TurnTool,
+    UpstreamError,
+)
 
 from .mcp_call_stream import principal_id
 from .mcp_offerings import failed_closed, offering_handlers
@@ -89,13 +97,19 @@ async def tools_call_result(
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
     result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
-    unknown tool."""
+    unknown tool, and the upstream's own -32042 (URL elicitation required) error."""
     tool = await server_tool(runtime, name)
     try:
         if peer is None:
             result = (await tool.call(arguments)).mcp_result()
         else:
             result = peer.finish(await peer.run(lambda: tool.call(arguments)))
+    except UpstreamError as exc:
+        if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
+            # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
+            # result would lose the URL; the peer gets the error itself, to open `data.elicitations` and retry.
+            raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
+        return _failure_result(exc)
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)

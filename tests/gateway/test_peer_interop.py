@@ -1,0 +1,91 @@
+"""What real clients rely on beyond a plain call, through `/v1/mcp/tools` of a real `agent-sdk serve`.
+
+The peers are the TypeScript SDK's client (2025-11-25) and the `mcp` 2.x Python client (2026-07-28);
+the upstreams are `asking.py` (an `mcp` 2.x `MCPServer`) and server-everything.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, UrlElicitationRequiredError
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import free_port
+from tests.peers import node20, node_module
+from tests.processes import running
+
+from .conftest import Served, serving, url_connection
+
+ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
+TS_CLIENT = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_interop_client.mjs"
+SIGN_IN = {
+    "mode": "url",
+    "message": "Sign in to the example service",
+    "url": "https://example.com/sign-in",
+    "elicitationId": "sign-in-1",
+}
+
+
+def ts_peer(url: str, *args: str) -> dict[str, Any]:
+    """Run `ts_interop_client.mjs` against `url`; its JSON document."""
+    env = {**os.environ, "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
+    done = subprocess.run(
+        [node20(), str(TS_CLIENT), url, *args], env=env, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.fixture(scope="module")
+def asking_gateways(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Served]]:
+    """One `asking.py` upstream behind two gateways: one reaches it at 2026-07-28, the other at 2025-11-25."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"):
+        with (
+            serving(tmp_path_factory, "interop-modern", {"asking": url_connection(url, protocol="modern")}) as modern,
+            serving(tmp_path_factory, "interop-legacy", {"asking": url_connection(url, protocol="legacy")}) as legacy,
+        ):
+            yield {"modern": modern, "legacy": legacy}
+
+
+@pytest.mark.parametrize("upstream", ["modern", "legacy"])
+def test_a_url_elicitation_required_error_reaches_the_ts_sdk_client_as_that_error(
+    asking_gateways: dict[str, Served], upstream: str
+) -> None:
+    out = ts_peer(f"{asking_gateways[upstream].url}/v1/mcp/tools", "call", "open_url")
+    assert out["protocolVersion"] == "2025-11-25"
+    assert "result" not in out  # not an `isError` result: the URL would be lost
+    error = out["error"]
+    assert error["code"] == -32042 and error["name"] == "UrlElicitationRequiredError"
+    assert error["data"] == {"elicitations": [SIGN_IN]}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("upstream", ["modern", "legacy"])
+async def test_a_url_elicitation_required_error_reaches_a_2026_07_28_peer_as_the_sdk_sends_it(
+    asking_gateways: dict[str, Served], upstream: str
+) -> None:
+    # `mcp` 2.x answers -32042 at 2026-07-28 too (the tool's `UrlElicitationRequiredError` as is): the
+    # gateway passes on what the upstream said, so the peer sees what it would have seen directly.
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{asking_gateways[upstream].url}/v1/mcp/tools", http_client=http)
+        with anyio.fail_after(60):
+            async with Client(transport, mode="2026-07-28", cache=None) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == "2026-07-28"
+                with pytest.raises(MCPError) as raised:
+                    await client.call_tool("open_url", {})
+    error = UrlElicitationRequiredError.from_error(raised.value.error)
+    assert [e.url for e in error.elicitations] == ["https://example.com/sign-in"]
+    assert raised.value.error.data == {"elicitations": [SIGN_IN]}
