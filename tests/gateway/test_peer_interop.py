@@ -1,7 +1,8 @@
 """What real clients rely on beyond a plain call, through `/v1/mcp/tools` of a real `agent-sdk serve`.
 
 The peers are the TypeScript SDK's client (2025-11-25) and the `mcp` 2.x Python client (2026-07-28);
-the upstreams are `asking.py` (an `mcp` 2.x `MCPServer`) and server-everything.
+the upstreams are `asking.py` (an `mcp` 2.x `MCPServer`), `both_eras.py` (its lowlevel sibling, tools
+only) and server-everything.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 import anyio
 import httpx2
+import mcp.types as mt
 import pytest
 from mcp import Client, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
@@ -26,8 +28,11 @@ from tests.peers import node20, node_module
 from tests.processes import running
 
 from .conftest import Served, serving, url_connection
+from .test_offerings_peers import direct_listing, everything_stdio
+from .test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
 
 ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
+BOTH_ERAS = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "both_eras.py"
 TS_CLIENT = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_interop_client.mjs"
 SIGN_IN = {
     "mode": "url",
@@ -89,3 +94,65 @@ async def test_a_url_elicitation_required_error_reaches_a_2026_07_28_peer_as_the
     error = UrlElicitationRequiredError.from_error(raised.value.error)
     assert [e.url for e in error.elicitations] == ["https://example.com/sign-in"]
     assert raised.value.error.data == {"elicitations": [SIGN_IN]}
+
+
+def _tools_only(url: str, protocol: str) -> str:
+    """`both_eras.py` (an `mcp` 2.x lowlevel server with tools only: no resources, no prompts, no
+    completions) with resources and prompts offered anyway."""
+    return (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={url!r}, protocol={protocol!r}, advertise_tools=False,"
+        " advertise_resources=True, advertise_prompts=True)\n"
+    )
+
+
+@pytest.fixture(scope="module")
+def offering_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """server-everything beside three connections (one per protocol setting) to a tools-only server, all
+    offering resources and prompts."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    connections = {
+        "everything": everything_stdio(advertise_resources=True, advertise_prompts=True),
+        **{f"tools_{p}": _tools_only(url, p) for p in ("auto", "legacy", "modern")},
+    }
+    with (
+        running([sys.executable, str(BOTH_ERAS), "--port", str(port)], port=port, what="both-eras upstream"),
+        serving(tmp_path_factory, "interop-offerings", connections) as served,
+    ):
+        yield served
+
+
+def test_a_server_without_resources_offers_none_and_fails_nobody_for_the_ts_sdk_client(
+    offering_gateway: Served,
+) -> None:
+    out = ts_client(f"{offering_gateway.url}/v1/mcp/tools", "offerings")
+    direct = direct_listing()
+    assert out["resources"] == direct["resources"] and out["templates"] == direct["templates"]
+    assert out["prompts"] == direct["prompts"]
+    assert out["completion"]["completion"]["values"] == ["Engineering"]
+    assert out["text"]["contents"][0]["uri"] == "demo://resource/dynamic/text/7"
+    log = offering_gateway.log_text()
+    for name in ("tools_auto", "tools_legacy", "tools_modern"):
+        for kind in ("resources", "prompts"):
+            said = f"connection {name!r}: advertise_{kind} is set, but its server does not offer {kind}"
+            assert log.count(said) == 1
+
+
+@pytest.mark.anyio
+async def test_a_server_without_resources_offers_none_and_fails_nobody_at_2026_07_28(
+    offering_gateway: Served,
+) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{offering_gateway.url}/v1/mcp/tools", http_client=http)
+        with anyio.fail_after(60):
+            async with Client(transport, mode="2026-07-28", cache=None) as client:  # pyright: ignore[reportArgumentType]
+                resources = await client.list_resources()
+                prompts = await client.list_prompts()
+                got = await client.get_prompt("simple-prompt")
+                done = await client.complete(
+                    mt.PromptReference(type="ref/prompt", name="completable-prompt"),
+                    {"name": "department", "value": "Eng"},
+                )
+    assert resources.resources and prompts.prompts and got.messages
+    assert done.completion.values == ["Engineering"]
