@@ -176,6 +176,7 @@ def tools_server(
         return TaskServer(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
+            relays_changes=subscriptions,  # the GET stream carries list_changed (peer_streams.py)
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities

@@ -30,6 +30,7 @@ from tests.processes import running
 from .conftest import Served, serving, url_connection
 from .test_offerings_peers import direct_listing, everything_stdio
 from .test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
+from .test_subscriptions import counting_stdio
 
 ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
 BOTH_ERAS = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "both_eras.py"
@@ -132,6 +133,9 @@ def test_a_server_without_resources_offers_none_and_fails_nobody_for_the_ts_sdk_
     assert out["prompts"] == direct["prompts"]
     assert out["completion"]["completion"]["values"] == ["Engineering"]
     assert out["text"]["contents"][0]["uri"] == "demo://resource/dynamic/text/7"
+    # What the gateway relays on the GET stream, it declares (the SDK client refreshes only then).
+    assert out["capabilities"]["resources"]["listChanged"] is True
+    assert out["capabilities"]["prompts"] == {"listChanged": True}
     log = offering_gateway.log_text()
     for name in ("tools_auto", "tools_legacy", "tools_modern"):
         for kind in ("resources", "prompts"):
@@ -156,3 +160,31 @@ async def test_a_server_without_resources_offers_none_and_fails_nobody_at_2026_0
                 )
     assert resources.resources and prompts.prompts and got.messages
     assert done.completion.values == ["Engineering"]
+
+
+@pytest.fixture(scope="module")
+def changing_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """`counting_server.py` (an `mcp` 2.x `MCPServer` whose `add_tool` changes its listing) at 2025-11-25."""
+    connections = {"counting": counting_stdio("legacy", ["add_tool", "late_legacy"])}
+    with serving(tmp_path_factory, "interop-changes", connections) as served:
+        yield served
+
+
+def test_the_ts_sdk_clients_auto_refresh_refetches_the_tools_when_an_upstream_adds_one(
+    changing_gateway: Served,
+) -> None:
+    out = ts_peer(f"{changing_gateway.url}/v1/mcp/tools", "refresh", "add_tool", json.dumps({"name": "late_legacy"}))
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["capabilities"]["tools"] == {"listChanged": True}
+    assert "late_legacy" not in out["before"]
+    assert out["refresh"]["error"] is None and "late_legacy" in out["refresh"]["tools"]
+
+
+@pytest.mark.anyio
+async def test_the_handshake_capabilities_declare_every_change_the_gateway_relays(changing_gateway: Served) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{changing_gateway.url}/v1/mcp/tools", http_client=http)
+        with anyio.fail_after(60):
+            async with Client(transport, mode="legacy", cache=None) as client:  # pyright: ignore[reportArgumentType]
+                caps = client.server_capabilities
+    assert caps.tools is not None and caps.tools.list_changed
