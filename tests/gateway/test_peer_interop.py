@@ -97,13 +97,13 @@ async def test_a_url_elicitation_required_error_reaches_a_2026_07_28_peer_as_the
     assert raised.value.error.data == {"elicitations": [SIGN_IN]}
 
 
-def _tools_only(url: str, protocol: str) -> str:
+def _tools_only(url: str, protocol: str, tools: list[str]) -> str:
     """`both_eras.py` (an `mcp` 2.x lowlevel server with tools only: no resources, no prompts, no
-    completions) with resources and prompts offered anyway."""
+    completions) with resources and prompts offered anyway, and of its tools only `tools`."""
     return (
         "from connections import define_connection\n\n"
-        f"connection = define_connection(url={url!r}, protocol={protocol!r}, advertise_tools=False,"
-        " advertise_resources=True, advertise_prompts=True)\n"
+        f"connection = define_connection(url={url!r}, protocol={protocol!r}, advertise_tools={bool(tools)!r},"
+        f" allow_tools={tools or None!r}, advertise_resources=True, advertise_prompts=True)\n"
     )
 
 
@@ -114,8 +114,9 @@ def offering_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Serve
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
     connections = {
-        "everything": everything_stdio(advertise_resources=True, advertise_prompts=True),
-        **{f"tools_{p}": _tools_only(url, p) for p in ("auto", "legacy", "modern")},
+        "everything": everything_stdio(advertise_tools=True, advertise_resources=True, advertise_prompts=True),
+        **{f"tools_{p}": _tools_only(url, p, []) for p in ("auto", "legacy")},
+        "tools_modern": _tools_only(url, "modern", ["meta"]),
     }
     with (
         running([sys.executable, str(BOTH_ERAS), "--port", str(port)], port=port, what="both-eras upstream"),
@@ -188,3 +189,28 @@ async def test_the_handshake_capabilities_declare_every_change_the_gateway_relay
             async with Client(transport, mode="legacy", cache=None) as client:  # pyright: ignore[reportArgumentType]
                 caps = client.server_capabilities
     assert caps.tools is not None and caps.tools.list_changed
+
+
+@pytest.mark.anyio
+async def test_call_tool_on_v1_mcp_does_not_pass_off_the_upstreams_server_info_stamp(offering_gateway: Served) -> None:
+    # `meta` answers with a `_meta` of its own beside the SDK's `io.modelcontextprotocol/serverInfo` stamp
+    # (2026-07-28): the tool's key is passed on, the upstream's stamp is not the gateway's to repeat.
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{offering_gateway.url}/v1/mcp", http_client=http)
+        with anyio.fail_after(60):
+            async with Client(transport, mode="2026-07-28", cache=None) as client:  # pyright: ignore[reportArgumentType]
+                answer = await client.call_tool("call_tool", {"name": "meta", "input": {}})
+    envelope = answer.structured_content
+    assert envelope is not None and envelope["ok"] is True
+    assert envelope["result"]["_meta"] == {"example.com/trace": "t-1"}
+    assert envelope["result"]["content"] == [{"type": "text", "text": "with meta"}]
+
+
+def test_a_tools_description_shows_the_upstreams_task_requirement(offering_gateway: Served) -> None:
+    with offering_gateway.client() as http:
+        research = http.get("/v1/tools/simulate-research-query").json()["tool"]
+        echo = http.get("/v1/tools/echo").json()["tool"]
+        authored = http.get("/v1/tools/lookup").json()["tool"]
+    assert research["execution"] == {"taskSupport": "required"}  # server-everything's listing says so
+    assert echo["execution"] == {"taskSupport": "forbidden"}
+    assert authored["execution"] is None and authored["source"] == "authored"

@@ -13,7 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import anyio
+import mcp.types as mt
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 
 from tests.peers import node20, node_bin, node_module
 
@@ -110,3 +114,20 @@ def test_the_inspector_cli_lists_and_calls_authored_and_advertised_tools(desktop
         desktop_config, tmp_path, "--method", "tools/call", "--tool-name", "echo", "--tool-arg", "message=hi"
     )
     assert echo["content"] == [{"type": "text", "text": "Echo: hi"}] and not echo.get("isError")
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_the_mcp_python_client_speaks_either_generation_to_serve_stdio(desktop_config: Path, mode: str) -> None:
+    # docs/desktop-clients.md: stdin/stdout carry the handshake versions *and* 2026-07-28.
+    entry = json.loads(desktop_config.read_text())["mcpServers"]["my-agent"]
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env={**_env(), **entry["env"]})
+
+    async def run() -> mt.CallToolResult:
+        with anyio.fail_after(90):
+            async with Client(stdio_client(params), mode=mode, cache=None) as client:  # pyright: ignore[reportArgumentType]
+                assert client.protocol_version == ("2026-07-28" if mode != "legacy" else "2025-11-25")
+                assert {"greet", "echo"} <= {t.name for t in (await client.list_tools()).tools}
+                return await client.call_tool("greet", {"name": "Cy"})
+
+    greeted = anyio.run(run)
+    assert greeted.structured_content == {"greeting": "Hello, Cy!"} and not greeted.is_error
