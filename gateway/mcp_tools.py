@@ -29,6 +29,7 @@ from connections import (
 )
 
 from .mcp_call_stream import principal_id
+from .mcp_instructions import InstructionsMiddleware
 from .mcp_offerings import failed_closed, offering_handlers
 from .mcp_subscriptions import subscription_handlers
 from .mcp_task_capability import TaskServer
@@ -148,7 +149,8 @@ def tools_server(
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
-    answers the resources, prompts and completion they advertise (`mcp_offerings.py`).
+    answers the resources, prompts and completion they advertise (`mcp_offerings.py`). Its `instructions`
+    are its upstreams' (`mcp_instructions.py`).
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -173,7 +175,7 @@ def tools_server(
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return TaskServer(  # pyright: ignore[reportDeprecated]
+        server = TaskServer(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
             relays_changes=subscriptions,  # the GET stream carries list_changed (peer_streams.py)
@@ -184,3 +186,5 @@ def tools_server(
             **(subscription_handlers(runtime) if subscriptions else {}),
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
+    server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
+    return server

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -23,16 +24,18 @@ from mcp import Client, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from gateway.mcp_instructions import MAX_PER_CONNECTION, MAX_TOTAL, compose
 from tests.conftest import free_port
-from tests.peers import node20, node_module
+from tests.peers import node20, node_bin, node_module
 from tests.processes import running
 
-from .conftest import Served, serving, url_connection
+from .conftest import Served, assert_clean, make_project, serve, serving, url_connection
 from .test_offerings_peers import direct_listing, everything_stdio
 from .test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
 from .test_subscriptions import counting_stdio
 
 ASKING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "asking.py"
+COUNTING = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "counting_server.py"
 BOTH_ERAS = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "both_eras.py"
 TS_CLIENT = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_interop_client.mjs"
 SIGN_IN = {
@@ -41,6 +44,22 @@ SIGN_IN = {
     "url": "https://example.com/sign-in",
     "elicitationId": "sign-in-1",
 }
+
+
+def direct_instructions() -> str:
+    """server-everything's own `instructions`, asked directly."""
+
+    async def run() -> str:
+        from connections import ClientPool, HostMcp, define_connection
+
+        defn = define_connection(command=str(node_bin("mcp-server-everything")), args=["stdio"]).named("e", None)
+        async with ClientPool({"e": defn}) as pool:
+            await HostMcp(pool).list_tools("e")
+            said = pool.status("e").instructions
+            assert said is not None
+            return said
+
+    return anyio.run(run)
 
 
 def ts_peer(url: str, *args: str) -> dict[str, Any]:
@@ -214,3 +233,69 @@ def test_a_tools_description_shows_the_upstreams_task_requirement(offering_gatew
     assert research["execution"] == {"taskSupport": "required"}  # server-everything's listing says so
     assert echo["execution"] == {"taskSupport": "forbidden"}
     assert authored["execution"] is None and authored["source"] == "authored"
+
+
+def _counting(instructions: str, **fields: object) -> str:
+    extra = "".join(f", {k}={v!r}" for k, v in fields.items())
+    return (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={sys.executable!r}, args=[{str(COUNTING)!r}, 'stdio'], "
+        f"env={{'INSTRUCTIONS': {instructions!r}}}{extra})\n"
+    )
+
+
+LONG = "Call pid first. " * 400  # 6,400 bytes: over the 2,048-byte bound of one connection
+
+
+@pytest.fixture(scope="module")
+def instructed_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """server-everything (instructions of its own, 1.5 KB), a server with long ones, and a host-only one."""
+    root = tmp_path_factory.mktemp("interop-instructions")
+    connections = {
+        "everything": everything_stdio(advertise_tools=True, allow_tools=["echo"]),
+        "wordy": _counting(LONG, advertise_tools=True, allow_tools=["pid"]),
+    }
+    project = make_project(root / "project", connections, tools=False)
+    (project / "agent" / "host-connections").mkdir()
+    (project / "agent" / "host-connections" / "private.py").write_text(_counting("Secret advice."))
+    served = serve(project, root / "state")
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text())
+
+
+def test_the_upstreams_instructions_reach_both_generations_each_under_its_connection(
+    instructed_gateway: Served,
+) -> None:
+    url = f"{instructed_gateway.url}/v1/mcp/tools"
+    handshake = ts_peer(url, "hello")["instructions"]
+
+    async def modern() -> str | None:
+        async with httpx2.AsyncClient(timeout=30) as http:
+            with anyio.fail_after(60):
+                async with Client(streamable_http_client(url, http_client=http), cache=None) as client:  # pyright: ignore[reportArgumentType]
+                    assert client.protocol_version == "2026-07-28"  # `server/discover`
+                    return client.instructions
+
+    assert anyio.run(modern) == handshake
+    assert handshake is not None and len(handshake.encode()) <= MAX_TOTAL
+    sections = dict(re.findall(r'<connection name="([^"]+)">\n(.*?)\n</connection>', handshake, re.DOTALL))
+    assert list(sections) == ["everything", "wordy"]
+    assert "several MCP servers" in handshake.split("<connection", 1)[0]
+    assert sections["everything"] == direct_instructions().strip()
+    wordy = sections["wordy"]
+    assert wordy.startswith("Call pid first.") and wordy.endswith("[…cut]")
+    assert len(wordy.encode()) <= MAX_PER_CONNECTION
+    assert "Secret advice" not in handshake  # a host-only connection's tools are not offered there
+
+
+def test_the_gateways_instructions_stay_within_their_bound_and_name_what_was_left_out() -> None:
+    parts = [(f"server{i}", f"Advice {i}. " * 300) for i in range(8)]  # 8 x 3.6 KB
+    said = compose([("quiet", None), ("blank", "  "), *parts])
+    assert said is not None and len(said.encode()) <= MAX_TOTAL
+    shown = re.findall(r'<connection name="([^"]+)">', said)
+    assert shown == ["server0", "server1", "server2"]  # 3 x 2 KB fit in 8 KB with the note
+    assert said.endswith(f"the instructions of {', '.join(f'server{i}' for i in range(3, 8))}.)")
+    assert compose([("quiet", None)]) is None
