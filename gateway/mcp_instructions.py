@@ -88,12 +88,15 @@ class InstructionsMiddleware(ServerMiddleware[Any]):
     """Sets `server.instructions` from the offered connections before an `initialize` or `server/discover`
     is answered (module docstring). The value is the same for every peer, so one server holds it."""
 
+    only_methods = frozenset({"initialize", "server/discover"})
+    """It acts on these alone: the `/v1/mcp/tools` lane (`mcp_lane.py`) still answers `tools/*` itself."""
+
     def __init__(self, server: Server[Any], runtime: Callable[[ServerRequestContext[Any, Any]], Runtime]) -> None:
         self._server = server
         self._runtime = runtime
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method in ("initialize", "server/discover"):
+        if ctx.method in self.only_methods:
             runtime = self._runtime(ctx)
             if runtime.host is not None:
                 self._server.instructions = await _gathered(runtime)
