@@ -12,7 +12,7 @@ import importlib.util
 import sys
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Literal
@@ -272,8 +272,23 @@ class _Loading:
         self.conn_sources[defn.name] = path
         if namespace is not None:
             self.project.extensions[namespace].connections.append(defn.name)
+        if not failed and defn.kind == "stdio":
+            defn, failed = self._in_project_folder(defn, path)
         if not failed:
             self.project.connections[defn.name] = defn
+
+    def _in_project_folder(self, defn: ConnectionDefinition, path: Path) -> tuple[ConnectionDefinition, bool]:
+        """`defn` with its child's working directory resolved: the project folder, or its `cwd` (a relative
+        one is relative to the project folder), never wherever the gateway was started from (a desktop client
+        starts it in `/`). True as well when that folder does not exist (a diagnostic says so)."""
+        cwd = (self.root / Path(defn.cwd or ".").expanduser()).resolve()
+        if not cwd.is_dir():
+            message = f"cwd {defn.cwd!r} is not a folder (resolved against the project folder: {str(cwd)!r})"
+            if path.suffix == ".json":
+                message = f"server {defn.name!r}: {message}"
+            self.diag(path, defn.line, f"{message}; create it or fix cwd", "bad-cwd")
+            return defn, True
+        return replace(defn, cwd=str(cwd)), False
 
     def _add_tool(self, tool: ServerTool, path: Path, name: str, namespace: str | None) -> None:
         line = tool.line if tool.source == path else None

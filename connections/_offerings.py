@@ -1,6 +1,7 @@
 """`Offerings`: the resources, resource templates and prompts that advertised connections offer to the
 peers of `/v1/mcp/tools`, merged fail-closed, and the routing of each read, get and completion to the
-one connection that owns it.
+one connection that owns it. A connection whose server does not declare the capability offers
+nothing (and the gateway's log says so once), rather than failing every listing with its refusal.
 
 A connection offers what `advertise_resources` / `advertise_prompts` (less `deny_resources` /
 `deny_prompts`) let through; connections with a per-session `auth` take no part (the endpoint has no
@@ -17,12 +18,14 @@ both. Listings and reads are kept as the upstream's cache hints allow (`_offer_c
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
 import mcp.types as mt
+from mcp import Client
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from ._clients import OpenedClient
@@ -44,6 +47,8 @@ from ._offer_calls import (
 from ._pool import ClientPool
 
 __all__ = ["Merged", "Offerings"]
+
+logger = logging.getLogger(__name__)
 
 Kind = Literal["resources", "prompts"]
 
@@ -77,6 +82,7 @@ class Offerings:
     ) -> None:
         self._pool = pool
         self._cache = OfferCache(max_ttl)
+        self._undeclared: set[tuple[str, Kind]] = set()  # warned once each (`_note_undeclared`)
         reachable = [
             d
             for _, d in sorted(connections.items())
@@ -161,18 +167,40 @@ class Offerings:
         generation = self._cache.generation(defn.name)
 
         async def run(opened: OpenedClient) -> Listed:
+            if not _declares(opened.client, "prompts" if method == "prompts/list" else "resources"):
+                self._note_undeclared(defn, method)
+                return Listed((), STALE)
             return await list_every_page(opened.client, method)
 
         try:
             listed = await self._pool.request(defn.name, method, run)
         except UpstreamError as exc:
-            if method != "resources/templates/list" or exc.rpc_code != mt.METHOD_NOT_FOUND:
+            if exc.rpc_code != mt.METHOD_NOT_FOUND:
                 raise
-            listed = Listed((), STALE)  # a server with resources but no templates: none to offer
+            # A server with resources but no templates, or one that knows no such method (its capabilities
+            # unknown to a session pinned to 2026-07-28): none to offer.
+            if method != "resources/templates/list":
+                self._note_undeclared(defn, method)
+            listed = Listed((), STALE)
         keep = _filter(defn, method)
         items = tuple(_json(item) for item in listed.items if keep(item))
         self._cache.put(defn.name, method, "", viewer, items, listed.freshness, generation)
         return Listed(items, listed.freshness)
+
+    def _note_undeclared(self, defn: ConnectionDefinition, method: ListMethod) -> None:
+        kind: Kind = "prompts" if method == "prompts/list" else "resources"
+        if (defn.name, kind) in self._undeclared:
+            return
+        self._undeclared.add((defn.name, kind))
+        logger.warning(
+            "connection %r: advertise_%s is set, but its server does not offer %s (it does not declare the "
+            "capability, or answers that the method is unknown); it offers none "
+            "(remove advertise_%s from its definition)",
+            defn.name,
+            kind,
+            kind,
+            kind,
+        )
 
     # -- routed requests -----------------------------------------------------------------------------
 
@@ -280,6 +308,17 @@ class Offerings:
             if owners:
                 return owners[0]
         raise NotOffered(f"no advertised connection offers {what}")
+
+
+def _declares(client: Client, kind: Kind) -> bool:
+    """Whether the upstream of `client` declares the `kind` capability. A server that does not (a tools-only
+    server such as mcp-server-time) has nothing to list, and asking would be an error answer (-32601) that
+    fails every merged listing. True when the session knows no capabilities at all (a client pinned to
+    2026-07-28 skips `server/discover`): then only asking tells."""
+    caps = client.server_capabilities
+    if caps.tools is None and caps.resources is None and caps.prompts is None:
+        return True
+    return (caps.prompts if kind == "prompts" else caps.resources) is not None
 
 
 def _filter(defn: ConnectionDefinition, method: ListMethod) -> Callable[[Any], bool]:

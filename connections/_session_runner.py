@@ -62,6 +62,8 @@ class ConnectionStatus:
     last_error: str | None
     fast_calls: bool = False
     """`tools/call` and `tools/list` take the fast wire (a pooled Streamable HTTP session; docs/clients.md)."""
+    instructions: str | None = None
+    """What the open session's server said of itself (`initialize` / `server/discover` `instructions`)."""
 
 
 @dataclass(slots=True)
@@ -140,6 +142,7 @@ class SessionSlot:
             pid=live.child.pid if live is not None and live.child is not None else None,
             last_error=str(last_error) if last_error is not None else None,
             fast_calls=live is not None and live.fast_calls,
+            instructions=live.client.instructions if live is not None else None,
         )
 
     async def acquire(

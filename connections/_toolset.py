@@ -16,18 +16,14 @@ __all__ = ["CallObserver", "ToolOutcome", "ToolSource", "Toolset", "TurnTool", "
 ToolSource = Literal["authored", "extension", "advertised", "meta"]
 
 
-_RESERVED_META = "io.modelcontextprotocol/"
-"""Spec-reserved `_meta` keys (MCP 2026-07-28 basic §_meta) describe the upstream's own envelope
-(its `serverInfo` stamp): a forwarding server does not pass them off as its own."""
-
-
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
     """What a tool call produced; `is_error` means the tool body failed (an upstream `isError: true`,
     or an authored `execute` that raised).
 
     `result` is JSON-able. For a passthrough (advertised or meta `mcp_call_tool`) call it is the
-    upstream's MCP `CallToolResult` as JSON, exactly as the pool returned it (`passthrough=True`);
+    upstream's MCP `CallToolResult` as JSON, as the pool returned it less the spec-reserved `_meta` keys
+    (`passthrough=True`);
     for an authored tool it is the value its `execute` returned.
     """
 
@@ -38,18 +34,11 @@ class ToolOutcome:
     def mcp_result(self) -> dict[str, Any]:
         """The MCP `CallToolResult` (JSON, not yet shaped for a version) that an MCP surface answers with.
 
-        A passthrough result as the upstream sent it, `_meta` included except its spec-reserved keys;
-        an authored value as one JSON text block, and as structured content when it is an object.
+        A passthrough result as the pool returned it (`outcome_from_mcp` dropped the upstream's reserved
+        `_meta` keys); an authored value as one JSON text block, and as structured content when it is an object.
         """
         if self.passthrough:
-            result: dict[str, Any] = self.result
-            meta = result.get("_meta")
-            if isinstance(meta, dict) and any(key.startswith(_RESERVED_META) for key in meta):  # pyright: ignore[reportUnknownVariableType]
-                kept = {k: v for k, v in meta.items() if not k.startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType]
-                result = {k: v for k, v in result.items() if k != "_meta"}
-                if kept:
-                    result["_meta"] = kept
-            return result
+            return self.result
         value = self.result
         text = value if isinstance(value, str) else json.dumps(value, default=str)
         out: dict[str, Any] = {"content": [{"type": "text", "text": text}], "isError": self.is_error}

@@ -110,9 +110,11 @@ def _content_type_ok(content_type: str | None) -> bool:
 
 def _sdk_adds_nothing(server: Server[Any]) -> bool:
     """Whether the SDK's kernel around the handlers would do only what the lane does: the server's
-    only middleware is the SDK's OpenTelemetry one with no tracer provider installed (its span would
-    record nothing), and neither method has a cache hint."""
-    middleware = server.middleware
+    only middleware acting on these methods is the SDK's OpenTelemetry one with no tracer provider
+    installed (its span would record nothing), and neither method has a cache hint."""
+    # A middleware that names the only methods it acts on (`only_methods`, e.g. mcp_instructions.py's)
+    # observes none of the lane's.
+    middleware = [m for m in server.middleware if _METHODS.intersection(getattr(m, "only_methods", _METHODS))]
     return (
         len(middleware) == 1
         and isinstance(middleware[0], OpenTelemetryMiddleware)

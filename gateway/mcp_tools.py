@@ -18,9 +18,18 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
-from connections import CallContext, ConnectionsError, Offerings, ToolInputError, TurnBuildError, TurnTool
+from connections import (
+    CallContext,
+    ConnectionsError,
+    Offerings,
+    ToolInputError,
+    TurnBuildError,
+    TurnTool,
+    UpstreamError,
+)
 
 from .mcp_call_stream import peer_of, principal_id
+from .mcp_instructions import InstructionsMiddleware
 from .mcp_offerings import failed_closed, offering_handlers
 from .mcp_subscriptions import subscription_handlers
 from .mcp_task_capability import TaskServer
@@ -89,13 +98,19 @@ async def tools_call_result(
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
     result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
-    unknown tool."""
+    unknown tool, and the upstream's own -32042 (URL elicitation required) error."""
     tool = await server_tool(runtime, name)
     try:
         if peer is None:
             result = (await tool.call(arguments)).mcp_result()
         else:
             result = peer.finish(await peer.run(lambda: tool.call(arguments)))
+    except UpstreamError as exc:
+        if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
+            # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
+            # result would lose the URL; the peer gets the error itself, to open `data.elicitations` and retry.
+            raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
+        return _failure_result(exc)
     except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
         return _failure_result(exc)
     if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
@@ -134,7 +149,8 @@ def tools_server(
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
-    answers the resources, prompts and completion they advertise (`mcp_offerings.py`).
+    answers the resources, prompts and completion they advertise (`mcp_offerings.py`). Its `instructions`
+    are its upstreams' (`mcp_instructions.py`).
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -159,9 +175,10 @@ def tools_server(
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        return TaskServer(  # pyright: ignore[reportDeprecated]
+        server = TaskServer(  # pyright: ignore[reportDeprecated]
             "agent-sdk-tools",
             version=SERVER_VERSION,
+            relays_changes=subscriptions,  # the GET stream carries list_changed (peer_streams.py)
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
@@ -169,3 +186,5 @@ def tools_server(
             **(subscription_handlers(runtime) if subscriptions else {}),
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
+    server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
+    return server

@@ -30,7 +30,7 @@ def _full(tool: TurnTool) -> dict[str, Any]:
         "name": tool.name,
         "title": tool.title,
         "description": tool.description,
-        "execution": "server",
+        "execution": dict(tool.execution) if tool.execution else None,  # the upstream's, e.g. {"taskSupport": ...}
         "effect": tool.effect,
         "inputSchema": dict(tool.input_schema),
         "outputSchema": dict(tool.output_schema) if tool.output_schema is not None else None,

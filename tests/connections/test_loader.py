@@ -142,3 +142,25 @@ def test_a_stray_file_in_an_extension_folder_is_a_warning(tmp_path: Path) -> Non
     write(tmp_path, "agent/extensions/notes.py", "x = 1\n")
     [diag] = load_project(tmp_path).diagnostics
     assert (diag.severity, diag.code) == ("warning", "stray-file")
+
+
+def test_a_stdio_child_runs_in_the_project_folder_or_its_cwd_relative_to_it(tmp_path: Path) -> None:
+    stdio = 'from connections import define_connection\n\nconnection = define_connection(command="srv"{0})\n'
+    write(tmp_path, "agent/mcp-connections/plain.py", stdio.format(""))
+    write(tmp_path, "agent/mcp-connections/sub.py", stdio.format(', cwd="data"'))
+    write(tmp_path, "agent/mcp-connections/abs.py", stdio.format(f", cwd={str(tmp_path / 'data')!r}"))
+    write(tmp_path, "agent/mcp-connections/gone.py", stdio.format(', cwd="missing"'))
+    write(tmp_path, "agent/mcp-connections/remote.py", CONNECTION.format("remote"))
+    (tmp_path / "data").mkdir()
+    project = load_project(tmp_path)
+    root = tmp_path.resolve()
+    assert project.connections["plain"].cwd == str(root)
+    assert project.connections["sub"].cwd == project.connections["abs"].cwd == str(root / "data")
+    assert project.connections["remote"].cwd is None
+    assert "gone" not in project.connections
+    (gone,) = project.diagnostics
+    assert gone.code == "bad-cwd" and gone.line == 3
+    assert gone.message == (
+        f"cwd 'missing' is not a folder (resolved against the project folder: {str(root / 'missing')!r}); "
+        "create it or fix cwd"
+    )

@@ -371,3 +371,15 @@ async def test_the_lane_rejects_2026_07_28_requests_as_the_spec_says(
         assert rejected["error"]["code"] == -32020, rejected  # HEADER_MISMATCH
     assert no_envelope["error"]["code"] == -32602
     assert unsupported["error"]["code"] == -32022 and unsupported["error"]["data"]["supported"] == [MODERN_VERSION]
+
+
+def test_the_instructions_middleware_leaves_the_lane_on() -> None:
+    # `/v1/mcp/tools` sets its instructions in a middleware of `initialize` and `server/discover` only: the
+    # lane must still answer `tools/*` (a middleware on them would hand every call to the SDK's slower path).
+    from gateway.mcp_instructions import InstructionsMiddleware
+    from gateway.mcp_lane import _sdk_adds_nothing  # pyright: ignore[reportPrivateUsage]
+    from gateway.mcp_tools import tools_server
+
+    server = tools_server()
+    assert any(isinstance(m, InstructionsMiddleware) for m in server.middleware)
+    assert _sdk_adds_nothing(server)
