@@ -25,6 +25,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from connections import Project, RedactingFilter, unset_variables
@@ -34,6 +35,8 @@ from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
 from ..logs import LogFormat, configure_logging
 from ..memory import return_large_blocks
+from ..oauth_gate import OAuthGate, oauth_gate
+from ..oauth_issuers import IssuerError, introspection_credentials
 from ..request_state import StateKeyInvalid, check_state_key
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
@@ -69,6 +72,29 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         default=None,
         metavar="T",
         help="admit requests with Authorization: Bearer T (repeatable, one principal each); or $AGENT_SDK_BEARER_TOKEN",
+    )
+    p.add_argument(
+        "--oauth-issuer",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="admit OAuth access tokens from this authorization server (repeatable; docs/deploy.md); "
+        "or $AGENT_SDK_OAUTH_ISSUER (comma-separated)",
+    )
+    p.add_argument(
+        "--public-url",
+        default=None,
+        metavar="URL",
+        help="with --oauth-issuer: the gateway's external https base URL, the audience tokens must name; "
+        "or $AGENT_SDK_PUBLIC_URL",
+    )
+    p.add_argument(
+        "--oauth-scope",
+        action="append",
+        default=None,
+        metavar="SCOPE",
+        help="with --oauth-issuer: a scope every token must carry, or /PATH=SCOPE for routes under PATH "
+        "(repeatable); or $AGENT_SDK_OAUTH_SCOPE (space-separated)",
     )
     p.add_argument(
         "--allow-anonymous",
@@ -170,6 +196,9 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             state_root=state_root_of(args),
             bearer_tokens=tuple(args.bearer_token) if args.bearer_token else None,
             allow_anonymous=args.allow_anonymous,
+            oauth_issuers=tuple(args.oauth_issuer) if getattr(args, "oauth_issuer", None) else None,
+            public_url=getattr(args, "public_url", None),
+            oauth_scopes=tuple(args.oauth_scope) if getattr(args, "oauth_scope", None) else None,
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
@@ -195,6 +224,9 @@ _FLAGS = {
     "port": "--port",
     "state_root": "--state-root",
     "bearer_tokens": "--bearer-token",
+    "oauth_issuers": "--oauth-issuer",
+    "public_url": "--public-url",
+    "oauth_scopes": "--oauth-scope",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",
@@ -241,14 +273,14 @@ def serve(args: argparse.Namespace) -> int:
     log_format = log_format_of(args)
     if args.stdio:
         return _serve_stdio(project, settings, log_format)
-    if not settings.loopback_bound and settings.auth_mode != "bearer":
+    if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
             "so that callers must authenticate"
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
-    if settings.trusted_proxies and settings.auth_mode != "bearer":
+    if settings.trusted_proxies and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
             "use, and a gateway behind a proxy must authenticate its callers"
@@ -278,8 +310,9 @@ def serve(args: argparse.Namespace) -> int:
                 end()
             await super().shutdown(sockets)
 
+    oauth = _loaded_oauth(settings)
     try:
-        app = create_app(project, settings, stopping=stopping)
+        app = create_app(project, settings, stopping=stopping, oauth=oauth)
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
@@ -324,6 +357,25 @@ def serve(args: argparse.Namespace) -> int:
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     Server(config).run(sockets=[sock])
     return 0
+
+
+def _loaded_oauth(settings: ServeSettings) -> OAuthGate | None:
+    """The OAuth gate with every issuer's metadata and keys loaded; `CliError` naming the issuer that
+    cannot be used (serve exits before the banner rather than refuse every token later)."""
+    if not settings.oauth_issuers:
+        return None
+    seen = None
+    if settings.state_url is not None:
+        from .._redis import redis_client
+        from ..dpop import RedisJtis
+
+        seen = RedisJtis(redis_client(settings.state_url.get_secret_value()))
+    gate = oauth_gate(settings, introspection=introspection_credentials(os.environ), seen=seen)
+    try:
+        anyio.run(gate.start)
+    except IssuerError as exc:
+        raise CliError(f"--oauth-issuer: {exc}") from None
+    return gate
 
 
 def _redacted(url: str) -> str:
