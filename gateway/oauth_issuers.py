@@ -4,7 +4,8 @@
 checks that it names itself (RFC 8414 §3.3), and fetches its JWKS. Only asymmetric signing keys are
 kept (RSA, EC, OKP): a MAC key in a JWKS would let anyone who can read the JWKS mint tokens.
 `Issuer.key_for` answers a token's `kid`; an unknown one fetches the JWKS again (a key rotation), at
-most once per `refetch_interval`, so a flood of made-up `kid`s costs the issuer one request.
+most once per `refetch_interval` (the load at start does not count: a key rotated just after it is
+found), so a flood of made-up `kid`s costs the issuer one request per interval.
 
 Every failure is an `IssuerUnavailable` (the network, the issuer's status, its JSON) or an
 `IssuerMisconfigured` (what it served cannot be used): `serve` prints either and exits at start;
@@ -103,7 +104,7 @@ class Issuer:
     """Client credentials for RFC 7662 introspection; None: opaque tokens are not accepted from it."""
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
     keys: KeySet = field(default_factory=lambda: KeySet([]))
-    _fetched_at: float = float("-inf")
+    _refetched_at: float = float("-inf")
     _lock: anyio.Lock | None = None
 
     @property
@@ -156,7 +157,6 @@ class Issuer:
         )
 
     async def _fetch_keys(self, http: httpx2.AsyncClient) -> None:
-        self._fetched_at = time.monotonic()
         jwks = await _get_json(http, self.metadata["jwks_uri"], f"the JWKS of issuer {printable(self.issuer, 200)}")
         self.keys = usable_keys(jwks)
 
@@ -178,8 +178,9 @@ class Issuer:
             self._lock = anyio.Lock()
         async with self._lock:
             key = self.cached_key(kid)  # fetched by another request while this one waited
-            if key is not None or time.monotonic() - self._fetched_at < self.refetch_interval:
+            if key is not None or time.monotonic() - self._refetched_at < self.refetch_interval:
                 return key
+            self._refetched_at = time.monotonic()
             async with httpx2.AsyncClient(timeout=_TIMEOUT) as http:
                 await self._fetch_keys(http)
         return self.cached_key(kid)

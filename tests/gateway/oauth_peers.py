@@ -12,8 +12,8 @@ trusting it, and the ways a peer gets a token (tests/oauth/oidc_provider.mjs has
 from __future__ import annotations
 
 import base64
-import json
 import hashlib
+import json
 import secrets
 import sys
 import time
@@ -59,6 +59,7 @@ class Issuer:
 
 @contextmanager
 def issuer(folder: Path) -> Iterator[Issuer]:
+    folder.mkdir(parents=True, exist_ok=True)
     key_file = folder / "issuer-key.json"
     with oidc_provider(3600, key_file=key_file) as server:
         yield Issuer(server, RSAKey.import_key(json.loads(key_file.read_text())))
