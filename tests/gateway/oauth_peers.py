@@ -15,6 +15,7 @@ import base64
 import hashlib
 import json
 import secrets
+import shutil
 import sys
 import time
 import uuid
@@ -43,6 +44,7 @@ INTROSPECTOR = {
 }
 SECRETS = {"jwt-service": "jwt-secret-0123456789", "opaque-service": "opaque-secret-0123456789"}
 REDIRECT = "http://127.0.0.1:1/callback"
+WHOAMI = Path(__file__).resolve().parent / "projects" / "oauth" / "agent" / "tools" / "whoami.py"
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,7 @@ def oauth_gateway(folder: Path, issuer_url: str, *flags: str, env: Mapping[str, 
             f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', advertise_tools=True)\n"
         )
         project = make_project(folder / "project", {"eras": definition})
+        shutil.copy(WHOAMI, project / "agent" / "tools" / "whoami.py")
         served = serve(
             project, folder / "state", "--oauth-issuer", issuer_url, *flags, env={**INTROSPECTOR, **(env or {})}
         )

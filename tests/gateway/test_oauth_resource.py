@@ -127,6 +127,14 @@ def test_two_people_are_two_principals_and_neither_sees_the_others_sessions(gate
         assert as_bob.get("/v1/sessions").json()["sessions"] == []
         assert as_bob.get(f"/v1/session/{session_id}").status_code in (403, 404)
         assert as_ada.get(f"/v1/session/{session_id}").status_code == 200
+        # An authored tool called in Ada's session sees her principal: the id owns, the claims ride beside it.
+        called = as_ada.post("/v1/tools/whoami", json={"input": {}, "sessionId": session_id})
+        assert called.status_code == 200, called.text
+        seen = called.json()["result"]
+        assert seen["auth"].startswith("oauth:") and seen["kind"] == "oauth"
+        assert (seen["subject"], seen["issuer"], seen["scopes"]) == ("ada", idp.url, ["mcp:tools"])
+        assert seen["clientId"]
+        assert as_bob.post("/v1/tools/whoami", json={"input": {}, "sessionId": session_id}).status_code in (403, 404)
 
 
 def test_the_log_names_the_refusal_code_and_never_a_token(gateway: Served, idp: Issuer, tmp_path: Path) -> None:

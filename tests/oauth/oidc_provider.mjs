@@ -72,7 +72,8 @@ const provider = new Provider(issuer, {
     },
   },
   pkce: { required: () => true },
-  scopes: ['openid', 'offline_access'],
+  // The resource's scopes too: a client registers (RFC 7591) with the scope the resource's challenge names.
+  scopes: ['openid', 'offline_access', 'mcp:tools', 'mcp:admin'],
   issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: () => true,
   ttl: { RefreshToken: 24 * 3600, Grant: 24 * 3600, Session: 3600, Interaction: 600, AuthorizationCode: 60 },
