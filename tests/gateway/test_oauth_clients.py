@@ -5,7 +5,9 @@ the gateway admits. oidc-provider's login and consent pages are posted headlessl
 
 - the `mcp` 2.x Python `Client` with its `OAuthClientProvider`, on both protocol generations;
 - the TypeScript SDK's `Client` with an `OAuthClientProvider` (`ts_oauth_client.mjs`);
-- the MCP Inspector's CLI with the token as a bearer header.
+- the MCP Inspector's CLI with the token as a bearer header;
+- `mcp-remote` as a stdio bridge: it runs its own browser login (the URL it prints is followed, and
+  the redirect delivered to its callback server), then the Python SDK's stdio client calls through it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.auth import OAuthClientProvider, TokenStorage
+from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import AuthorizationCodeResult, OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
@@ -178,3 +181,51 @@ def test_the_inspector_cli_calls_a_tool_with_a_bearer_header(gateway: Served, id
         [*call, "--header", "Authorization: Bearer not-a-token"], capture_output=True, text=True, timeout=90, env=env
     )
     assert refused.returncode != 0
+
+
+class _StderrWatch:
+    """mcp-remote's stderr, read in a thread: it prints the authorization URL where it would open a browser."""
+
+    def __init__(self) -> None:
+        read, write = os.pipe()
+        self.reader = os.fdopen(read, "r")
+        self.writer = os.fdopen(write, "w")
+        self.lines: list[str] = []
+
+    def authorization_url(self) -> str:
+        for line in self.reader:
+            self.lines.append(line)
+            if line.startswith("http") and "/auth?" in line:
+                return line.strip()
+        raise AssertionError("mcp-remote printed no authorization URL:\n" + "".join(self.lines)[-3000:])
+
+
+@pytest.mark.anyio
+async def test_mcp_remote_bridges_stdio_after_its_browser_login(gateway: Served, tmp_path: Path) -> None:
+    url = f"{gateway.url}/v1/mcp/tools"
+    watch = _StderrWatch()
+    server = StdioServerParameters(
+        command=str(node_bin("mcp-remote")),
+        args=[url],
+        env={**_node_env(tmp_path), "BROWSER": "true"},  # no browser here: `open` runs true; we post the pages
+    )
+
+    def sign_in() -> None:
+        authorization = watch.authorization_url()
+        query = parse_qs(urlsplit(authorization).query)
+        assert query["resource"] == [url]
+        back = authorize(authorization, query["redirect_uri"][0], login="remote-person")
+        httpx2.get(back, timeout=30)  # what the browser does: deliver the code to mcp-remote's callback server
+        for line in watch.reader:  # keep draining: a full pipe would stall mcp-remote
+            watch.lines.append(line)
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(anyio.to_thread.run_sync, sign_in)
+        with anyio.fail_after(120):
+            async with Client(stdio_client(server, errlog=watch.writer), mode="legacy") as client:
+                tools = await client.list_tools()
+                result = await client.call_tool("echo", {"text": "through mcp-remote"})
+        watch.writer.close()
+    assert "echo" in [t.name for t in tools.tools]
+    block = result.content[0]
+    assert block.type == "text" and "through mcp-remote" in block.text
