@@ -172,7 +172,11 @@ def oauth_gate(
             path, _, scope = entry.rpartition("=")
             per_route.setdefault(path, []).append(scope)
     resource = ProtectedResource(
-        settings.resource_url(), settings.oauth_issuers, scopes=everywhere, route_scopes=per_route
+        settings.resource_url(),
+        settings.oauth_issuers,
+        scopes=everywhere,
+        route_scopes=per_route,
+        audiences=settings.oauth_audiences,
     )
     dpop = DpopChecker(settings.resource_url(), seen or MemoryJtis())
     return OAuthGate(resource, TokenVerifier(issuers), dpop)

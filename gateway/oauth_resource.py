@@ -45,7 +45,8 @@ class Route:
 
 class ProtectedResource:
     """`public_url`: the gateway's external base URL. `scopes`: required on every route; `route_scopes`:
-    path prefix -> scopes also required there. `dpop_algs`: the DPoP algorithms accepted (empty: none)."""
+    path prefix -> scopes also required there. `dpop_algs`: the DPoP algorithms accepted (empty: none).
+    `audiences`: further `aud` values accepted on every route."""
 
     def __init__(
         self,
@@ -55,8 +56,10 @@ class ProtectedResource:
         scopes: Sequence[str] = (),
         route_scopes: Mapping[str, Sequence[str]] | None = None,
         dpop_algs: Sequence[str] = (),
+        audiences: Sequence[str] = (),
     ) -> None:
         self.public_url = public_url.rstrip("/")
+        self.audiences = frozenset(audiences)
         self.issuers = tuple(issuers)
         self.scopes = tuple(scopes)
         self.route_scopes = dict(route_scopes or {})
@@ -95,7 +98,7 @@ class ProtectedResource:
         if found is not None:
             return found
         endpoint = next((e for e in _ENDPOINTS if path == e or path.startswith(e + "/")), "")
-        base = {self.public_url, self.public_url + "/"}
+        base = {self.public_url, self.public_url + "/", *self.audiences}
         audiences = frozenset({*base, self.public_url + endpoint} if endpoint else base)
         found = Route(
             self.public_url + endpoint, audiences, self._scopes_for(path), self.public_url + METADATA_PATH + endpoint

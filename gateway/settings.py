@@ -84,6 +84,9 @@ class ServeSettings(BaseModel):
     """`--public-url`: the gateway's external base URL, the audience a token must carry (default on loopback:
     `http://<host>:<port>`)."""
     oauth_scopes: tuple[str, ...] = ()
+    oauth_audiences: tuple[str, ...] = ()
+    """`--oauth-audience`: a further `aud` a token may carry on every route (an IdP that names the API by an id
+    of its own, as Entra ID's v2 tokens name the app's client id)."""
     """`--oauth-scope`: `SCOPE` (required on every route) or `/PATH=SCOPE` (required under that path)."""
 
     @field_validator("oauth_issuers")
@@ -113,8 +116,10 @@ class ServeSettings(BaseModel):
 
     @model_validator(mode="after")
     def _oauth_needs_issuer(self) -> ServeSettings:
-        if (self.public_url or self.oauth_scopes) and not self.oauth_issuers:
-            raise ValueError("--public-url and --oauth-scope take effect only with --oauth-issuer; add one")
+        if (self.public_url or self.oauth_scopes or self.oauth_audiences) and not self.oauth_issuers:
+            raise ValueError(
+                "--public-url, --oauth-scope and --oauth-audience take effect only with --oauth-issuer; add one"
+            )
         if self.oauth_issuers and self.allow_anonymous:
             raise ValueError("--allow-anonymous and --oauth-issuer exclude each other: drop one of them")
         if self.oauth_issuers and self.public_url is None and not self.loopback_bound:
@@ -215,6 +220,8 @@ class ServeSettings(BaseModel):
             values["oauth_issuers"] = tuple(i.strip() for i in env["AGENT_SDK_OAUTH_ISSUER"].split(",") if i.strip())
         if env.get("AGENT_SDK_PUBLIC_URL"):
             values["public_url"] = env["AGENT_SDK_PUBLIC_URL"]
+        if env.get("AGENT_SDK_OAUTH_AUDIENCE"):
+            values["oauth_audiences"] = tuple(a for a in env["AGENT_SDK_OAUTH_AUDIENCE"].split() if a)
         if env.get("AGENT_SDK_OAUTH_SCOPE"):
             values["oauth_scopes"] = tuple(s for s in env["AGENT_SDK_OAUTH_SCOPE"].split() if s)
         if env.get("AGENT_SDK_TRUSTED_PROXY"):

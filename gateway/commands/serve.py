@@ -97,6 +97,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         "(repeatable); or $AGENT_SDK_OAUTH_SCOPE (space-separated)",
     )
     p.add_argument(
+        "--oauth-audience",
+        action="append",
+        default=None,
+        metavar="AUD",
+        help="with --oauth-issuer: a further token audience to accept (e.g. Entra ID's app client id; repeatable); "
+        "or $AGENT_SDK_OAUTH_AUDIENCE (space-separated)",
+    )
+    p.add_argument(
         "--allow-anonymous",
         action="store_true",
         default=None,
@@ -199,6 +207,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             oauth_issuers=tuple(args.oauth_issuer) if getattr(args, "oauth_issuer", None) else None,
             public_url=getattr(args, "public_url", None),
             oauth_scopes=tuple(args.oauth_scope) if getattr(args, "oauth_scope", None) else None,
+            oauth_audiences=tuple(args.oauth_audience) if getattr(args, "oauth_audience", None) else None,
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
@@ -227,6 +236,7 @@ _FLAGS = {
     "oauth_issuers": "--oauth-issuer",
     "public_url": "--public-url",
     "oauth_scopes": "--oauth-scope",
+    "oauth_audiences": "--oauth-audience",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",

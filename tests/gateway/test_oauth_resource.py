@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 from oauth import parse_www_authenticate
 
 from .conftest import Served, assert_clean
-from .oauth_peers import Issuer, issuer, oauth_gateway, person_token, service_token
+from .oauth_peers import Issuer, claims_for, issuer, mint, oauth_gateway, person_token, service_token
 
 STATIC = "service-token-0123456789abcdef"
 
@@ -35,7 +35,7 @@ def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, idp: Issuer) -> Iterator[Served]:
     folder = tmp_path_factory.mktemp("oauth-gateway")
-    flags = ("--oauth-scope", "mcp:tools", "--bearer-token", STATIC)
+    flags = ("--oauth-scope", "mcp:tools", "--bearer-token", STATIC, "--oauth-audience", "api://gateway-app")
     with oauth_gateway(folder, idp.url, *flags) as served:
         yield served
     assert_clean(served.log_text(), [STATIC])
@@ -144,3 +144,35 @@ def test_the_log_names_the_refusal_code_and_never_a_token(gateway: Served, idp: 
     log = gateway.log_text()
     assert "refused GET /v1/sessions: invalid_token" in log
     assert_clean(log, [token, token.split(".")[1]])
+
+
+def test_an_audience_named_by_oauth_audience_is_admitted_on_every_route(gateway: Served, idp: Issuer) -> None:
+    # As Entra ID's v2 tokens name the API by its app's client id, not by a URL.
+    token = mint(idp.key, claims_for(idp.url, "api://gateway-app"))
+    assert httpx2.get(f"{gateway.url}/v1/sessions", headers={"authorization": f"Bearer {token}"}).status_code == 200
+    other = mint(idp.key, claims_for(idp.url, "api://another-app"))
+    assert httpx2.get(f"{gateway.url}/v1/sessions", headers={"authorization": f"Bearer {other}"}).status_code == 401
+
+
+def test_the_flags_and_the_variables_reach_the_settings() -> None:
+    from gateway.cli import build_parser
+    from gateway.commands.serve import settings_from_args
+    from gateway.settings import ServeSettings
+
+    args = ["serve", "--oauth-issuer", "https://a.example", "--oauth-issuer", "https://b.example/realms/x"]
+    args += ["--public-url", "https://gw.example", "--oauth-scope", "mcp:tools", "--oauth-audience", "api://x"]
+    flagged = settings_from_args(build_parser().parse_args(args))
+    assert flagged.oauth_issuers == ("https://a.example", "https://b.example/realms/x")
+    assert (flagged.public_url, flagged.oauth_scopes, flagged.oauth_audiences) == (
+        "https://gw.example",
+        ("mcp:tools",),
+        ("api://x",),
+    )
+    assert flagged.auth_mode == "oauth"
+    env = {
+        "AGENT_SDK_OAUTH_ISSUER": "https://a.example,https://b.example",
+        "AGENT_SDK_PUBLIC_URL": "https://gw.example",
+    }
+    from_env = ServeSettings.from_env(env)
+    assert from_env.oauth_issuers == ("https://a.example", "https://b.example")
+    assert from_env.resource_url() == "https://gw.example"
