@@ -147,9 +147,6 @@ class OAuthGate:
         headers = self.resource.challenge(route, error=exc.error, description=exc.description, scope=exc.scope)
         if exc.status == 503:
             headers.append((b"retry-after", b"30"))
-        nonce = getattr(exc, "dpop_nonce", None)
-        if isinstance(nonce, str):
-            headers.append((b"dpop-nonce", nonce.encode()))
         return refuse(scope, send, exc.status, exc.error, exc.description, headers)
 
     async def _metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
