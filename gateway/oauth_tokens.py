@@ -40,13 +40,13 @@ def token_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode()).digest()
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class OAuthIdentity:
     """Who an access token speaks for. `id` is what owns sessions; the rest rides beside it and is
     never logged (`repr` shows the id only)."""
 
-    issuer: str
-    subject: str
+    issuer: str = field(repr=False)
+    subject: str = field(repr=False)
     scopes: frozenset[str] = field(repr=False)
     client_id: str | None = field(repr=False)
     claims: Mapping[str, Any] = field(repr=False)

@@ -176,3 +176,25 @@ def test_the_flags_and_the_variables_reach_the_settings() -> None:
     from_env = ServeSettings.from_env(env)
     assert from_env.oauth_issuers == ("https://a.example", "https://b.example")
     assert from_env.resource_url() == "https://gw.example"
+
+
+def test_a_principal_and_its_identity_show_only_the_id() -> None:
+    from gateway.auth_chain import Principal
+    from gateway.oauth_tokens import OAuthIdentity
+
+    identity = OAuthIdentity(
+        "https://idp.example", "alice@example.com", frozenset({"mcp:tools"}), "app", {"email": "alice@example.com"},
+        frozenset({"https://gw.example"}), 0.0,
+    )  # fmt: skip
+    principal = Principal(identity.id, "oauth", identity)
+    for shown in (repr(identity), repr(principal), str(principal)):
+        assert identity.id in shown
+        assert "alice" not in shown and "idp.example" not in shown
+    assert (
+        identity.id
+        == OAuthIdentity("https://idp.example", "alice@example.com", frozenset(), None, {}, frozenset(), 0).id
+    )
+    assert (
+        identity.id
+        != OAuthIdentity("https://other.example", "alice@example.com", frozenset(), None, {}, frozenset(), 0).id
+    )
