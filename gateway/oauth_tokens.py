@@ -10,7 +10,9 @@ an opaque token and goes to RFC 7662 introspection at the issuers configured for
 A token that passed is kept (by its SHA-256 digest, never in clear) until it expires, in a bounded
 cache (cachetools' `TLRUCache`), so a peer's later requests cost a hash and a lookup, not a
 signature check or an introspection round trip. Introspected tokens are kept at most
-`introspection_ttl` seconds, so a revocation takes effect within that.
+`introspection_ttl` seconds, so a revocation takes effect within that; one the issuer called
+inactive is remembered for 30 s (bounded too), so replaying it does not make the gateway knock on
+the issuer's door for each request.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ __all__ = ["ALGORITHMS", "OAuthIdentity", "TokenRefused", "TokenVerifier", "toke
 
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA", "Ed25519")
 """Signature algorithms an access token may use: public-key ones only (RFC 8725 §3.1, §3.2)."""
+
+
+_INACTIVE = "the token is not active (revoked, expired or unknown to its issuer)"
 
 
 def token_digest(token: str) -> bytes:
@@ -132,6 +137,7 @@ class TokenVerifier:
         self._admitted: cachetools.TLRUCache[bytes, OAuthIdentity] = cachetools.TLRUCache(
             maxsize=max_cached, ttu=lambda _key, identity, _now: identity.expires, timer=time.time
         )
+        self._inactive: cachetools.TTLCache[bytes, bool] = cachetools.TTLCache(maxsize=max_cached, ttl=30.0)
         self.started = False
 
     async def start(self) -> None:
@@ -152,7 +158,14 @@ class TokenVerifier:
         try:
             signed = jws.extract_compact(token.encode())
         except (JoseError, ValueError, UnicodeError):
-            identity = await self._introspect(token)
+            if digest in self._inactive:
+                raise _invalid(_INACTIVE) from None
+            try:
+                identity = await self._introspect(token)
+            except TokenRefused as exc:
+                if exc.description == _INACTIVE:
+                    self._inactive[digest] = True
+                raise
         else:
             identity = await self._check_jwt(token, signed)
         self._admitted[digest] = identity
@@ -216,4 +229,4 @@ class TokenVerifier:
                 raise _invalid("the token has expired; get a new one")
             until = min(float(exp), now + self.introspection_ttl) if isinstance(exp, int | float) else now + 60
             return _identity(issuer.issuer, answer, until)
-        raise _invalid("the token is not active (revoked, expired or unknown to its issuer)")
+        raise _invalid(_INACTIVE)

@@ -138,3 +138,7 @@ def test_an_opaque_token_is_introspected_and_refused_once_revoked(gateway: Serve
     revoked = service_token(idp.url, _tools(gateway), client="opaque-service")
     revoke(idp.url, revoked)
     assert "not active" in _refused(_call(gateway, revoked), gateway)
+    # Replayed, it is refused from memory: the issuer is not asked again for each request.
+    asked = idp.server.stats()["introspections"]
+    assert "not active" in _refused(_call(gateway, revoked), gateway)
+    assert idp.server.stats()["introspections"] == asked

@@ -17,7 +17,7 @@
 // gateway's introspection credentials) and `opaque-service` (its tokens are opaque, not JWTs).
 //
 // GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued,
-// registrations, grants revoked).
+// registrations, grants revoked, introspection requests).
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -91,6 +91,7 @@ provider.use(async (ctx, next) => {
     ctx.body = stats;
     return;
   }
+  if (ctx.path === '/token/introspection') stats.introspections = (stats.introspections || 0) + 1;
   await next();
 });
 
