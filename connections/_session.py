@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 __all__ = ["SessionInfo"]
@@ -18,5 +18,9 @@ class SessionInfo:
     mode: Literal["chat", "task"] = "chat"
     purpose: Literal["live", "eval"] = "live"
     auth: Any = None
-    """The authenticated principal from the gateway's auth chain (e.g. `"loopback"`, `"bearer"`)."""
+    """The authenticated principal's id from the gateway's auth chain (e.g. `"loopback"`, `"bearer:…"`,
+    `"oauth:…"`): what owns the session."""
+    principal: Any = field(default=None, compare=False, repr=False)
+    """The gateway's `Principal` for the request at hand, where one came with it (`kind`; for an OAuth
+    principal `oauth`: the token's issuer, subject, scopes, client id and claims). None for a turn."""
     title: str | None = None

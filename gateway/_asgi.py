@@ -19,12 +19,15 @@ from __future__ import annotations
 import functools
 import ipaddress
 import json
+import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Coroutine, Iterable
 from itertools import accumulate
 from typing import Any
 
 from starlette.types import Scope, Send
+
+from oauth import printable
 
 from .request_ids import note_error
 
@@ -43,6 +46,7 @@ __all__ = [
     "loads_bounded",
     "loads_stored",
     "receive_body",
+    "refuse",
     "send_error",
     "send_json_error",
     "send_rpc_error",
@@ -155,6 +159,18 @@ async def send_error(
         await send_rpc_error(send, status, rpc_code, message, {"error": code}, headers)
     else:
         await send_json_error(send, status, code, message, headers)
+
+
+_auth_log = logging.getLogger("agent_sdk.auth")
+
+
+def refuse(
+    scope: Scope, send: Send, status: int, code: str, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
+) -> Coroutine[Any, Any, None]:
+    """`send_error` for the auth chain's refusals, logged with the method, the path and the code only
+    (never a header, a token or the query string)."""
+    _auth_log.warning("refused %s %s: %s", scope.get("method"), printable(scope.get("path", ""), 120), code)
+    return send_error(scope, send, status, code, message, headers)
 
 
 async def receive_body(receive: Any) -> bytes | None:

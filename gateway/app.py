@@ -39,6 +39,7 @@ from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
+from .oauth_gate import OAuthGate, oauth_gate
 from .peer_streams import PeerStreams
 from .principal_caps import stream_cap
 from .proxies import TrustedProxies
@@ -165,10 +166,14 @@ def create_app(
     broker: BrokerFactory | None = None,
     runner: TurnRunner | None = None,
     stopping: list[Callable[[], None]] | None = None,
+    oauth: OAuthGate | None = None,
 ) -> ASGIApp:
     """The gateway app for a loaded project. `broker` defaults to `connections.Broker`; `runner` to `settings.runner`.
     The lifespan adds to `stopping` what the server must call when it starts shutting down, before it waits
     for open connections: ending the endless streams (handshake-era peers' GET streams, `peer_streams.py`).
+
+    `oauth`: the OAuth step of the auth chain (`serve` passes one it loaded; else one is made from
+    `settings.oauth_issuers` and loaded in the lifespan).
 
     Raises `ValueError` for an unknown runner name.
     """
@@ -183,9 +188,13 @@ def create_app(
 
     open_broker = broker or _serving_broker
     metrics = Metrics()
+    if oauth is None and settings.oauth_issuers:
+        oauth = oauth_gate(settings)
 
     @asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
+        if oauth is not None and not oauth.started:
+            await oauth.start()
         async with AsyncExitStack() as stack:
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder
@@ -266,6 +275,7 @@ def create_app(
         mode=settings.auth_mode,
         bearer_tokens=settings.bearer_tokens,
         operator_tokens=settings.operator_tokens,
+        oauth=oauth,
         loopback_bound=settings.loopback_bound,
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the

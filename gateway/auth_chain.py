@@ -14,6 +14,10 @@ WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding
 - bearer (`--bearer-token`, repeatable): `Authorization: Bearer <token>`, compared in constant
   time; each token is its own principal.
 - anonymous (`--allow-anonymous`): everyone is the one principal `anonymous` (demo only).
+- oauth (`--oauth-issuer`, with or without `--bearer-token`): a static token still admits its
+  principal; any other token goes to `oauth_gate.OAuthGate` (RFC 9728 metadata, JWT or introspected
+  access tokens, DPoP), whose principal is `oauth:<digest of issuer and subject>` with the token's
+  `OAuthIdentity` beside it.
 
 Roles are decided here, once, and carried on the `Principal` (`role`); routes ask `roles.require_operator`,
 never look at credentials themselves. An operator acts on the gateway (the console's actions, logins,
@@ -38,14 +42,12 @@ import hashlib
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
-
-from oauth import printable
 
 from ._asgi import (
     forwarding_header,
@@ -54,10 +56,13 @@ from ._asgi import (
     is_loopback_address,
     is_loopback_name,
     is_mcp_path,
+    refuse,
     send_error,
 )
 from .http_protocol import PEER_UID
 from .mcp_request_checks import content_type_refusal
+from .oauth_gate import OAuthGate
+from .oauth_tokens import OAuthIdentity
 from .peer_credentials import own_uid, peer_uid
 from .proxies import PROXIED_BY, TrustedProxies
 
@@ -75,8 +80,10 @@ class Principal:
     is what it may do (module docstring: only the chain decides it)."""
 
     id: str
-    kind: Literal["loopback", "bearer", "anonymous", "metrics"]
+    kind: Literal["loopback", "bearer", "anonymous", "metrics", "oauth"]
     role: Role = "peer"
+    oauth: OAuthIdentity | None = field(default=None, repr=False, compare=False)
+    """For an OAuth principal: the issuer, subject, scopes, client id and claims of its token."""
 
     @property
     def is_operator(self) -> bool:
@@ -92,8 +99,12 @@ _MISDIRECTED = (421, "misdirected_request", "this server answers only to a loopb
 
 def _refuse(scope: Scope, send: Send, refusal: Refusal, headers: Iterable[tuple[bytes, bytes]] = ()) -> Awaitable[None]:
     status, code, message = refusal
-    logger.warning("refused %s %s: %s", scope.get("method"), printable(scope.get("path", ""), 120), code)
-    return send_error(scope, send, status, code, message, headers)
+    return refuse(scope, send, status, code, message, headers)
+
+
+def _oauth_admitted(scope: Scope, identity: OAuthIdentity) -> None:
+    state: dict[str, Any] = scope.setdefault("state", {})
+    state["principal"] = Principal(identity.id, "oauth", oauth=identity)
 
 
 async def _refuse_websocket(receive: Receive, send: Send) -> None:
@@ -227,9 +238,10 @@ class AuthChain:
         self,
         app: ASGIApp,
         *,
-        mode: Literal["loopback-strict", "bearer", "anonymous"],
+        mode: Literal["loopback-strict", "bearer", "anonymous", "oauth"],
         bearer_tokens: Iterable[SecretStr] = (),
         operator_tokens: Iterable[SecretStr] = (),
+        oauth: OAuthGate | None = None,
         loopback_bound: bool = True,
         public_paths: Iterable[str] = (),
         peer_uid_of: PeerUid = scope_peer_uid,
@@ -244,6 +256,9 @@ class AuthChain:
         self._operators = any(role == "operator" for _, _, role in self._tokens)
         if mode == "bearer" and not self._tokens:
             raise ValueError("bearer mode needs at least one token")
+        if (mode == "oauth") != (oauth is not None):
+            raise ValueError("oauth mode needs an OAuthGate, and only oauth mode takes one")
+        self.oauth = oauth
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
         self.peer_uid_of = peer_uid_of
@@ -262,6 +277,8 @@ class AuthChain:
                 return _refuse(scope, send, _MISDIRECTED)
         if scope.get("path") in self.public_paths:
             return self.app(scope, receive, send)
+        if self.oauth is not None:
+            return self._admit_oauth(scope, receive, send, self.oauth)
         principal, refusal = self._admit(scope)
         if principal is None:
             assert refusal is not None
@@ -270,6 +287,16 @@ class AuthChain:
         state: dict[str, Any] = scope.setdefault("state", {})
         state["principal"] = principal
         return self.app(scope, receive, send)
+
+    def _admit_oauth(self, scope: Scope, receive: Receive, send: Send, oauth: OAuthGate) -> Awaitable[None]:
+        # A service's static token first (one digest compare), then a person's access token.
+        if self._tokens:
+            principal, _refusal = self._admit_bearer(scope)
+            if principal is not None:
+                state: dict[str, Any] = scope.setdefault("state", {})
+                state["principal"] = principal
+                return self.app(scope, receive, send)
+        return oauth.admit(scope, receive, send, self.app, _oauth_admitted)
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
         if self.mode == "bearer":

@@ -10,9 +10,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
+from .oauth_issuers import require_https
+
 __all__ = ["AuthMode", "ServeSettings"]
 
-AuthMode = Literal["loopback-strict", "bearer", "anonymous"]
+AuthMode = Literal["loopback-strict", "bearer", "anonymous", "oauth"]
 
 _LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
 
@@ -87,6 +89,62 @@ class ServeSettings(BaseModel):
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
 
+    oauth_issuers: tuple[str, ...] = ()
+    """`--oauth-issuer`: authorization servers whose access tokens admit a peer (docs/http-api.md, "OAuth")."""
+    public_url: str | None = None
+    """`--public-url`: the gateway's external base URL, the audience a token must carry (default on loopback:
+    `http://<host>:<port>`)."""
+    oauth_scopes: tuple[str, ...] = ()
+    """`--oauth-scope`: `SCOPE` (required on every route) or `/PATH=SCOPE` (required under that path)."""
+    oauth_audiences: tuple[str, ...] = ()
+    """`--oauth-audience`: a further `aud` a token may carry on every route (an IdP that names the API by an id
+    of its own, as Entra ID's v2 tokens name the app's client id)."""
+
+    @field_validator("oauth_issuers")
+    @classmethod
+    def _issuers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for issuer in value:
+            require_https(issuer, "the issuer")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            require_https(value, "the public URL")
+            if "?" in value or "#" in value:
+                raise ValueError("the public URL must have no query or fragment (RFC 8707 §2)")
+        return value
+
+    @field_validator("oauth_scopes")
+    @classmethod
+    def _scopes(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            path, _, scope = entry.rpartition("=")
+            if not scope.strip() or " " in scope or (path and not path.startswith("/")):
+                raise ValueError(f"{entry[:80]!r} is not SCOPE or /PATH=SCOPE (e.g. mcp:tools, /v1/sessions=agent)")
+        return value
+
+    @model_validator(mode="after")
+    def _oauth_needs_issuer(self) -> ServeSettings:
+        if (self.public_url or self.oauth_scopes or self.oauth_audiences) and not self.oauth_issuers:
+            raise ValueError(
+                "--public-url, --oauth-scope and --oauth-audience take effect only with --oauth-issuer; add one"
+            )
+        if self.oauth_issuers and self.allow_anonymous:
+            raise ValueError("--allow-anonymous and --oauth-issuer exclude each other: drop one of them")
+        if self.oauth_issuers and self.public_url is None and not self.loopback_bound:
+            raise ValueError(
+                f"--oauth-issuer on --host {self.host} needs --public-url: the URL clients reach the gateway at, "
+                "which tokens must name as their audience"
+            )
+        return self
+
+    def resource_url(self) -> str:
+        """The public base URL tokens are for: `public_url`, else this loopback server's own."""
+        host = f"[{self.host.strip('[]')}]" if ":" in self.host else self.host
+        return (self.public_url or f"http://{host}:{self.port}").rstrip("/")
+
     @field_validator("bearer_tokens", "operator_tokens", "metrics_tokens")
     @classmethod
     def _tokens_not_empty(cls, value: tuple[SecretStr, ...], info: ValidationInfo) -> tuple[SecretStr, ...]:
@@ -113,7 +171,7 @@ class ServeSettings(BaseModel):
         # A hub holds credentials for others. Behind a reverse proxy every caller arrives from
         # loopback, so loopback trust (or anonymous) would hand the session API, /v1/info, the
         # bridge's connections and every non-linkable connection to anyone (docs/accounts.md).
-        if self.hub and not self.bearer_tokens:
+        if self.hub and not self.bearer_tokens and not self.oauth_issuers:
             raise ValueError(
                 "a hub (--hub) needs --bearer-token (or AGENT_SDK_BEARER_TOKEN) for everything outside the hub "
                 "API: behind a proxy every caller looks like loopback"
@@ -149,7 +207,9 @@ class ServeSettings(BaseModel):
 
     @property
     def auth_mode(self) -> AuthMode:
-        """Bearer wins over anonymous; loopback-strict is the default."""
+        """OAuth (static tokens beside it) wins, then bearer, then anonymous; loopback-strict is the default."""
+        if self.oauth_issuers:
+            return "oauth"
         if self.bearer_tokens:
             return "bearer"
         if self.allow_anonymous:
@@ -197,6 +257,14 @@ class ServeSettings(BaseModel):
             )
         if env.get("AGENT_SDK_METRICS_TOKEN"):
             values["metrics_tokens"] = (env["AGENT_SDK_METRICS_TOKEN"],)
+        if env.get("AGENT_SDK_OAUTH_ISSUER"):
+            values["oauth_issuers"] = tuple(i.strip() for i in env["AGENT_SDK_OAUTH_ISSUER"].split(",") if i.strip())
+        if env.get("AGENT_SDK_PUBLIC_URL"):
+            values["public_url"] = env["AGENT_SDK_PUBLIC_URL"]
+        if env.get("AGENT_SDK_OAUTH_AUDIENCE"):
+            values["oauth_audiences"] = tuple(a for a in env["AGENT_SDK_OAUTH_AUDIENCE"].split() if a)
+        if env.get("AGENT_SDK_OAUTH_SCOPE"):
+            values["oauth_scopes"] = tuple(s for s in env["AGENT_SDK_OAUTH_SCOPE"].split() if s)
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import Mapping
@@ -9,6 +10,7 @@ from typing import Any
 
 from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem
 
+from .auth_chain import Principal
 from .errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, UnknownTool
 from .runtime import Runtime
 from .sessions import LiveSession, parse_continuation_token
@@ -21,14 +23,24 @@ def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
 
 
 async def bind_session(
-    runtime: Runtime, principal: str, session_id: object, token: object
+    runtime: Runtime, principal: str | Principal, session_id: object, token: object
 ) -> tuple[LiveSession | None, SessionInfo | None]:
-    """The session a call or listing is bound to, and the identity its toolset is built for.
+    """The session a call or listing is bound to, and the identity its toolset is built for (with the
+    `Principal` itself as `session.principal`, when one is given rather than its id).
 
     Raises `InvalidContinuationToken` (malformed, or given with `sessionId`), `SessionNotFound`,
     `Forbidden`. A well-formed token that names no session binds to a scratch identity made of
     the token's channel id and key.
     """
+    live, info = await _bound(runtime, principal if isinstance(principal, str) else principal.id, session_id, token)
+    if info is not None and isinstance(principal, Principal):
+        info = dataclasses.replace(info, principal=principal)
+    return live, info
+
+
+async def _bound(
+    runtime: Runtime, principal: str, session_id: object, token: object
+) -> tuple[LiveSession | None, SessionInfo | None]:
     if session_id is not None and token is not None:
         raise InvalidContinuationToken("pass sessionId or continuationToken, not both")
     if session_id is not None:
@@ -45,7 +57,13 @@ async def bind_session(
 
 
 async def call_tool(
-    runtime: Runtime, principal: str, name: str, arguments: object, *, session_id: object = None, token: object = None
+    runtime: Runtime,
+    principal: str | Principal,
+    name: str,
+    arguments: object,
+    *,
+    session_id: object = None,
+    token: object = None,
 ) -> dict[str, Any]:
     """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
 

@@ -47,7 +47,7 @@ def _binding(request: Request) -> tuple[object, object]:
 async def list_tools(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     try:
-        _live, info = await bind_session(runtime, principal_of(request).id, *_binding(request))
+        _live, info = await bind_session(runtime, principal_of(request), *_binding(request))
     except ApiError as exc:
         return error_response(exc)
     toolset, problems = await runtime.catalog.collect(info)
@@ -64,7 +64,7 @@ async def describe_tool(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     name: str = request.path_params["name"]
     try:
-        _live, info = await bind_session(runtime, principal_of(request).id, *_binding(request))
+        _live, info = await bind_session(runtime, principal_of(request), *_binding(request))
         toolset, problems = await runtime.catalog.collect(info)
         tool = toolset.get(name)
         if tool is None:
@@ -90,7 +90,7 @@ async def post_tool(request: Request) -> JSONResponse:
             raise InvalidRequest("field 'sessionId' must be a string")
         envelope = await call_tool(
             runtime,
-            principal_of(request).id,
+            principal_of(request),
             name,
             body.get("input"),
             session_id=session_id,

@@ -28,6 +28,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from pydantic import ValidationError
 
 from connections import Project, RedactingFilter, unset_variables
@@ -37,6 +38,8 @@ from ..errors import CliError
 from ..http_protocol import HttpLimits, limited_protocol
 from ..logs import LogFormat, configure_logging
 from ..memory import return_large_blocks
+from ..oauth_gate import OAuthGate, oauth_gate
+from ..oauth_issuers import IssuerError, introspection_credentials
 from ..runners._select import RUNNERS
 from ..settings import ServeSettings
 from ..state import token_store
@@ -88,6 +91,37 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         metavar="T",
         help="a scrape credential: Bearer T reads GET /v1/metrics and nothing else (repeatable); "
         "or $AGENT_SDK_METRICS_TOKEN",
+    )
+    p.add_argument(
+        "--oauth-issuer",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="admit OAuth access tokens from this authorization server (repeatable; docs/deploy.md); "
+        "or $AGENT_SDK_OAUTH_ISSUER (comma-separated)",
+    )
+    p.add_argument(
+        "--public-url",
+        default=None,
+        metavar="URL",
+        help="with --oauth-issuer: the gateway's external https base URL, the audience tokens must name; "
+        "or $AGENT_SDK_PUBLIC_URL",
+    )
+    p.add_argument(
+        "--oauth-scope",
+        action="append",
+        default=None,
+        metavar="SCOPE",
+        help="with --oauth-issuer: a scope every token must carry, or /PATH=SCOPE for routes under PATH "
+        "(repeatable); or $AGENT_SDK_OAUTH_SCOPE (space-separated)",
+    )
+    p.add_argument(
+        "--oauth-audience",
+        action="append",
+        default=None,
+        metavar="AUD",
+        help="with --oauth-issuer: a further token audience to accept (e.g. Entra ID's app client id; repeatable); "
+        "or $AGENT_SDK_OAUTH_AUDIENCE (space-separated)",
     )
     p.add_argument(
         "--allow-anonymous",
@@ -198,6 +232,10 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             operator_tokens=tuple(args.operator_token) if args.operator_token else None,
             metrics_tokens=tuple(args.metrics_token) if getattr(args, "metrics_token", None) else None,
             allow_anonymous=args.allow_anonymous,
+            oauth_issuers=tuple(args.oauth_issuer) if getattr(args, "oauth_issuer", None) else None,
+            public_url=getattr(args, "public_url", None),
+            oauth_scopes=tuple(args.oauth_scope) if getattr(args, "oauth_scope", None) else None,
+            oauth_audiences=tuple(args.oauth_audience) if getattr(args, "oauth_audience", None) else None,
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
@@ -226,6 +264,10 @@ _FLAGS = {
     "bearer_tokens": "--bearer-token",
     "operator_tokens": "--operator-token",
     "metrics_tokens": "--metrics-token",
+    "oauth_issuers": "--oauth-issuer",
+    "public_url": "--public-url",
+    "oauth_scopes": "--oauth-scope",
+    "oauth_audiences": "--oauth-audience",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",
@@ -273,14 +315,14 @@ def serve(args: argparse.Namespace) -> int:
     log_format = log_format_of(args)
     if args.stdio:
         return _serve_stdio(project, settings, log_format)
-    if not settings.loopback_bound and settings.auth_mode != "bearer":
+    if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
             "so that callers must authenticate"
             if settings.auth_mode == "loopback-strict"
             else f"refusing --allow-anonymous on non-loopback --host {settings.host}"
         )
-    if settings.trusted_proxies and settings.auth_mode != "bearer":
+    if settings.trusted_proxies and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             "--trusted-proxy needs --bearer-token (or AGENT_SDK_BEARER_TOKEN): loopback-strict is for single-host "
             "use, and a gateway behind a proxy must authenticate its callers"
@@ -309,8 +351,9 @@ def serve(args: argparse.Namespace) -> int:
                 end()
             await super().shutdown(sockets)
 
+    oauth = _loaded_oauth(settings)
     try:
-        app = create_app(project, settings, stopping=stopping)
+        app = create_app(project, settings, stopping=stopping, oauth=oauth)
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
@@ -355,6 +398,25 @@ def serve(args: argparse.Namespace) -> int:
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
     Server(config).run(sockets=[sock])
     return 0
+
+
+def _loaded_oauth(settings: ServeSettings) -> OAuthGate | None:
+    """The OAuth gate with every issuer's metadata and keys loaded; `CliError` naming the issuer that
+    cannot be used (serve exits before the banner rather than refuse every token later)."""
+    if not settings.oauth_issuers:
+        return None
+    seen = None
+    if settings.state_url is not None:
+        from .._redis import redis_client
+        from ..dpop import RedisJtis
+
+        seen = RedisJtis(redis_client(settings.state_url.get_secret_value()))
+    gate = oauth_gate(settings, introspection=introspection_credentials(os.environ), seen=seen)
+    try:
+        anyio.run(gate.start)
+    except IssuerError as exc:
+        raise CliError(f"--oauth-issuer: {exc}") from None
+    return gate
 
 
 def _redacted(url: str) -> str:

@@ -46,10 +46,10 @@ async def run_worker(
     return json.loads(done.stdout.decode().strip().splitlines()[-1])
 
 
-def authorize(authorization_url: str, redirect_uri: str) -> str:
-    """Follow an authorization URL through oidc-provider's login and consent forms, as a browser would,
-    and answer the redirect back to `redirect_uri` (with its code and state) without sending it: the
-    caller chooses which server receives it, and may send it twice."""
+def authorize(authorization_url: str, redirect_uri: str, *, login: str = "operator") -> str:
+    """Follow an authorization URL through oidc-provider's login and consent forms, as a browser would
+    (signing in as `login`), and answer the redirect back to `redirect_uri` (with its code and state)
+    without sending it: the caller chooses which server receives it, and may send it twice."""
     url, data = authorization_url, None
     with httpx2.Client(follow_redirects=False, timeout=30.0) as browser:
         for _ in range(20):
@@ -63,10 +63,12 @@ def authorize(authorization_url: str, redirect_uri: str) -> str:
             forms = _Forms()
             forms.feed(response.text)
             action, _, fields = next(f for f in forms.forms if f[1] == "post")
-            data = {name: _field(kind, value) for name, kind, value in fields if kind not in ("submit", "button")}
+            data = {
+                name: _field(kind, value, login) for name, kind, value in fields if kind not in ("submit", "button")
+            }
             url = urljoin(str(response.url), action)
     raise AssertionError("the authorization server did not redirect back within 20 steps")
 
 
-def _field(kind: str, value: str) -> str:
-    return "any" if kind == "password" else value or "operator" if kind in ("text", "email") else value
+def _field(kind: str, value: str, login: str) -> str:
+    return "any" if kind == "password" else value or login if kind in ("text", "email") else value

@@ -11,8 +11,13 @@
 //
 // (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
 //
+// For the gateway's own protected-resource tests (tests/gateway/oauth_peers.py) it also has RFC 7662
+// introspection, the client credentials grant, RFC 9449 DPoP (a client that sends a proof at the token
+// endpoint gets a `cnf.jkt`-bound token) and two static confidential clients: `gateway-introspector` (the
+// gateway's introspection credentials) and `opaque-service` (its tokens are opaque, not JWTs).
+//
 // GET /_stats answers counters the tests assert on (token grants by type, grant errors by code, codes issued,
-// registrations, grants revoked).
+// registrations, grants revoked, introspection requests).
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -37,27 +42,38 @@ if (keyFile && existsSync(keyFile)) {
 const stats = { grants: {}, errors: {}, codes: 0, registrations: 0, revocations: 0 };
 const bump = (table, key) => { table[key] = (table[key] || 0) + 1; };
 
+const staticClients = [
+  { client_id: 'gateway-introspector', client_secret: 'introspector-secret-0123456789', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
+  { client_id: 'opaque-service', client_secret: 'opaque-secret-0123456789', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
+  { client_id: 'jwt-service', client_secret: 'jwt-secret-0123456789', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
+];
+
 const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
+  clients: staticClients,
   features: {
     devInteractions: { enabled: true },
+    introspection: { enabled: true },
+    clientCredentials: { enabled: true },
+    dPoP: { enabled: true },
     registration: { enabled: true },
     revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: (_ctx, _client, oneOf) => (oneOf ? oneOf[0] : undefined),
       useGrantedResource: () => true,
-      getResourceServerInfo: (_ctx, resourceIndicator) => ({
+      getResourceServerInfo: (ctx, resourceIndicator) => ({
         scope: 'mcp:tools mcp:admin',
         audience: resourceIndicator,
         accessTokenTTL: accessTtl,
-        accessTokenFormat: 'jwt',
+        accessTokenFormat: ctx.oidc.client?.clientId === 'opaque-service' ? 'opaque' : 'jwt',
         jwt: { sign: { alg: 'RS256' } },
       }),
     },
   },
   pkce: { required: () => true },
-  scopes: ['openid', 'offline_access'],
+  // The resource's scopes too: a client registers (RFC 7591) with the scope the resource's challenge names.
+  scopes: ['openid', 'offline_access', 'mcp:tools', 'mcp:admin'],
   issueRefreshToken: (_ctx, client) => client.grantTypeAllowed('refresh_token'),
   rotateRefreshToken: () => true,
   ttl: { RefreshToken: 24 * 3600, Grant: 24 * 3600, Session: 3600, Interaction: 600, AuthorizationCode: 60 },
@@ -75,6 +91,7 @@ provider.use(async (ctx, next) => {
     ctx.body = stats;
     return;
   }
+  if (ctx.path === '/token/introspection') stats.introspections = (stats.introspections || 0) + 1;
   await next();
 });
 
