@@ -20,7 +20,7 @@ from oauth import parse_www_authenticate
 
 from .conftest import Served, assert_clean
 from .oauth_peers import Issuer, dpop_proof, issuer, oauth_gateway, service_token
-from .replicas import redis_server
+from .replicas import STATE_KEY, redis_server
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
 
@@ -107,9 +107,10 @@ def test_a_proof_for_another_token_or_by_another_key_is_refused(gateway: Served,
 def test_a_proof_replayed_to_another_replica_on_the_same_redis_is_refused(idp: Issuer, tmp_path: Path) -> None:
     with ExitStack() as stack:
         redis = stack.enter_context(redis_server(tmp_path / "redis"))
-        first = stack.enter_context(oauth_gateway(tmp_path / "a", idp.url, "--state-url", redis.url))
+        key_env = {"AGENT_SDK_STATE_KEY": STATE_KEY}  # replicas share the deployment's state key
+        first = stack.enter_context(oauth_gateway(tmp_path / "a", idp.url, "--state-url", redis.url, env=key_env))
         public = ("--state-url", redis.url, "--public-url", first.url)  # behind one balancer: one public URL
-        second = stack.enter_context(oauth_gateway(tmp_path / "b", idp.url, *public))
+        second = stack.enter_context(oauth_gateway(tmp_path / "b", idp.url, *public, env=key_env))
         key = ECKey.generate_key("P-256")
         url = _tools(first)
         token = service_token(idp.url, url, dpop=key)
