@@ -22,6 +22,7 @@ from ._identity_pool import IdentityPool
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
 from ._offerings import Offerings
+from ._pin_guard import PinGuard
 from ._pool import ClientPool
 from ._turns import TurnBuilder
 from ._upstream_changes import Change
@@ -98,12 +99,15 @@ class Broker:
         self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
+        self.pins = PinGuard.for_project(project.root)
+        """The advertised listings checked against the project's `mcp.lock` (docs/connections.md)."""
         self.builder = TurnBuilder(
             project,
             list_tools=self._list_tools,
             call_tool=self._call_tool,
             host=self.host,
             starting=self._starting,
+            pins=self.pins,
         )
 
     def _offerings_changed(self, name: str, change: Change) -> None:

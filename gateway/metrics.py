@@ -3,7 +3,8 @@
 Counted as things happen: tool calls by connection, tool and outcome, their errors by code and
 their latency (a histogram), turns by outcome, auth refusals by status and code. Read from the
 broker when scraped: pool sessions open, upstream session restarts, listing-cache hits and misses,
-OAuth refreshes. One `Metrics` per app (its own registry), never a module-level singleton.
+OAuth refreshes, tools held back by `mcp.lock`. One `Metrics` per app (its own registry), never a
+module-level singleton.
 
 Several processes on one host: with `PROMETHEUS_MULTIPROC_DIR` set (an empty folder, before the
 processes start, as `prometheus_client` requires), the counted metrics go through its
@@ -87,7 +88,20 @@ class _BrokerCollector(Collector):
                 misses.add_metric([name, *tail], count)
         for name, count in sorted(getattr(self.broker, "oauth_refreshes", dict)().items()):
             refreshes.add_metric([name, *tail], count)
-        return [sessions, restarts, hits, misses, refreshes, *self._identities(extra, tail)]
+        return [sessions, restarts, hits, misses, refreshes, *self._identities(extra, tail), *self._pins(extra, tail)]
+
+    def _pins(self, extra: list[str], tail: list[str]) -> list[Metric]:
+        """Per pinned connection: the tools its latest listing holds back because they differ from mcp.lock."""
+        held = GaugeMetricFamily(
+            "agent_sdk_pinned_tools_quarantined",
+            "Tools held back because the upstream's definition differs from mcp.lock (changed, new or renamed)",
+            labels=["connection", *extra],
+        )
+        pins = getattr(self.broker, "pins", None)
+        if pins is not None:
+            for name, count in sorted(pins.quarantined().items()):
+                held.add_metric([name, *tail], count)
+        return [held]
 
     def _identities(self, extra: list[str], tail: list[str]) -> list[Metric]:
         """Per `auth` connection: identities kept and closed. Counts only: never a digest, never a header."""
