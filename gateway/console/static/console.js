@@ -80,6 +80,11 @@ function renderConnection(c) {
   }
   const box = el("div", { class: "conn", id: "conn-" + c.name, "data-state": c.state }, head);
   if (c.cause) box.append(el("div", { class: "cause", text: c.cause }));
+  for (const d of c.drift || []) {
+    // mcp.lock drift: the sentence, and the diff of the reviewed definition against the live one.
+    box.append(el("div", { class: "drift cause", "data-tool": d.tool || "", text: (d.heldBack ? "held back: " : "") + d.sentence }));
+    if (d.diff) box.append(el("pre", { class: "drift-diff", text: d.diff }));
+  }
   if (c.tools) {
     const list = el("ul", { class: "tools" });
     for (const t of c.tools) {
