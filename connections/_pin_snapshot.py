@@ -48,23 +48,33 @@ _METHODS: dict[PinKind, ListMethod] = {
 
 
 async def snapshot(broker: Broker, names: list[str]) -> Snapshot:
-    """List each connection in `names` (twice, see above). Raises `ConnectionsError` naming the connection
+    """List each connection in `names` (twice, see above). Raises `ConnectionsError` naming every connection
     whose listing failed or would not hold still."""
     out: Snapshot = {}
+    failed: dict[str, ConnectionsError] = {}
 
     async def one(name: str) -> None:
-        first = await _listed(broker, name)
-        second = await _listed(broker, name)
+        try:
+            first = await _listed(broker, name)
+            second = await _listed(broker, name)
+        except ConnectionsError as exc:
+            failed[name] = exc
+            return
         if first != second:
-            raise ConnectionsError(
+            failed[name] = ConnectionsError(
                 f"connection {name!r}: its listing changed while it was being listed (between pages or two "
                 "listings); nothing was pinned; run agent-sdk pin again once the server holds still"
             )
+            return
         out[name] = first
 
     async with anyio.create_task_group() as tg:
         for name in names:
             tg.start_soon(one, name)
+    if len(failed) == 1:
+        raise next(iter(failed.values()))
+    if failed:  # every cause, in a stable order
+        raise ConnectionsError("; ".join(str(failed[n]) for n in sorted(failed)))
     return out
 
 

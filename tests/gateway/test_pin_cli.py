@@ -20,6 +20,7 @@ from tests.peers import node_bin
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 RUG = ROOT / "tests" / "fixtures" / "upstreams" / "rug_pull_server.py"
+SHIFTING = ROOT / "tests" / "fixtures" / "upstreams" / "shifting_pages_server.py"
 
 
 @dataclass
@@ -115,6 +116,20 @@ def test_two_connections_with_tools_of_one_name_are_pinned_apart(tmp_path: Path)
     # The lock does not make the two one: a toolset offering both still fails on the collision.
     listed = agent_sdk("tools", "list", "--dir", str(tmp_path))
     assert listed.returncode == 1 and "also advertised by connection 'one'" in listed.stderr
+
+
+def test_a_listing_that_changes_between_its_pages_is_not_pinned(tmp_path: Path) -> None:
+    folder = tmp_path / "agent" / "mcp-connections"
+    folder.mkdir(parents=True)
+    (folder / "shifting.py").write_text(
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={sys.executable!r}, args=[{str(SHIFTING)!r}], "
+        "advertise_tools=True, protocol='legacy')\n"
+    )
+    refused = agent_sdk("pin", "--dir", str(tmp_path))
+    assert refused.returncode == 1
+    assert "connection 'shifting': its listing changed while it was being listed" in refused.stderr
+    assert not (tmp_path / "mcp.lock").exists()
 
 
 @pytest.mark.parametrize(
