@@ -93,14 +93,14 @@ class Broker:
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
         )
-        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
+        self.pins = PinGuard.for_project(project.root)
+        """The advertised listings checked against the project's `mcp.lock` (docs/connections.md)."""
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl, pins=self.pins)
         """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
         # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
         self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
         self.host = Host(mcp=HostMcp(self.pool, self.accounts))
-        self.pins = PinGuard.for_project(project.root)
-        """The advertised listings checked against the project's `mcp.lock` (docs/connections.md)."""
         self.builder = TurnBuilder(
             project,
             list_tools=self._list_tools,

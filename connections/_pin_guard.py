@@ -23,7 +23,7 @@ import mcp.types as mt
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import TurnProblem
-from ._pins import LOCK_FILE, Drift, Lock, canonical_definition, drifts, read_lock
+from ._pins import KEY_FIELDS, LOCK_FILE, Drift, Lock, PinKind, canonical_definition, drifts, read_lock
 
 __all__ = ["PinGuard", "Verdict", "pinnable", "pinned_names"]
 
@@ -49,9 +49,10 @@ _CLEAN = Verdict()
 
 
 def pinnable(defn: ConnectionDefinition) -> bool:
-    """Whether `agent-sdk pin` records `defn`: advertised, pooled (no per-session `auth`, not an account
-    connection), not `pin=False`."""
-    return defn.advertise_tools and defn.pin and defn.auth is None and not defn.host_only and defn.kind != "account"
+    """Whether `agent-sdk pin` records `defn`: it advertises tools, resources or prompts, is pooled (no
+    per-session `auth`, not an account connection), and is not `pin=False`."""
+    offers = defn.advertise_tools or defn.advertise_resources is not False or defn.advertise_prompts is not False
+    return offers and defn.pin and defn.auth is None and not defn.host_only and defn.kind != "account"
 
 
 class PinGuard:
@@ -64,6 +65,9 @@ class PinGuard:
         self._broken: str | None = None
         self._memo: dict[str, tuple[tuple[int, ...], tuple[mt.Tool, ...], Verdict]] = {}
         self._logged: set[tuple[str, str, str, str | None]] = set()
+        self._offer_memo: dict[tuple[str, PinKind], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
+        self.held_offers: dict[tuple[str, PinKind], dict[str, str]] = {}
+        """(connection, kind) -> the resources, templates or prompts its latest listing holds back (key -> why)."""
         self.latest: dict[str, Verdict] = {}
         """Connection -> the verdict on its latest listing (for the console and the metrics)."""
         self.checks = 0
@@ -93,6 +97,29 @@ class PinGuard:
         self.latest[defn.name] = verdict
         self._log(defn.name, verdict)
         return verdict
+
+    def offered(self, defn: ConnectionDefinition, kind: PinKind, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """The items of `defn`'s `kind` listing (JSON, as `Offerings` keeps them) that the lock lets through;
+        the rest go to `held_offers`. Checked once per listing (`items` is the offer cache's own tuple)."""
+        if not self.pins(defn):
+            return items
+        memo = self._offer_memo.get((defn.name, kind))
+        if memo is not None and memo[0] is items:
+            return memo[1]
+        self.checks += 1
+        key = KEY_FIELDS[kind]
+        current = {str(item.get(key)): canonical_definition(item) for item in items}
+        if self._lock is None:
+            held = dict.fromkeys(current, f"{self._broken or LOCK_FILE + ' cannot be read'}; held back")
+            found: list[Drift] = []
+        else:
+            found = drifts(defn.name, kind, self._lock.connections.get(defn.name), current, self._lock.definitions)
+            held = {d.name: d.sentence() for d in found if d.held_back}
+        self.held_offers[(defn.name, kind)] = held
+        self._log(defn.name, Verdict(drifts=tuple(found)))
+        kept = tuple(item for item in items if str(item.get(key)) not in held)
+        self._offer_memo[(defn.name, kind)] = (items, kept)
+        return kept
 
     def quarantined(self) -> dict[str, int]:
         """Connection -> how many of its tools its latest listing holds back (for the metrics)."""
@@ -128,11 +155,13 @@ class PinGuard:
     def _forget(self, lock: Lock | None, broken: str | None) -> None:
         self._lock, self._broken, self._stat = lock, broken, None
         self._memo.clear()
+        self._offer_memo.clear()
+        self.held_offers.clear()
         self.latest.clear()
 
     def _log(self, name: str, verdict: Verdict) -> None:
         for drift in verdict.drifts:
-            key = (name, drift.name, drift.change, drift.new)
+            key = (name, f"{drift.kind}/{drift.name}", drift.change, drift.new)
             if key in self._logged:
                 continue
             self._logged.add(key)

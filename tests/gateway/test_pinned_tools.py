@@ -30,9 +30,10 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
+from connections._pins import digest_of  # pyright: ignore[reportPrivateUsage]
 from gateway.cli import main
 from tests.conftest import free_port
-from tests.peers import node20, node_module
+from tests.peers import node20, node_bin, node_module
 from tests.processes import running
 
 from .conftest import ROOT, Served, assert_clean, make_project, serve
@@ -246,3 +247,39 @@ async def test_serve_stdio_holds_back_a_tool_its_upstream_changed_mid_run(tmp_pa
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("greet", {"name": "x"})
     assert "Tool 'greet' is held back: tool 'greet' of connection 'rug' changed (description)" in refused.value.message
+
+
+@pytest.mark.anyio
+async def test_a_prompt_or_resource_that_differs_from_the_lock_is_not_offered(tmp_path: Path) -> None:
+    everything = (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={str(node_bin('mcp-server-everything'))!r}, args=['stdio'], "
+        "advertise_tools=True, advertise_resources=True, advertise_prompts=True)\n"
+    )
+    project = make_project(tmp_path / "project", {"everything": everything}, tools=False)
+    assert (await agent_sdk_async("pin", "--dir", str(project))).returncode == 0
+    # What was reviewed: another description for one prompt, and one resource fewer (it is new now).
+    path = project / "mcp.lock"
+    lock = json.loads(path.read_text())
+    entry = lock["connections"]["everything"]
+    reviewed = {**lock["definitions"][entry["prompts"]["simple-prompt"]], "description": "reviewed last week"}
+    entry["prompts"]["simple-prompt"] = digest_of(reviewed)
+    lock["definitions"][digest_of(reviewed)] = reviewed
+    del entry["resources"]["demo://resource/static/document/features.md"]
+    path.write_text(json.dumps(lock, indent=2))
+    served = serve(project, tmp_path / "state")
+    try:
+        async with Client(f"{served.url}/v1/mcp/tools", mode="legacy") as client:
+            prompts = {p.name for p in (await client.list_prompts()).prompts}
+            resources = {str(r.uri) for r in (await client.list_resources()).resources}
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt("simple-prompt")
+    finally:
+        served.stop()
+    assert "simple-prompt" not in prompts and "args-prompt" in prompts
+    assert "demo://resource/static/document/features.md" not in resources
+    assert "demo://resource/static/document/architecture.md" in resources
+    assert "prompt 'simple-prompt' of connection 'everything' changed (description)" in refused.value.message
+    assert "resource 'demo://resource/static/document/features.md' of connection 'everything' is new" in (
+        served.log_text()
+    )
