@@ -56,7 +56,8 @@ class ToolCatalog:
         """The named tool for a call. Session-less calls reuse a fresh listing; bound ones build anew."""
         if session is None:
             cached = self._fresh()
-            if cached is not None and (name in cached or name in cached.held_back):
+            # A held-back name is built again (from the cached listing): `pin --update` may have let it in.
+            if cached is not None and name in cached:
                 return cached.get(name), cached, []
             async with self._lock:
                 cached = self._fresh()
