@@ -70,6 +70,17 @@ from ._names import is_valid_tool_name as is_valid_tool_name
 from ._offer_calls import Freshness as Freshness
 from ._offerings import Merged as Merged
 from ._offerings import Offerings as Offerings
+from ._pin_guard import PinGuard as PinGuard
+from ._pin_guard import pinnable as pinnable
+from ._pin_snapshot import compare as compare_pins
+from ._pin_snapshot import definition_diff as definition_diff
+from ._pin_snapshot import lock_of as lock_of
+from ._pin_snapshot import snapshot as pin_snapshot
+from ._pins import LOCK_FILE as LOCK_FILE
+from ._pins import Drift as Drift
+from ._pins import Lock as Lock
+from ._pins import read_lock as read_lock
+from ._pins import write_lock as write_lock
 from ._pool import AuthFor as AuthFor
 from ._pool import ClientPool as ClientPool
 from ._redact import RedactingFilter as RedactingFilter
@@ -105,6 +116,7 @@ __all__ = [
     "HUB_CONNECTORS_PATH",
     "INHERITED_ENV",
     "KEYRING_SERVICE",
+    "LOCK_FILE",
     "NAME_RULE",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
@@ -133,6 +145,7 @@ __all__ = [
     "ConnectionsError",
     "Connector",
     "Diagnostic",
+    "Drift",
     "Effect",
     "EnvironmentVariableMissing",
     "Extension",
@@ -141,10 +154,12 @@ __all__ = [
     "HostMcp",
     "InputHandler",
     "ListingCache",
+    "Lock",
     "Merged",
     "NotOffered",
     "OAuthConfig",
     "Offerings",
+    "PinGuard",
     "Project",
     "ProjectError",
     "RedactingFilter",
@@ -170,9 +185,11 @@ __all__ = [
     "account_file",
     "calling",
     "check_account_servers",
+    "compare_pins",
     "current_call",
     "define_connection",
     "define_tool",
+    "definition_diff",
     "expand_map",
     "forget_account_login",
     "holds_long_text",
@@ -180,9 +197,13 @@ __all__ = [
     "keyring_user",
     "load_account_credentials",
     "load_project",
+    "lock_of",
     "log_level_value",
     "normalize_hub_url",
     "observed",
+    "pin_snapshot",
+    "pinnable",
+    "read_lock",
     "redact",
     "remember_secret",
     "save_account_login",
@@ -192,4 +213,5 @@ __all__ = [
     "tracing_enabled",
     "transport_failure",
     "unset_variables",
+    "write_lock",
 ]

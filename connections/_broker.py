@@ -22,6 +22,7 @@ from ._identity_pool import IdentityPool
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
 from ._offerings import Offerings
+from ._pin_guard import PinGuard
 from ._pool import ClientPool
 from ._turns import TurnBuilder
 from ._upstream_changes import Change
@@ -92,7 +93,9 @@ class Broker:
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
         )
-        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl)
+        self.pins = PinGuard.for_project(project.root)
+        """The advertised listings checked against the project's `mcp.lock` (docs/connections.md)."""
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl, pins=self.pins)
         """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
         # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
         self.pool.listing_cache.watch(self._offerings_changed)
@@ -104,6 +107,7 @@ class Broker:
             call_tool=self._call_tool,
             host=self.host,
             starting=self._starting,
+            pins=self.pins,
         )
 
     def _offerings_changed(self, name: str, change: Change) -> None:

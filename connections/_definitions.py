@@ -105,6 +105,8 @@ class ConnectionDefinition:
     """`auth` connections: the most identities kept at once (least recently used idle one closed first)."""
     identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT
     """`auth` connections: seconds after which an unused identity's client is closed."""
+    pin: bool = True
+    """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -194,6 +196,7 @@ def define_connection(
     max_identities: int = DEFAULT_MAX_IDENTITIES,
     identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
     min_log_level: str | None = None,
+    pin: bool = True,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -258,12 +261,14 @@ def define_connection(
         "advertise_tools": advertise_tools,
         "linkable": linkable,
         "bridge": bridge,
+        "pin": pin,
     }
     for fname, value in flags.items():
         if not isinstance(value, bool):
             bad(fname, value)
     host_only, account = host_only is True, account is True
     advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
+    pin = pin is not False
 
     clean_servers = servers_value(servers, account, problems)
 
@@ -351,6 +356,7 @@ def define_connection(
         bridge=bridge,
         max_identities=max_identities,
         identity_idle_timeout=float(idle),
+        pin=pin,
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -22,6 +22,8 @@ from ._diagnostics import Diagnostic
 from ._exceptions import ProjectError
 from ._mcpjson import load_mcp_json
 from ._names import NAME_RULE, check_name, is_valid_tool_name
+from ._pin_guard import pinnable
+from ._pins import LOCK_FILE, read_lock
 from ._problems import Problem
 from ._tools import ServerTool
 from ._validation import connection_problems
@@ -115,6 +117,11 @@ class _Loading:
             self.project.diagnostics.extend(diags)
             for defn in defns:
                 self._add_connection(defn, mcp_json, in_host_folder=False)
+        if (self.root / LOCK_FILE).exists():
+            # A connection that failed to load is still "defined": its own error says what is wrong.
+            loaded = self.project.connections
+            known = [n for n in self.conn_sources if n not in loaded or pinnable(loaded[n])]
+            self.project.diagnostics.extend(read_lock(self.root / LOCK_FILE, known)[1])
 
     def _files(self, folder: Path) -> Iterator[Path]:
         if not folder.is_dir():

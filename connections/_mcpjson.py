@@ -32,6 +32,7 @@ _OWN = {
     "protocol": "protocol",
     "description": "description",
     "oauth": "oauth",
+    "pin": "pin",
 }
 
 

@@ -44,6 +44,8 @@ from ._offer_calls import (
     list_every_page,
     read_resource,
 )
+from ._pin_guard import PinGuard
+from ._pins import PinKind
 from ._pool import ClientPool
 
 __all__ = ["Merged", "Offerings"]
@@ -57,6 +59,13 @@ _LISTS: dict[ListMethod, tuple[str, str, str, str]] = {
     "resources/list": ("resources", "uri", "resource", "deny_resources"),
     "resources/templates/list": ("resourceTemplates", "uriTemplate", "resource template", "deny_resources"),
     "prompts/list": ("prompts", "name", "prompt", "deny_prompts"),
+}
+
+
+_PIN_KINDS: dict[ListMethod, PinKind] = {
+    "resources/list": "resources",
+    "resources/templates/list": "resourceTemplates",
+    "prompts/list": "prompts",
 }
 
 
@@ -79,8 +88,10 @@ class Offerings:
         pool: ClientPool,
         *,
         max_ttl: float = DEFAULT_LISTING_TTL,
+        pins: PinGuard | None = None,
     ) -> None:
         self._pool = pool
+        self._pins = pins
         self._cache = OfferCache(max_ttl)
         self._undeclared: set[tuple[str, Kind]] = set()  # warned once each (`_note_undeclared`)
         reachable = [
@@ -163,7 +174,7 @@ class Offerings:
         """One connection's listing of `method`, filtered by its lists, as JSON; from the cache when its hint allows."""
         cached = self._cache.get(defn.name, method, "", viewer)
         if cached is not None:
-            return Listed(cached[0], cached[1])
+            return Listed(self._pinned(defn, method, cached[0]), cached[1])
         generation = self._cache.generation(defn.name)
 
         async def run(opened: OpenedClient) -> Listed:
@@ -185,7 +196,17 @@ class Offerings:
         keep = _filter(defn, method)
         items = tuple(_json(item) for item in listed.items if keep(item))
         self._cache.put(defn.name, method, "", viewer, items, listed.freshness, generation)
-        return Listed(items, listed.freshness)
+        return Listed(self._pinned(defn, method, items), listed.freshness)
+
+    def _pinned(self, defn: ConnectionDefinition, method: ListMethod, items: tuple[Any, ...]) -> tuple[Any, ...]:
+        """`items` less what `mcp.lock` holds back (a changed, new or renamed item: docs/connections.md)."""
+        return items if self._pins is None else self._pins.offered(defn, _PIN_KINDS[method], items)
+
+    def _refuse_held(self, defn: ConnectionDefinition, kind: PinKind, key: str) -> None:
+        """Raise `NotOffered` for an item the connection's latest listing held back (no listing here)."""
+        held = self._pins.held_offers.get((defn.name, kind), {}) if self._pins is not None else {}
+        if key in held:
+            raise NotOffered(f"{key[:200]!r} is held back: {held[key]}")
 
     def _note_undeclared(self, defn: ConnectionDefinition, method: ListMethod) -> None:
         kind: Kind = "prompts" if method == "prompts/list" else "resources"
@@ -208,6 +229,7 @@ class Offerings:
         """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
         Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
         defn = await self._owner_of_resource(uri, viewer)
+        self._refuse_held(defn, "resources", uri)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:
             return dict(cached[0]), cached[1]
@@ -228,6 +250,7 @@ class Offerings:
         """`prompts/get` on the connection that owns prompt `name`, as JSON.
         Raises `NotOffered` and the pool's errors."""
         defn = await self._owner_of_prompt(name, viewer)
+        self._refuse_held(defn, "prompts", name)
 
         async def run(opened: OpenedClient) -> mt.GetPromptResult:
             return await get_prompt(opened.client, name, arguments)

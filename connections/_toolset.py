@@ -83,6 +83,9 @@ class Toolset:
 
     session: SessionInfo | None
     tools: Mapping[str, TurnTool]
+    held_back: Mapping[str, str] = field(default_factory=dict[str, str])
+    """Tools an upstream lists but `mcp.lock` does not pin as they are now: name -> the sentence saying
+    what changed. Never in `tools`; a call to one is refused with that sentence."""
 
     def __iter__(self) -> Iterator[TurnTool]:
         return iter(self.tools.values())

@@ -33,6 +33,7 @@ from ._loader import RESERVED_TOOL_NAMES, Project
 from ._meta_tools import CallTool, ListTools, meta_tools
 from ._names import NAME_RULE, is_valid_tool_name
 from ._outcomes import authored_outcome, outcome_from_mcp
+from ._pin_guard import PinGuard, pinned_names
 from ._session import SessionInfo
 from ._tools import ServerTool, ToolContext
 from ._toolset import CallObserver, ToolOutcome, Toolset, TurnTool, observed
@@ -67,20 +68,26 @@ class TurnBuilder:
     starting: Callable[[ConnectionDefinition], bool] | None = None
     observer: CallObserver | None = None
     """Told about every call of every tool this builder builds (the gateway's metrics and log)."""
+    pins: PinGuard | None = None
+    """Checks each advertised listing against `mcp.lock` (None: nothing is pinned)."""
     _auth_threads: dict[str, AuthThreads] = field(default_factory=dict[str, AuthThreads], init=False, repr=False)
 
-    async def build(self, session: SessionInfo | None) -> Toolset:
+    async def build(self, session: SessionInfo | None, *, hold_back: bool = False) -> Toolset:
         """The turn's exact toolset. Raises `TurnBuildError` naming every problem; never returns fewer tools.
 
         With `session=None` (surfaces with no session, such as `/v1/mcp/tools`) connections with
-        per-session `auth` are left out entirely, as are the attached meta-tools.
+        per-session `auth` are left out entirely, as are the attached meta-tools. A tool that differs
+        from `mcp.lock` (changed, new, renamed, or one pinned that is gone) is a problem, unless
+        `hold_back` (the peer surfaces): then it is left out and named in `Toolset.held_back`.
         """
-        toolset, problems = await self.collect(session)
+        toolset, problems = await self.collect(session, hold_back=hold_back)
         if problems:
             raise TurnBuildError(problems)
         return toolset
 
-    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]:
+    async def collect(
+        self, session: SessionInfo | None, *, hold_back: bool = False
+    ) -> tuple[Toolset, list[TurnProblem]]:
         """Like `build`, but returns what could be built plus the problems (for catalogs that report
         failing connections beside the rest). A turn must use `build`."""
         problems: list[TurnProblem] = []
@@ -100,13 +107,15 @@ class TurnBuilder:
         listings = await self._list_all(advertised + accounts, headers.values, problems)
 
         owners: dict[str, str] = {}
+        held: dict[str, str] = {}
         for defn in advertised:
             listing = listings.get(defn.name)
             if listing is None:
                 continue
+            kept = pinned_names(self.pins, defn, listing, held, None if hold_back else problems)
             seen: set[str] = set()
             for tool in listing:
-                if not defn.allows_tool(tool.name):
+                if not defn.allows_tool(tool.name) or tool.name not in kept:
                     continue
                 if not is_valid_tool_name(tool.name):
                     problems.append(
@@ -172,7 +181,7 @@ class TurnBuilder:
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
         if self.observer is not None:
             tools = {name: observed(tool, self.observer) for name, tool in tools.items()}
-        return Toolset(session=session, tools=tools), problems
+        return Toolset(session=session, tools=tools, held_back=held), problems
 
     # -- per-session auth ---------------------------------------------------------------------
 

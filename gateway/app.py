@@ -243,6 +243,8 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
             )
+            if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
+                stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:
                 runtime.streams = PeerStreams(subscriptions, runtime.request_states)
                 stack.callback(runtime.streams.close)

@@ -30,6 +30,7 @@ __all__ = [
     "SessionNotFound",
     "StaleContinuationToken",
     "StateUnavailable",
+    "ToolHeldBack",
     "UnknownTool",
 ]
 
@@ -84,6 +85,13 @@ class Forbidden(ApiError):
 class UnknownTool(ApiError):
     status = 404
     code = "unknown_tool"
+
+
+class ToolHeldBack(ApiError):
+    """The upstream changed the tool since `mcp.lock` pinned it (docs/connections.md, "The lock file")."""
+
+    status = 409
+    code = "tool_held_back"
 
 
 class SessionNotFound(ApiError):

@@ -81,8 +81,12 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
 
 
 async def server_tool(runtime: Runtime, name: str) -> TurnTool:
-    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool."""
+    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool
+    and for one `mcp.lock` holds back (its sentence says what changed)."""
     tool, toolset, problems = await runtime.catalog.tool(name, None)
+    held = toolset.held_back.get(name)
+    if tool is None and held is not None:
+        raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
     if tool is None:
         data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
         if problems:

@@ -4,7 +4,7 @@ Counted as things happen: tool calls by connection, tool and outcome, their erro
 their latency (a histogram), HTTP requests by route template, method and status (`http_observer`),
 turns by outcome, auth refusals by status and code. Read from the broker when scraped: pool
 sessions open, each connection's state, upstream session restarts, listing-cache hits and misses,
-OAuth refreshes and refresh failures; from the token store, the seconds until each OAuth
+OAuth refreshes and refresh failures, tools held back by `mcp.lock`; from the token store, the seconds until each OAuth
 connection's stored access token expires (never a token). Also `process_*` (this process),
 `python_info` and `agent_sdk_build_info`. One `Metrics` per app (its own registry), never a
 module-level singleton. No `_created` series unless `AGENT_SDK_METRICS_CREATED=1` (it is a
@@ -155,7 +155,30 @@ class _BrokerCollector(Collector):
             refreshes.add_metric([name, *tail], count)
         for name, count in sorted(getattr(self.broker, "oauth_refresh_failures", dict)().items()):
             refresh_failures.add_metric([name, *tail], count)
-        return [sessions, states, restarts, hits, misses, refreshes, refresh_failures, *self._identities(extra, tail)]
+        return [
+            sessions,
+            states,
+            restarts,
+            hits,
+            misses,
+            refreshes,
+            refresh_failures,
+            *self._identities(extra, tail),
+            *self._pins(extra, tail),
+        ]
+
+    def _pins(self, extra: list[str], tail: list[str]) -> list[Metric]:
+        """Per pinned connection: the tools its latest listing holds back because they differ from mcp.lock."""
+        held = GaugeMetricFamily(
+            "agent_sdk_pinned_tools_quarantined",
+            "Tools held back because the upstream's definition differs from mcp.lock (changed, new or renamed)",
+            labels=["connection", *extra],
+        )
+        pins = getattr(self.broker, "pins", None)
+        if pins is not None:
+            for name, count in sorted(pins.quarantined().items()):
+                held.add_metric([name, *tail], count)
+        return [held]
 
     def _identities(self, extra: list[str], tail: list[str]) -> list[Metric]:
         """Per `auth` connection: identities kept and closed. Counts only: never a digest, never a header."""

@@ -49,6 +49,10 @@ async def _serve(project: Project, settings: ServeSettings) -> None:
             offerings=getattr(broker, "offerings", None),
         )
 
+        pool = getattr(broker, "pool", None)
+        if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
+            pool.listing_cache.watch(runtime.catalog.changed)
+
         def runtime_of(_ctx: Any) -> Runtime:
             return runtime
 

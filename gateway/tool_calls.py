@@ -11,7 +11,7 @@ from typing import Any
 from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem
 
 from .auth_chain import Principal
-from .errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, UnknownTool
+from .errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, ToolHeldBack, UnknownTool
 from .runtime import Runtime
 from .sessions import LiveSession, parse_continuation_token
 
@@ -72,6 +72,9 @@ async def call_tool(
     """
     live, info = await bind_session(runtime, principal, session_id, token)
     tool, toolset, problems = await runtime.catalog.tool(name, info)
+    held = toolset.held_back.get(name)
+    if tool is None and held is not None:
+        raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
     if tool is None:
         extra: dict[str, Any] = {"available": toolset.names()}
         if problems:

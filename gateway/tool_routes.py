@@ -56,6 +56,7 @@ async def list_tools(request: Request) -> JSONResponse:
             "ok": True,
             "tools": [_light(t) for t in sorted(toolset, key=lambda t: t.name)],
             "connectionErrors": connection_errors(problems),
+            "heldBack": dict(sorted(toolset.held_back.items())),  # tool -> what changed since mcp.lock
         }
     )
 

@@ -3,8 +3,10 @@
 `tools/list` on `/v1/mcp/tools` rebuilds the toolset on every request (fail-closed, DESIGN.md §5;
 each auth-less listing comes through the pool's listing cache, see docs/clients.md). A `tools/call`
 reuses the last complete listing for `ttl` seconds so a call costs one upstream round trip, not a
-listing plus a call; an unknown name or an expired listing lists again first. Session-bound
-toolsets (per-session `auth`) are never cached: their headers are computed for every build.
+listing plus a call; an unknown name or an expired listing lists again first, and an upstream's
+`tools/list_changed` drops the reused listing at once (`changed`). Session-bound toolsets (per-session
+`auth`) are never cached: their headers are computed for every build. A tool that differs from
+`mcp.lock` is held back (`Toolset.held_back`), not offered, and the rest are (docs/connections.md).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Protocol
 
 import anyio
 
-from connections import SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
+from connections import Change, SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
 
 __all__ = ["BrokerLike", "ToolCatalog"]
 
@@ -37,13 +39,13 @@ class ToolCatalog:
 
     async def live(self) -> Toolset:
         """The session-less toolset, listed now. Raises `TurnBuildError` (fail-closed)."""
-        toolset = await self.builder.build(None)
+        toolset = await self.builder.build(None, hold_back=True)
         self._remember(toolset)
         return toolset
 
     async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]:
         """What can be listed plus the problems (for `GET /v1/tools`, which reports `connectionErrors`)."""
-        toolset, problems = await self.builder.collect(session)
+        toolset, problems = await self.builder.collect(session, hold_back=True)
         if session is None and not problems:
             self._remember(toolset)
         return toolset, problems
@@ -54,6 +56,7 @@ class ToolCatalog:
         """The named tool for a call. Session-less calls reuse a fresh listing; bound ones build anew."""
         if session is None:
             cached = self._fresh()
+            # A held-back name is built again (from the cached listing): `pin --update` may have let it in.
             if cached is not None and name in cached:
                 return cached.get(name), cached, []
             async with self._lock:
@@ -62,8 +65,13 @@ class ToolCatalog:
                     return cached.get(name), cached, []
                 toolset, problems = await self.collect(None)
         else:
-            toolset, problems = await self.builder.collect(session)
+            toolset, problems = await self.builder.collect(session, hold_back=True)
         return toolset.get(name), toolset, problems
+
+    def changed(self, _connection: str, change: Change) -> None:
+        """A `ListingCache` watcher: an upstream's tools changed, so the reused listing must not serve a call."""
+        if change.kind == "tools":
+            self._cached = None
 
     def _fresh(self) -> Toolset | None:
         if self._cached is not None and time.monotonic() - self._stamp < self.ttl:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import hub, init, login, mcp, project, serve, state_key, tools
+from . import hub, init, login, mcp, pin, project, serve, state_key, tools
 
 __all__ = ["register_all"]
 
@@ -14,6 +14,7 @@ def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: igno
     """Add every command to the top-level parser."""
     init.register(sub)
     project.register(sub)
+    pin.register(sub)
     serve.register(sub)
     mcp.register(sub)
     tools.register(sub)

@@ -3,9 +3,10 @@
 
 States: `ready` (a session is open), `opening`, `not_opened` (lazy: never used yet), `needs_login`
 (an `oauth=True` connection without usable tokens), `failing` (the last open or operation failed;
-`cause` is the sentence), `paused` (restarts paused after a crash loop). Listing uses the pool's
-listing cache, so a poll costs no upstream round trip while the listing is fresh; a connection whose
-last open failed is not retried by looking (a real use or a restart retries it).
+`cause` is the sentence), `paused` (restarts paused after a crash loop). `drift`: for a connection
+`mcp.lock` pins, each way its listing differs from the lock, with the diff (docs/connections.md).
+Listing uses the pool's listing cache, so a poll costs no upstream round trip while the listing is
+fresh; a connection whose last open failed is not retried by looking (a real use or a restart retries it).
 """
 
 from __future__ import annotations
@@ -17,7 +18,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import ConnectionDefinition, ConnectionsError, ConnectionUnauthorized, UnknownConnection
+from connections import (
+    ConnectionDefinition,
+    ConnectionsError,
+    ConnectionUnauthorized,
+    PinGuard,
+    UnknownConnection,
+    definition_diff,
+)
 from oauth import OAuthError, StoreKey, grant_status, printable
 
 from ..errors import ApiError, InvalidRequest
@@ -83,6 +91,7 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
                     {"name": t.name, "description": printable(t.description or "", 500), "inputSchema": t.input_schema}
                     for t in tools
                 ]
+                out["drift"] = _drift(runtime.builder.pins, defn, tools)
             except ConnectionsError as exc:
                 error = exc
     status = host.status(defn.name)
@@ -107,6 +116,26 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     out["state"] = state
     out["cause"] = printable(cause, 500) if cause else None
     return out
+
+
+def _drift(pins: PinGuard | None, defn: ConnectionDefinition, tools: list[Any]) -> list[dict[str, Any]] | None:
+    """How the listing differs from `mcp.lock` (None when the connection is not pinned): each change's
+    sentence and its unified diff, the characters that do not show escaped (the guard's verdict, memoised)."""
+    if pins is None or not pins.pins(defn):
+        return None
+    verdict = pins.verdict(defn, tools)
+    if verdict.broken is not None:
+        return [{"tool": None, "change": "lock_broken", "heldBack": True, "sentence": verdict.broken, "diff": ""}]
+    return [
+        {
+            "tool": d.name,
+            "change": d.change,
+            "heldBack": d.held_back,
+            "sentence": printable(d.sentence(), 500),
+            "diff": definition_diff(d),
+        }
+        for d in verdict.drifts
+    ]
 
 
 async def connections_status(request: Request) -> Response:

@@ -15,6 +15,7 @@ FILES = (
     "agent/mcp-connections/notes.py",
     "agent/tools/greet.py",
     "servers/notes_server.py",
+    "mcp.lock",
 )
 """Every file of the scaffold, relative to the project folder."""
 

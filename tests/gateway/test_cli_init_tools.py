@@ -40,7 +40,7 @@ def test_examples_quickstart_is_exactly_what_init_writes() -> None:
 
 def _files() -> list[Path]:
     folder = ROOT / "examples" / "quickstart"
-    return [p for p in folder.rglob("*.py") if "__pycache__" not in p.parts]
+    return [p for p in (*folder.rglob("*.py"), folder / "mcp.lock") if "__pycache__" not in p.parts]
 
 
 def test_init_writes_a_project_that_validates_and_calls_its_tools(tmp_path: Path) -> None:

@@ -86,6 +86,11 @@ function renderConnection(c) {
   if (c.protocolVersion) details.push(`protocol ${c.protocolVersion}`);
   box.append(el("div", { class: "muted details", text: details.join(" · ") }));
   if (c.cause) box.append(el("div", { class: "cause", text: c.cause }));
+  for (const d of c.drift || []) {
+    // mcp.lock drift: the sentence, and the diff of the reviewed definition against the live one.
+    box.append(el("div", { class: "drift cause", "data-tool": d.tool || "", text: (d.heldBack ? "held back: " : "") + d.sentence }));
+    if (d.diff) box.append(el("pre", { class: "drift-diff", text: d.diff }));
+  }
   if (c.tools) {
     const list = el("ul", { class: "tools" });
     for (const t of c.tools) {
