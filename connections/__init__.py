@@ -42,6 +42,7 @@ from ._exceptions import AccountError as AccountError
 from ._exceptions import AccountNotConfigured as AccountNotConfigured
 from ._exceptions import AccountToolCollision as AccountToolCollision
 from ._exceptions import AccountUnauthorized as AccountUnauthorized
+from ._exceptions import AuthorizationUnavailable as AuthorizationUnavailable
 from ._exceptions import ClientError as ClientError
 from ._exceptions import ConnectionsError as ConnectionsError
 from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
@@ -119,6 +120,7 @@ __all__ = [
     "AccountUnauthorized",
     "AuthCallback",
     "AuthFor",
+    "AuthorizationUnavailable",
     "Broker",
     "CallContext",
     "CallObserver",

@@ -31,7 +31,13 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ._call_context import calling
 from ._clients import OpenedClient, client_mode, open_client
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVariableMissing, UpstreamTimeout
+from ._exceptions import (
+    ConnectionsError,
+    ConnectionUnauthorized,
+    ConnectionUnavailable,
+    EnvironmentVariableMissing,
+    UpstreamTimeout,
+)
 from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
 from ._translate import REOPEN_NOTE, translate
@@ -50,8 +56,9 @@ class ConnectionStatus:
     """What the pool knows about one connection (for `agent-sdk mcp list`, `/v1/info` and tests)."""
 
     name: str
-    state: Literal["idle", "queued", "opening", "open", "paused"]
-    """`queued`: a stdio child waiting for a start slot (`serve --start-limit`); `opening`: starting."""
+    state: Literal["idle", "queued", "opening", "open", "paused", "needs_login"]
+    """`queued`: a stdio child waiting for a start slot (`serve --start-limit`); `opening`: starting;
+    `needs_login`: the last open was refused for want of OAuth tokens (waiting for a login, not crashing)."""
     opens: int
     """Sessions opened so far (the first open plus every restart)."""
     failures: int
@@ -120,13 +127,15 @@ class SessionSlot:
     def status(self) -> ConnectionStatus:
         """Where the connection stands: idle, opening, open or paused, with its open and failure counts."""
         s = self.session
-        state: Literal["idle", "queued", "opening", "open", "paused"] = "idle"
+        state: Literal["idle", "queued", "opening", "open", "paused", "needs_login"] = "idle"
         if self.restarts.paused(anyio.current_time()):
             state = "paused"
         elif s is not None and s.usable:
             state = "open"
         elif s is not None and not s.ready.is_set():
             state = "opening" if s.launched.is_set() else "queued"
+        elif isinstance(self.restarts.last_error, ConnectionUnauthorized):
+            state = "needs_login"
         live = s.opened if s is not None and s.opened is not None and s.usable else None
         last_error = self.restarts.last_error
         return ConnectionStatus(
@@ -179,7 +188,9 @@ class SessionSlot:
         s = PooledSession(started=anyio.current_time())
         self.session = s
         self.opens += 1
-        if self.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
+        # serve's log (docs/operations.md): each reopen once, with what ended the last session (a refused login
+        # is not a session that ended: it is said once, below).
+        if self.opens > 1 and not isinstance(self.restarts.last_error, ConnectionUnauthorized):
             logger.warning(
                 "connection %r: reopening its upstream session (open #%d); last error: %s",
                 defn.name,
@@ -204,7 +215,17 @@ class SessionSlot:
             tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
         await self._wait_ready(s)
         if s.error is not None:
-            if not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
+            if isinstance(s.error, ConnectionUnauthorized):
+                # Waiting for a login is not a crash: no count, no pause, no reopen warning per use; said once.
+                self.opens -= 1
+                if not isinstance(self.restarts.last_error, ConnectionUnauthorized):
+                    logger.warning(
+                        "connection %r: waiting for a login: %s",
+                        defn.name,
+                        s.error.detail,
+                        extra={"event": "needs_login", "connection": defn.name},
+                    )
+            elif not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
                 self.restarts.record(defn.name, s.error, anyio.current_time())
             self.restarts.last_error = s.error
             self.open_failed_at = anyio.current_time()

@@ -27,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connections import ConnectionsError, ToolInputError, TurnTool
+from connections import ConnectionsError, ToolInputError, TurnProblem, TurnTool
 
 __all__ = ["Metrics", "metrics_routes"]
 
@@ -144,6 +144,12 @@ class Metrics:
             "agent_sdk_turns", "Finished turns by outcome (completed, failed, cancelled, interrupted)", ["outcome"],
             registry=counted,
         )  # fmt: skip
+        self.listing_failures = Counter(
+            "agent_sdk_connection_listing_failures",
+            "Connections left out of a toolset (a turn, a catalog, a tools/list, a direct call) by cause",
+            ["connection", "code"],
+            registry=counted,
+        )
         self.refusals = Counter(
             "agent_sdk_auth_refusals", "Requests refused by the auth chain, by status and code", ["status", "code"],
             registry=counted,
@@ -179,6 +185,11 @@ class Metrics:
             exc_info=failure if os.environ.get("AGENT_SDK_DEBUG") == "1" else None,
             extra={"event": "tool_failed", "connection": tool.connection, "tool": tool.name, "code": code},
         )
+
+    def listing_failed(self, problems: list[TurnProblem]) -> None:
+        """Count each connection a toolset was built without, by its cause (the builder's `CallObserver`)."""
+        for problem in problems:
+            self.listing_failures.labels(problem.connection or "", problem.code).inc()
 
     def turn_finished(self, status: str) -> None:
         self.turns.labels(status).inc()
