@@ -29,6 +29,7 @@ from ._call_context import calling as calling
 from ._call_context import current_call as current_call
 from ._call_context import log_level_value as log_level_value
 from ._clients import INHERITED_ENV as INHERITED_ENV
+from ._clients import STDERR_LOGGER as STDERR_LOGGER
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
 from ._definitions import ConnectionKind as ConnectionKind
@@ -109,6 +110,7 @@ __all__ = [
     "NAME_RULE",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
+    "STDERR_LOGGER",
     "TASK_METHODS",
     "AccountCheck",
     "AccountConnectorMissing",

@@ -11,6 +11,11 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
 | an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
 | an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
+| a line a stdio child wrote to its stderr (`upstream_stderr`, with `connection`) | `connections.stderr` | INFO |
+
+A stdio child's stderr is never copied raw: each line is one record (one JSON object with
+`--log-format json`; `INFO <connection>| <line>` as text), shown even where the log's level is
+WARNING (`serve --stdio`), as a desktop client shows a server's stderr.
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never
 hold a header, token or environment value), and text from outside goes through `oauth.printable`.
@@ -24,7 +29,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from connections import RedactingFilter
+from connections import STDERR_LOGGER, RedactingFilter
 from oauth import printable
 
 from .request_ids import current_request_id
@@ -59,6 +64,8 @@ class _TextFormatter(logging.Formatter):
     """`LEVEL logger: message key=value ...`, every part made one printable line."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if record.name == STDERR_LOGGER:  # the child's own line, prefixed with whose it is
+            return f"{record.levelname} {getattr(record, 'connection', '?')}| {printable(record.getMessage(), 2000)}"
         parts = [f"{record.levelname} {record.name}: {printable(record.getMessage(), 2000)}"]
         parts += [f"{k}={printable(v, 200)}" for k, v in _context(record).items()]
         text = " ".join(parts)
@@ -98,3 +105,4 @@ def configure_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    logging.getLogger(STDERR_LOGGER).setLevel(logging.INFO)
