@@ -99,6 +99,7 @@ from ._translate import REOPEN_NOTE as REOPEN_NOTE
 from ._translate import transport_failure as transport_failure
 from ._turns import TurnBuilder as TurnBuilder
 from ._upstream_changes import Change as Change
+from ._warm import WarmProgress as WarmProgress
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -171,6 +172,7 @@ __all__ = [
     "UnknownTool",
     "UpstreamError",
     "UpstreamTimeout",
+    "WarmProgress",
     "account_file",
     "calling",
     "check_account_servers",

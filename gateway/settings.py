@@ -154,8 +154,8 @@ class ServeSettings(BaseModel):
         for field, var in simple.items():
             if env.get(var):
                 values[field] = env[var]
-        if env.get("AGENT_SDK_BEARER_TOKEN"):
-            values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_BEARER_TOKEN"):  # several, comma separated: rotate one while the others serve
+            values["bearer_tokens"] = tuple(t.strip() for t in env["AGENT_SDK_BEARER_TOKEN"].split(",") if t.strip())
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

@@ -219,10 +219,10 @@ def test_the_commands_that_need_no_server_run(tmp_path: Path) -> None:
 
 
 # Flags of other programs the docs show in prose (the bench scripts, the conformance suite and its
-# runner, the Inspector, Chromium): not agent-sdk's.
+# runner, the Inspector, Chromium, systemctl): not agent-sdk's.
 _OTHER_PROGRAMS_FLAGS = {
-    "--async-auth", "--calls", "--config", "--era", "--fastmcp", "--header", "--headless", "--mb", "--only",
-    "--suite", "--transport", "--upstream",
+    "--async-auth", "--calls", "--config", "--era", "--fastmcp", "--header", "--headless", "--mb", "--now",
+    "--only", "--suite", "--transport", "--upstream",
 }  # fmt: skip
 
 
