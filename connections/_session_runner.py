@@ -42,6 +42,7 @@ from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
 from ._translate import REOPEN_NOTE, translate
 from ._upstream_changes import Change, change_of, listen_for_changes
+from ._warm import StartBatch
 
 __all__ = ["CLOSE_GRACE", "ConnectionStatus", "OpenSettings", "PooledSession", "SessionSlot", "run_session"]
 
@@ -108,6 +109,8 @@ class OpenSettings:
     """How many stdio children may be starting at once (None: no bound)."""
     headers_per_call: bool = False
     """`auth_for` only adds an identity's headers; the fast wire takes them per call (`_identity_pool.py`)."""
+    starts: StartBatch = field(default_factory=StartBatch)
+    """The stdio children starting together, for the "N of M ready" log line."""
 
 
 class SessionSlot:
@@ -286,6 +289,9 @@ async def run_session(
     status: list[int] = []
     limiter = settings.start_limiter if defn.kind == "stdio" else None
     holding = False
+    counted = limiter is not None  # a stdio start: one of its batch's "N of M ready"
+    if counted:
+        settings.starts.begin()
     try:
         if limiter is not None:
             with anyio.CancelScope() as queued:
@@ -313,6 +319,9 @@ async def run_session(
                     scope.deadline = math.inf
                     s.opened = opened
                     s.ready.set()
+                    if counted:
+                        counted = False
+                        settings.starts.finish(defn.name, ok=True)
                     if holding:
                         assert limiter is not None
                         holding = False
@@ -335,6 +344,8 @@ async def run_session(
             limiter.release()
         if s.opened is None and s.error is None:
             s.error = ConnectionUnavailable(defn.name, "the client pool is closing")
+        if counted:
+            settings.starts.finish(defn.name, ok=False)
         on_end()
         s.launched.set()
         s.ready.set()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-__all__ = ["WarmProgress"]
+__all__ = ["StartBatch", "WarmProgress"]
 
 logger = logging.getLogger(__name__)
 
@@ -44,3 +44,31 @@ class WarmProgress:
             failed,
             extra={"event": "warm_progress", "connection": name},
         )
+
+
+@dataclass(slots=True)
+class StartBatch:
+    """The stdio children starting together (a first listing of many, or `--warm`): each finished start
+    of a batch of more than one logs "stdio servers: 12 of 100 ready"; the batch ends when all have."""
+
+    begun: int = 0
+    finished: int = 0
+    ready: int = 0
+
+    def begin(self) -> None:
+        self.begun += 1
+
+    def finish(self, name: str, ok: bool) -> None:
+        self.finished += 1
+        self.ready += ok
+        if self.begun > 1:
+            failed = self.finished - self.ready
+            logger.info(
+                "stdio servers: %d of %d ready%s",
+                self.ready,
+                self.begun,
+                f" ({failed} failed)" if failed else "",
+                extra={"event": "start_progress", "connection": name},
+            )
+        if self.finished >= self.begun:
+            self.begun = self.finished = self.ready = 0
