@@ -20,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.gateway.conftest import ROOT, Served, Upstream, assert_clean, make_project, serve, url_connection
+from tests.gateway.test_hub_hardening import rpc
 from tests.oauth.peers import ResourceServer, oidc_provider, resource_server
 
 AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
@@ -84,6 +85,8 @@ def test_a_connection_waiting_for_a_login_is_named_and_spills_onto_no_other(
                 assert ok.status_code == 200 and ok.json()["isError"] is False, ok.text
                 assert http.post("/v1/tools/lookup", json={"input": {"key": "ab"}}).json()["ok"] is True
             states = {c["name"]: c for c in http.get("/v1/connections").json()["connections"]}
+        # A peer on /v1/mcp/tools hears the same cause, as a JSON-RPC error naming the connection.
+        peer = rpc(served.url, "/v1/mcp/tools", "tools/call", {"name": "whoami", "arguments": {}})
     finally:
         served.stop()
     log = served.log_text()
@@ -92,6 +95,9 @@ def test_a_connection_waiting_for_a_login_is_named_and_spills_onto_no_other(
     assert states["docs"]["state"] == "needs_login" and states["docs"]["failures"] == 0, states["docs"]
     assert "restarts paused" not in log and "reopening its upstream session" not in log, log
     assert log.count("waiting for a login") == 1, log
+    error = peer.json()["error"]
+    assert error["data"]["error"] == "connection_unauthorized" and error["data"]["connection"] == "docs", error
+    assert "'docs'" in error["message"], error
 
 
 def test_an_unreachable_authorization_server_is_not_a_refused_login_and_is_counted(
