@@ -29,6 +29,7 @@ from ._call_context import calling as calling
 from ._call_context import current_call as current_call
 from ._call_context import log_level_value as log_level_value
 from ._clients import INHERITED_ENV as INHERITED_ENV
+from ._clients import STDERR_LOGGER as STDERR_LOGGER
 from ._definitions import AuthCallback as AuthCallback
 from ._definitions import ConnectionDefinition as ConnectionDefinition
 from ._definitions import ConnectionKind as ConnectionKind
@@ -42,6 +43,7 @@ from ._exceptions import AccountError as AccountError
 from ._exceptions import AccountNotConfigured as AccountNotConfigured
 from ._exceptions import AccountToolCollision as AccountToolCollision
 from ._exceptions import AccountUnauthorized as AccountUnauthorized
+from ._exceptions import AuthorizationUnavailable as AuthorizationUnavailable
 from ._exceptions import ClientError as ClientError
 from ._exceptions import ConnectionsError as ConnectionsError
 from ._exceptions import ConnectionUnauthorized as ConnectionUnauthorized
@@ -108,6 +110,7 @@ from ._translate import REOPEN_NOTE as REOPEN_NOTE
 from ._translate import transport_failure as transport_failure
 from ._turns import TurnBuilder as TurnBuilder
 from ._upstream_changes import Change as Change
+from ._warm import WarmProgress as WarmProgress
 
 __all__ = [
     "ACCOUNT_URL_ENV",
@@ -120,6 +123,7 @@ __all__ = [
     "NAME_RULE",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
+    "STDERR_LOGGER",
     "TASK_METHODS",
     "AccountCheck",
     "AccountConnectorMissing",
@@ -131,6 +135,7 @@ __all__ = [
     "AccountUnauthorized",
     "AuthCallback",
     "AuthFor",
+    "AuthorizationUnavailable",
     "Broker",
     "CallContext",
     "CallObserver",
@@ -182,6 +187,7 @@ __all__ = [
     "UnknownTool",
     "UpstreamError",
     "UpstreamTimeout",
+    "WarmProgress",
     "account_file",
     "calling",
     "check_account_servers",

@@ -12,10 +12,10 @@ connections get one `httpx2.AsyncClient` carrying the static headers and an opti
 from __future__ import annotations
 
 import functools
+import logging
 import math
 import os
 import ssl
-import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -47,6 +47,7 @@ from ._tool_results import holds_long_text
 __all__ = [
     "INHERITED_ENV",
     "LIST_PAGE_CAP",
+    "STDERR_LOGGER",
     "OpenedClient",
     "client_mode",
     "list_all_tools",
@@ -192,9 +193,10 @@ async def open_client(
             expand_args(defn.name, defn.args, env_source),
             env=child_environment(defn, env_source) | (dict(child_env or {}) if _bridged(defn) else {}),
             cwd=defn.cwd,
-            errlog=_errlog(),
+            errlog=None,
             on_spawn=children.append,
             max_message_bytes=defn.max_result_bytes,
+            on_stderr=_child_stderr(defn.name),
         )
     else:
         assert defn.url is not None
@@ -276,15 +278,19 @@ async def _streamable_http(url: str, make_http: Callable[[], httpx2.AsyncClient]
         yield streams
 
 
-def _errlog() -> Any:
-    # A stdio child's stderr goes to ours (as Claude Desktop and the SDK do): its own log lines.
-    # Under a test runner that replaced sys.stderr with an object without a file descriptor, fall
-    # back to the real one.
-    try:
-        sys.stderr.fileno()
-    except (AttributeError, ValueError, OSError):
-        return sys.__stderr__
-    return sys.stderr
+STDERR_LOGGER = "connections.stderr"
+"""The logger each line a stdio child writes to its stderr goes to, at INFO, with its `connection`."""
+
+_stderr_log = logging.getLogger(STDERR_LOGGER)
+
+
+def _child_stderr(name: str) -> Callable[[str], None]:
+    # A stdio child's stderr is its own log: each line becomes one record naming the connection, so a
+    # JSON log stays all JSON and a text log says whose line it is (gateway/logs.py formats both).
+    def line(text: str) -> None:
+        _stderr_log.info("%s", text, extra={"event": "upstream_stderr", "connection": name})
+
+    return line
 
 
 _RELEASE = SessionMessage(mt.JSONRPCNotification(jsonrpc="2.0", method="notifications/agent-sdk/release"))

@@ -12,6 +12,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   │   └── ResultTooLarge       the answer is over the connection's `max_result_bytes`: refused, not read
 │   ├── UpstreamTimeout          connect, list or call ran past the definition's timeout
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
+│   │   └── AuthorizationUnavailable  an `oauth=` connection's authorization server does not answer (an outage)
 │   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
 │   └── AccountError             an account connection (DESIGN.md §6) cannot use its hub
 │       ├── AccountNotConfigured     no hub URL or API key (agent-sdk login, or AGENT_SDK_ACCOUNT_URL + _API_KEY)
@@ -33,6 +34,7 @@ __all__ = [
     "AccountNotConfigured",
     "AccountToolCollision",
     "AccountUnauthorized",
+    "AuthorizationUnavailable",
     "ClientError",
     "ConnectionUnauthorized",
     "ConnectionUnavailable",
@@ -221,6 +223,15 @@ class ConnectionUnavailable(ClientError):
     """The upstream cannot be reached: it cannot start or connect, it exited, or restarts are paused."""
 
     code = "connection_unavailable"
+
+
+class AuthorizationUnavailable(ConnectionUnavailable):
+    """An `oauth=` connection's tokens need a refresh and its authorization server does not answer.
+
+    Not a refused login: the grant is kept, and the same refresh works once the server is back.
+    """
+
+    code = "authorization_server_unreachable"
 
 
 class ConnectionUnauthorized(ClientError):

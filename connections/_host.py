@@ -25,6 +25,7 @@ from ._session_runner import ConnectionStatus
 from ._tasks import ToolTask
 from ._tool_results import as_call_tool_result
 from ._upstream_changes import resource_subscription
+from ._warm import WarmProgress
 
 __all__ = ["HostMcp"]
 
@@ -48,6 +49,10 @@ class HostMcp:
         if not self._pool.serves(name):
             raise UnknownConnection(name, f"no such connection (defined: {', '.join(self.names()) or 'none'})")
         return self._pool
+
+    def warm_progress(self) -> WarmProgress | None:
+        """How far `serve --warm`'s start of every pooled connection has come (None without `--warm`)."""
+        return self._pool.warming
 
     def status(self, name: str) -> ConnectionStatus:
         """Whether `name` is idle, open or paused. Raises `UnknownConnection`."""

@@ -46,6 +46,7 @@ from ._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, Pooled
 from ._tasks import TASK_METHODS, start_task_json, task_request_json
 from ._tool_results import call_tool_json
 from ._translate import Operation, answer_lost, describe, leaves, translate
+from ._warm import WarmProgress
 
 __all__ = ["AuthFor", "ClientPool"]
 
@@ -109,6 +110,8 @@ class ClientPool:
         self._cache = ListingCache(listing_ttl)
         self._tg: anyio.abc.TaskGroup | None = None
         self._closed = False
+        self.warming: WarmProgress | None = None
+        """`warm()`'s progress (None when it was not called)."""
 
     async def __aenter__(self) -> ClientPool:
         if self._tg is not None or self._closed:
@@ -173,15 +176,19 @@ class ClientPool:
         """
         if self._closed or self._tg is None:
             raise RuntimeError("warm() needs an entered, open ClientPool")
+        progress = self.warming = WarmProgress(total=len(self._slots))
         for slot in self._slots.values():
-            self._tg.start_soon(self._warm_one, slot, name=f"mcp-warm:{slot.defn.name}")
+            self._tg.start_soon(self._warm_one, slot, progress, name=f"mcp-warm:{slot.defn.name}")
 
-    async def _warm_one(self, slot: SessionSlot) -> None:
+    async def _warm_one(self, slot: SessionSlot, progress: WarmProgress) -> None:
         try:
             await self._acquire(slot)
         except ConnectionsError as exc:
             # Told again, in full, to the first use; here only that the warm start failed.
             logger.warning("connection %r: warm start failed (%s)", slot.defn.name, exc.code)
+            progress.record(slot.defn.name, ok=False)
+        else:
+            progress.record(slot.defn.name, ok=True)
 
     def definition(self, name: str) -> ConnectionDefinition:
         """The definition of `name`. Raises `UnknownConnection`."""

@@ -31,11 +31,18 @@ from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from ._call_context import calling
 from ._clients import OpenedClient, client_mode, open_client
 from ._definitions import ConnectionDefinition
-from ._exceptions import ConnectionsError, ConnectionUnavailable, EnvironmentVariableMissing, UpstreamTimeout
+from ._exceptions import (
+    ConnectionsError,
+    ConnectionUnauthorized,
+    ConnectionUnavailable,
+    EnvironmentVariableMissing,
+    UpstreamTimeout,
+)
 from ._listing_cache import ListingCache
 from ._restart import Cause, RestartState
 from ._translate import REOPEN_NOTE, translate
 from ._upstream_changes import Change, change_of, listen_for_changes
+from ._warm import StartBatch
 
 __all__ = ["CLOSE_GRACE", "ConnectionStatus", "OpenSettings", "PooledSession", "SessionSlot", "run_session"]
 
@@ -50,8 +57,9 @@ class ConnectionStatus:
     """What the pool knows about one connection (for `agent-sdk mcp list`, `/v1/info` and tests)."""
 
     name: str
-    state: Literal["idle", "queued", "opening", "open", "paused"]
-    """`queued`: a stdio child waiting for a start slot (`serve --start-limit`); `opening`: starting."""
+    state: Literal["idle", "queued", "opening", "open", "paused", "needs_login"]
+    """`queued`: a stdio child waiting for a start slot (`serve --start-limit`); `opening`: starting;
+    `needs_login`: the last open was refused for want of OAuth tokens (waiting for a login, not crashing)."""
     opens: int
     """Sessions opened so far (the first open plus every restart)."""
     failures: int
@@ -103,6 +111,8 @@ class OpenSettings:
     """How many stdio children may be starting at once (None: no bound)."""
     headers_per_call: bool = False
     """`auth_for` only adds an identity's headers; the fast wire takes them per call (`_identity_pool.py`)."""
+    starts: StartBatch = field(default_factory=StartBatch)
+    """The stdio children starting together, for the "N of M ready" log line."""
 
 
 class SessionSlot:
@@ -124,13 +134,15 @@ class SessionSlot:
     def status(self) -> ConnectionStatus:
         """Where the connection stands: idle, opening, open or paused, with its open and failure counts."""
         s = self.session
-        state: Literal["idle", "queued", "opening", "open", "paused"] = "idle"
+        state: Literal["idle", "queued", "opening", "open", "paused", "needs_login"] = "idle"
         if self.restarts.paused(anyio.current_time()):
             state = "paused"
         elif s is not None and s.usable:
             state = "open"
         elif s is not None and not s.ready.is_set():
             state = "opening" if s.launched.is_set() else "queued"
+        elif isinstance(self.restarts.last_error, ConnectionUnauthorized):
+            state = "needs_login"
         live = s.opened if s is not None and s.opened is not None and s.usable else None
         last_error = self.restarts.last_error
         return ConnectionStatus(
@@ -191,7 +203,9 @@ class SessionSlot:
                 self.opens,
                 extra={"event": "upstream_reopen", "connection": defn.name},
             )
-        elif self.opens > 1:  # serve's log (docs/operations.md): each reopen once, with what ended the last session
+        # serve's log (docs/operations.md): each reopen once, with what ended the last session (a refused login
+        # is not a session that ended: it is said once, below).
+        elif self.opens > 1 and not isinstance(self.restarts.last_error, ConnectionUnauthorized):
             logger.warning(
                 "connection %r: reopening its upstream session (open #%d); last error: %s",
                 defn.name,
@@ -217,7 +231,17 @@ class SessionSlot:
             tg.start_soon(lambda: runner, name=f"mcp-client:{defn.name}")
         await self._wait_ready(s)
         if s.error is not None:
-            if not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
+            if isinstance(s.error, ConnectionUnauthorized):
+                # Waiting for a login is not a crash: no count, no pause, no reopen warning per use; said once.
+                self.opens -= 1
+                if not isinstance(self.restarts.last_error, ConnectionUnauthorized):
+                    logger.warning(
+                        "connection %r: waiting for a login: %s",
+                        defn.name,
+                        s.error.detail,
+                        extra={"event": "needs_login", "connection": defn.name},
+                    )
+            elif not isinstance(s.error, EnvironmentVariableMissing):  # a setup mistake, not a crash
                 self.restarts.record(defn.name, s.error, anyio.current_time())
             self.restarts.last_error = s.error
             self.open_failed_at = anyio.current_time()
@@ -278,6 +302,9 @@ async def run_session(
     status: list[int] = []
     limiter = settings.start_limiter if defn.kind == "stdio" else None
     holding = False
+    counted = limiter is not None  # a stdio start: one of its batch's "N of M ready"
+    if counted:
+        settings.starts.begin()
     try:
         if limiter is not None:
             with anyio.CancelScope() as queued:
@@ -305,6 +332,9 @@ async def run_session(
                     scope.deadline = math.inf
                     s.opened = opened
                     s.ready.set()
+                    if counted:
+                        counted = False
+                        settings.starts.finish(defn.name, ok=True)
                     if holding:
                         assert limiter is not None
                         holding = False
@@ -327,6 +357,8 @@ async def run_session(
             limiter.release()
         if s.opened is None and s.error is None:
             s.error = ConnectionUnavailable(defn.name, "the client pool is closing")
+        if counted:
+            settings.starts.finish(defn.name, ok=False)
         on_end()
         s.launched.set()
         s.ready.set()

@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import asynccontextmanager, suppress
@@ -42,7 +43,7 @@ from mcp.shared.message import SessionMessage
 from ._exceptions import ResultTooLarge
 from ._json_chunks import HEAD, JsonChunks
 
-__all__ = ["STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
+__all__ = ["STDERR_LINE_BYTES", "STDIN_GRACE", "TERM_GRACE", "StdioChild", "stdio_transport"]
 
 logger = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ STDIN_GRACE = 2.0
 TERM_GRACE = 2.0
 """Seconds between SIGTERM and SIGKILL to the child's process group."""
 _REAP_WAIT = 2.0
+STDERR_LINE_BYTES = 8192
+"""A child's stderr line longer than this is cut here (one log line, never an unbounded buffer)."""
 _EDGE = HEAD
 """Bytes kept from each end of a line that is skipped, to find the `id` it answers."""
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
@@ -111,12 +114,16 @@ async def stdio_transport(
     errlog: TextIO | int | None,
     on_spawn: Callable[[StdioChild], None],
     max_message_bytes: int | None = None,
+    on_stderr: Callable[[str], None] | None = None,
 ) -> AsyncGenerator[tuple[Any, Any]]:
     """Start the child in a new session (its own process group) and bridge its pipes to MCP streams.
 
-    Raises `OSError` when the command cannot be started.
+    The child's stderr goes to `errlog`, or, with `on_stderr`, is read line by line (decoded with
+    replacement, each line cut at `STDERR_LINE_BYTES`) and handed to it. Raises `OSError` when the
+    command cannot be started.
     """
-    process = await anyio.open_process([command, *args], env=dict(env), cwd=cwd, stderr=errlog, start_new_session=True)
+    stderr = subprocess.PIPE if on_stderr is not None else errlog
+    process = await anyio.open_process([command, *args], env=dict(env), cwd=cwd, stderr=stderr, start_new_session=True)
     on_spawn(StdioChild(process))
     # No await until the task group is entered, or a cancellation here would leak the child.
     read_send, read_recv = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -188,6 +195,8 @@ async def stdio_transport(
     async with anyio.create_task_group() as tg:
         tg.start_soon(reader)
         tg.start_soon(writer)
+        if on_stderr is not None and process.stderr is not None:
+            tg.start_soon(_stderr_lines, process.stderr, on_stderr)
         try:
             yield read_recv, write_send
         finally:
@@ -196,6 +205,32 @@ async def stdio_transport(
                 await read_recv.aclose()
                 await stop_child(process)
             tg.cancel_scope.cancel()
+
+
+async def _stderr_lines(stream: anyio.abc.ByteReceiveStream, on_line: Callable[[str], None]) -> None:
+    """Hand each line of a child's stderr to `on_line` (a line past `STDERR_LINE_BYTES` is cut there)."""
+    pending = b""
+    cut = False  # the rest of an over-long line is being dropped
+    with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+        async for chunk in stream:
+            *lines, rest = (pending + chunk).split(b"\n")
+            for line in lines:
+                if not cut:
+                    _emit(line, on_line)
+                cut = False
+            pending = rest
+            if len(pending) > STDERR_LINE_BYTES:
+                if not cut:
+                    _emit(pending[:STDERR_LINE_BYTES], on_line)
+                pending, cut = b"", True
+    if pending and not cut:
+        _emit(pending, on_line)
+
+
+def _emit(line: bytes, on_line: Callable[[str], None]) -> None:
+    text = line.rstrip(b"\r").decode(errors="replace")
+    if text.strip():
+        on_line(text)
 
 
 def _unencodable(message: SessionMessage, exc: ValueError) -> SessionMessage | None:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol
 
+from ._exceptions import TurnProblem
 from ._session import SessionInfo
 from ._tools import Effect
 
@@ -113,6 +114,10 @@ class CallObserver(Protocol):
     def call_finished(
         self, tool: TurnTool, seconds: float, failure: Exception | None, is_error: bool
     ) -> None: ...  # pragma: no cover - protocol
+
+    def listing_failed(self, problems: list[TurnProblem]) -> None:
+        """A toolset was built without some connections: each problem names one and its cause."""
+        ...  # pragma: no cover - protocol
 
 
 def observed(tool: TurnTool, observer: CallObserver) -> TurnTool:

@@ -17,10 +17,11 @@ import mcp.types as mt
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from oauth import OAuthError
+from oauth import AuthorizationServerUnreachable, OAuthError
 
 from ._definitions import ConnectionDefinition
 from ._exceptions import (
+    AuthorizationUnavailable,
     ConnectionsError,
     ConnectionUnauthorized,
     ConnectionUnavailable,
@@ -184,6 +185,8 @@ def translate(
             f"{doing} refused: the upstream's answer is over this connection's max_result_bytes ({limit[1]} bytes); "
             "ask the tool for less, or raise max_result_bytes in the connection's definition",
         )
+    if isinstance(leaf, AuthorizationServerUnreachable):
+        return AuthorizationUnavailable(name, f"{doing} failed: its OAuth authorization server is unreachable: {leaf}")
     if isinstance(leaf, OAuthError):
         # The OAuth layer's sentences name the connection's login command and never a token. They
         # start with "connection 'x' ...", which the error's own prefix already says.

@@ -86,16 +86,19 @@ class TurnBuilder:
         return toolset
 
     async def collect(
-        self, session: SessionInfo | None, *, hold_back: bool = False
+        self, session: SessionInfo | None, *, hold_back: bool = False, only: str | None = None
     ) -> tuple[Toolset, list[TurnProblem]]:
         """Like `build`, but returns what could be built plus the problems (for catalogs that report
-        failing connections beside the rest). A turn must use `build`."""
+        failing connections beside the rest). A turn must use `build`. `only` lists that one connection
+        (and the authored tools): a direct call opens only the connection that offers its tool."""
         problems: list[TurnProblem] = []
         tools: dict[str, TurnTool] = {}
         for name, authored in self.project.tools.items():
             tools[name] = self._authored(authored, session)
 
-        model_facing = [d for d in self.project.connections.values() if not d.host_only]
+        model_facing = [
+            d for d in self.project.connections.values() if not d.host_only and (only is None or d.name == only)
+        ]
         if session is None:
             model_facing = [d for d in model_facing if d.auth is None]
         headers = await self._evaluate_auth(model_facing, session, problems)
@@ -181,7 +184,17 @@ class TurnBuilder:
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
         if self.observer is not None:
             tools = {name: observed(tool, self.observer) for name, tool in tools.items()}
+            if problems:
+                self.observer.listing_failed(problems)
         return Toolset(session=session, tools=tools, held_back=held), problems
+
+    def authored(self, name: str, session: SessionInfo | None) -> TurnTool | None:
+        """The authored tool `name` as a turn would offer it, or None: no connection is listed for it."""
+        tool = self.project.tools.get(name)
+        if tool is None:
+            return None
+        built = self._authored(tool, session)
+        return observed(built, self.observer) if self.observer is not None else built
 
     # -- per-session auth ---------------------------------------------------------------------
 

@@ -282,7 +282,12 @@ def create_app(
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the
         # authorization server's redirect and is bound to a login an operator started (its `state`).
-        public_paths=("/v1/health", CALLBACK_PATH, *(SHELL_PATHS if settings.auth_mode == "bearer" else ())),
+        public_paths=(
+            "/v1/health",
+            "/v1/ready",
+            CALLBACK_PATH,
+            *(SHELL_PATHS if settings.auth_mode == "bearer" else ()),
+        ),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;
     # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and

@@ -8,6 +8,11 @@ GatewayError
     ├── InvalidContinuationToken  400 invalid_continuation_token
     ├── Forbidden                 403 forbidden (authenticated, but not the session's owner)
     ├── UnknownTool               404 unknown_tool (carries the available names)
+    ├── ConnectionNotListed       503 connection_unavailable: the tool may be on a connection that could not be listed
+    │   ├── AuthorizationServerDown   503 authorization_server_unreachable (its OAuth server does not answer)
+    │   ├── ConnectionNeedsLogin      401 connection_unauthorized (no tokens the upstream accepts: log in)
+    │   ├── ConnectionTimedOut        504 upstream_timeout
+    │   └── ConnectionFailed          502 upstream_error (any other cause: an error answer, a collision, ...)
     ├── SessionNotFound           404 session_not_found
     ├── StaleContinuationToken    409 stale_continuation_token
     ├── SessionBusy               409 session_busy
@@ -20,7 +25,12 @@ from typing import Any, ClassVar
 
 __all__ = [
     "ApiError",
+    "AuthorizationServerDown",
     "CliError",
+    "ConnectionFailed",
+    "ConnectionNeedsLogin",
+    "ConnectionNotListed",
+    "ConnectionTimedOut",
     "Forbidden",
     "GatewayError",
     "InvalidContinuationToken",
@@ -92,6 +102,36 @@ class ToolHeldBack(ApiError):
 
     status = 409
     code = "tool_held_back"
+
+
+class ConnectionNotListed(ApiError):
+    """No listed connection offers the tool and a connection that may offer it could not be listed.
+
+    Fail closed: not a 404, since the tool may well exist there. The status and code are that
+    connection's cause; the body names it (`connection`) and lists every failure (`connectionErrors`).
+    """
+
+    status = 503
+    code = "connection_unavailable"
+
+
+class AuthorizationServerDown(ConnectionNotListed):
+    code = "authorization_server_unreachable"
+
+
+class ConnectionNeedsLogin(ConnectionNotListed):
+    status = 401
+    code = "connection_unauthorized"
+
+
+class ConnectionTimedOut(ConnectionNotListed):
+    status = 504
+    code = "upstream_timeout"
+
+
+class ConnectionFailed(ConnectionNotListed):
+    status = 502
+    code = "upstream_error"
 
 
 class SessionNotFound(ApiError):

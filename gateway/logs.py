@@ -12,6 +12,11 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
 | an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
 | each request, with `--access-log` (`http_request`: method, path, status, latency) | `agent_sdk.access` | INFO |
+| a line a stdio child wrote to its stderr (`upstream_stderr`, with `connection`) | `connections.stderr` | INFO |
+
+A stdio child's stderr is never copied raw: each line is one record (one JSON object with
+`--log-format json`; `INFO <connection>| <line>` as text), shown even where the log's level is
+WARNING (`serve --stdio`), as a desktop client shows a server's stderr.
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never
 hold a header, token or environment value), and text from outside goes through `oauth.printable`.
@@ -25,7 +30,7 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from connections import RedactingFilter
+from connections import STDERR_LOGGER, RedactingFilter
 from oauth import printable
 
 from .request_ids import current_request_id
@@ -62,6 +67,8 @@ class _TextFormatter(logging.Formatter):
     """`LEVEL logger: message key=value ...`, every part made one printable line."""
 
     def format(self, record: logging.LogRecord) -> str:
+        if record.name == STDERR_LOGGER:  # the child's own line, prefixed with whose it is
+            return f"{record.levelname} {getattr(record, 'connection', '?')}| {printable(record.getMessage(), 2000)}"
         parts = [f"{record.levelname} {record.name}: {printable(record.getMessage(), 2000)}"]
         parts += [f"{k}={printable(v, 200)}" for k, v in _context(record).items()]
         text = " ".join(parts)
@@ -101,3 +108,4 @@ def configure_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> 
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
+    logging.getLogger(STDERR_LOGGER).setLevel(logging.INFO)

@@ -36,6 +36,7 @@ from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
 from .peer_streams import subscribe_handlers
 from .runtime import Runtime, runtime_of
+from .tool_calls import missing_tool
 
 __all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
 
@@ -88,10 +89,9 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
     if tool is None and held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
     if tool is None:
-        data: dict[str, Any] = {"error": "unknown_tool", "available": toolset.names()}
-        if problems:
-            data["connectionErrors"] = [p.to_json() for p in problems]
-        raise MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data=data)
+        refusal = missing_tool(name, toolset.names(), problems)
+        message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
+        raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
     return tool
 
 

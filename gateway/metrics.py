@@ -48,7 +48,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from connections import ConnectionDefinition, ConnectionsError, ToolInputError, TurnTool
+from connections import ConnectionDefinition, ConnectionsError, ToolInputError, TurnProblem, TurnTool
 from oauth import OAuthError, StoreKey, TokenStore
 
 from .errors import ApiError
@@ -65,8 +65,9 @@ BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
     60.0, 120.0,
 )  # fmt: skip
-CONNECTION_STATES = ("idle", "queued", "opening", "open", "failing", "paused")
-"""`agent_sdk_connection_state`'s `state` values: the pool's, and `failing` (idle, its last open failed)."""
+CONNECTION_STATES = ("idle", "queued", "opening", "open", "failing", "paused", "needs_login")
+"""`agent_sdk_connection_state`'s `state` values: the pool's (`needs_login`: waiting for an OAuth login, not
+crashing), and `failing` (idle, its last open failed)."""
 
 
 REPLICA_HEADER = "agent-sdk-replica"
@@ -281,6 +282,12 @@ class Metrics:
             "agent_sdk_turns", "Finished turns by outcome (completed, failed, cancelled, interrupted)", ["outcome"],
             registry=counted,
         )  # fmt: skip
+        self.listing_failures = Counter(
+            "agent_sdk_connection_listing_failures",
+            "Connections left out of a toolset (a turn, a catalog, a tools/list, a direct call) by cause",
+            ["connection", "code"],
+            registry=counted,
+        )
         self.refusals = Counter(
             "agent_sdk_auth_refusals", "Requests refused by the auth chain, by status and code", ["status", "code"],
             registry=counted,
@@ -333,6 +340,11 @@ class Metrics:
             tokens = grant.tokens if grant is not None else None
             expires[name] = tokens.expires_at if tokens is not None else None
         self._static.expires_at = expires
+
+    def listing_failed(self, problems: list[TurnProblem]) -> None:
+        """Count each connection a toolset was built without, by its cause (the builder's `CallObserver`)."""
+        for problem in problems:
+            self.listing_failures.labels(problem.connection or "", problem.code).inc()
 
     def turn_finished(self, status: str) -> None:
         self.turns.labels(status).inc()

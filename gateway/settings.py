@@ -249,8 +249,8 @@ class ServeSettings(BaseModel):
         for field, var in simple.items():
             if env.get(var):
                 values[field] = env[var]
-        if env.get("AGENT_SDK_BEARER_TOKEN"):
-            values["bearer_tokens"] = (env["AGENT_SDK_BEARER_TOKEN"],)
+        if env.get("AGENT_SDK_BEARER_TOKEN"):  # several, comma separated: rotate one while the others serve
+            values["bearer_tokens"] = tuple(t.strip() for t in env["AGENT_SDK_BEARER_TOKEN"].split(",") if t.strip())
         if env.get("AGENT_SDK_OPERATOR_TOKEN"):
             values["operator_tokens"] = tuple(
                 t.strip() for t in env["AGENT_SDK_OPERATOR_TOKEN"].split(",") if t.strip()

@@ -10,8 +10,12 @@ child is closed then (as on Ctrl-C).
 
 from __future__ import annotations
 
+import fcntl
+import os
+import sys
 from datetime import UTC, datetime
-from typing import Any
+from io import TextIOWrapper
+from typing import Any, BinaryIO
 
 import anyio
 from mcp.server.stdio import stdio_server
@@ -27,10 +31,24 @@ from .settings import ServeSettings
 from .state import session_store
 from .toolsets import ToolCatalog
 
-__all__ = ["serve_stdio"]
+__all__ = ["claim_protocol_stdout", "serve_stdio"]
 
 
-async def _serve(project: Project, settings: ServeSettings) -> None:
+def claim_protocol_stdout() -> BinaryIO:
+    """Take fd 1 for the protocol and point fd 1 (and so `print`, logging, children) at stderr.
+
+    Called before the project loads: a validation error, a warning or a library's print must not
+    reach a client that parses every stdout line as JSON-RPC. The SDK's `stdio_server` does the
+    same while it serves; this covers everything before it and after it. Raises `OSError` when
+    the descriptors cannot be duplicated.
+    """
+    sys.stdout.flush()
+    wire = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.dup2(2, 1)
+    return os.fdopen(wire, "wb")
+
+
+async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:
     runner = make_runner(settings.runner)
     async with (
         default_broker(project, settings) as broker,
@@ -57,13 +75,14 @@ async def _serve(project: Project, settings: ServeSettings) -> None:
             return runtime
 
         server = tools_server(runtime_of, runtime.offerings)
-        async with stdio_server() as (read, write):
+        stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
+        async with stdio_server(stdout=stdout) as (read, write):
             await server.run(read, write, server.create_initialization_options())
 
 
-def serve_stdio(project: Project, settings: ServeSettings) -> None:
-    """Serve `project`'s server tools on stdin/stdout until the client closes stdin.
+def serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:
+    """Serve `project`'s server tools on stdin and `wire` (see `claim_protocol_stdout`) until stdin closes.
 
     Raises `ValueError` for an unknown runner name.
     """
-    anyio.run(_serve, project, settings)
+    anyio.run(_serve, project, settings, wire)

@@ -11,15 +11,62 @@ from typing import Any
 from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem
 
 from .auth_chain import Principal
-from .errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, ToolHeldBack, UnknownTool
+from .errors import (
+    ApiError,
+    AuthorizationServerDown,
+    ConnectionFailed,
+    ConnectionNeedsLogin,
+    ConnectionNotListed,
+    ConnectionTimedOut,
+    InvalidContinuationToken,
+    InvalidToolInput,
+    SessionBusy,
+    ToolHeldBack,
+    UnknownTool,
+)
 from .runtime import Runtime
 from .sessions import LiveSession, parse_continuation_token
 
-__all__ = ["bind_session", "call_tool", "connection_errors"]
+__all__ = ["bind_session", "call_tool", "connection_errors", "missing_tool"]
+
+_NOT_LISTED: dict[str, type[ConnectionNotListed]] = {
+    "connection_unavailable": ConnectionNotListed,
+    "connection_starting": ConnectionNotListed,
+    "environment_variable_missing": ConnectionNotListed,
+    "account_not_configured": ConnectionNotListed,
+    "authorization_server_unreachable": AuthorizationServerDown,
+    "connection_unauthorized": ConnectionNeedsLogin,
+    "account_unauthorized": ConnectionNeedsLogin,
+    "upstream_timeout": ConnectionTimedOut,
+    "listing_timeout": ConnectionTimedOut,
+}
 
 
 def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
     return [p.to_json() for p in problems]
+
+
+def missing_tool(name: str, available: list[str], problems: list[TurnProblem], verb: str = "callable tool") -> ApiError:
+    """The refusal for a tool `name` that the listing lacks: 404 `unknown_tool` when every connection was
+    listed; else the cause of the connection that could not be (the tool may be there): its code and a
+    status that fits (401, 502, 503, 504), naming the connection."""
+    shown = repr(name[:64])
+    extra: dict[str, Any] = {"available": available}
+    if not problems:
+        return UnknownTool(f"no {verb} named {shown}", **extra)
+    extra["connectionErrors"] = connection_errors(problems)
+    # A problem about this very tool (a collision, an invalid name) is the cause; else the first failing connection.
+    cause = next((p for p in problems if p.tool == name), problems[0])
+    failing = sorted({p.connection for p in problems if p.connection is not None})
+    names = ", ".join(repr(c) for c in failing)
+    kind = _NOT_LISTED.get(cause.code, ConnectionFailed)
+    return kind(
+        f"no listed connection offers a tool named {shown}, and connection{'s' if len(failing) != 1 else ''} "
+        f"{names} could not be listed, so it may be there: {cause}",
+        connection=cause.connection,
+        cause=cause.code,
+        **extra,
+    )
 
 
 async def bind_session(
@@ -67,7 +114,8 @@ async def call_tool(
 ) -> dict[str, Any]:
     """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
 
-    Raises `ApiError`s: `UnknownTool` (with the available names), `InvalidToolInput`,
+    Raises `ApiError`s: `UnknownTool` (with the available names), `ConnectionNotListed` (the tool may be
+    on a connection that could not be listed: `missing_tool`), `InvalidToolInput`,
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
@@ -76,10 +124,7 @@ async def call_tool(
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
     if tool is None:
-        extra: dict[str, Any] = {"available": toolset.names()}
-        if problems:
-            extra["connectionErrors"] = connection_errors(problems)
-        raise UnknownTool(f"no callable tool named {name[:64]!r}", **extra)
+        raise missing_tool(name, toolset.names(), problems)
     if live is not None and live.busy and tool.effect != "read":
         raise SessionBusy(f"session {live.id} is running a turn; {name!r} is not a read-effect tool, retry after it")
     if arguments is None:

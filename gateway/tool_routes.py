@@ -10,10 +10,10 @@ from starlette.routing import Route
 
 from connections import TurnTool
 
-from .errors import ApiError, InvalidRequest, UnknownTool
+from .errors import ApiError, InvalidRequest
 from .http_json import error_response, read_object
 from .runtime import principal_of, runtime_of
-from .tool_calls import bind_session, call_tool, connection_errors
+from .tool_calls import bind_session, call_tool, connection_errors, missing_tool
 
 __all__ = ["tool_routes"]
 
@@ -69,10 +69,7 @@ async def describe_tool(request: Request) -> JSONResponse:
         toolset, problems = await runtime.catalog.collect(info)
         tool = toolset.get(name)
         if tool is None:
-            extra: dict[str, Any] = {"available": toolset.names()}
-            if problems:
-                extra["connectionErrors"] = connection_errors(problems)
-            raise UnknownTool(f"no tool named {name[:64]!r}", **extra)
+            raise missing_tool(name, toolset.names(), problems, verb="tool")
     except ApiError as exc:
         return error_response(exc)
     return JSONResponse({"ok": True, "tool": _full(tool)})

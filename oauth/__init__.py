@@ -19,6 +19,7 @@ from ._discovery import ServerMetadata as ServerMetadata
 from ._discovery import parse_www_authenticate as parse_www_authenticate
 from ._exceptions import AuthorizationDenied as AuthorizationDenied
 from ._exceptions import AuthorizationError as AuthorizationError
+from ._exceptions import AuthorizationServerUnreachable as AuthorizationServerUnreachable
 from ._exceptions import DiscoveryError as DiscoveryError
 from ._exceptions import InsecureTransport as InsecureTransport
 from ._exceptions import InsufficientScope as InsufficientScope
@@ -68,6 +69,7 @@ __all__ = [
     "AuthStats",
     "AuthorizationDenied",
     "AuthorizationError",
+    "AuthorizationServerUnreachable",
     "CallbackListener",
     "Challenge",
     "ClientRegistration",

@@ -20,7 +20,14 @@ import httpx2
 
 from ._config import OAuthConfig
 from ._discovery import Challenge, Discovery, parse_www_authenticate
-from ._exceptions import InsufficientScope, InvalidClient, InvalidGrant, LoginRequired, TokenError
+from ._exceptions import (
+    AuthorizationServerUnreachable,
+    InsufficientScope,
+    InvalidClient,
+    InvalidGrant,
+    LoginRequired,
+    TokenError,
+)
 from ._grant import Grant, StoreKey, TokenSet
 from ._interaction import Interaction
 from ._login import login
@@ -212,7 +219,7 @@ class ConnectionAuth(httpx2.Auth):
                     )
             except TimeoutError:
                 self.stats.refresh_failures += 1
-                raise TokenError(
+                raise AuthorizationServerUnreachable(
                     f"the token endpoint {current.token_endpoint} did not answer a refresh within "
                     f"{REFRESH_BUDGET:g} seconds"
                 ) from None

@@ -12,7 +12,8 @@
     │   └── LoginTimeout             login_timeout         no redirect arrived in time
     ├── TokenError                   token_request_failed  the token endpoint refused or answered garbage
     │   ├── InvalidGrant             invalid_grant         the code or refresh token was rejected
-    │   └── InvalidClient            invalid_client        the server no longer knows (or accepts) this client
+    │   ├── InvalidClient            invalid_client        the server no longer knows (or accepts) this client
+    │   └── AuthorizationServerUnreachable  authorization_server_unreachable  the token endpoint did not answer
     ├── LoginRequired                login_required        no usable tokens; the fix is `agent-sdk mcp oauth NAME`
     ├── InsufficientScope            insufficient_scope    step-up authorization did not satisfy the server
     └── StoreError                   store_error           a token store failed
@@ -28,6 +29,7 @@ from __future__ import annotations
 __all__ = [
     "AuthorizationDenied",
     "AuthorizationError",
+    "AuthorizationServerUnreachable",
     "DiscoveryError",
     "InsecureTransport",
     "InsufficientScope",
@@ -123,6 +125,15 @@ class InvalidClient(TokenError):
     """The token endpoint refused the client itself (`invalid_client`): a forgotten or revoked registration."""
 
     error = "invalid_client"
+
+
+class AuthorizationServerUnreachable(TokenError):
+    """The token endpoint did not answer (refused, unreachable, timed out): an outage, not a refusal.
+
+    The grant is untouched; the same refresh works once the server is back.
+    """
+
+    error = "authorization_server_unreachable"
 
 
 class LoginRequired(OAuthError):

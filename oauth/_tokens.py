@@ -23,7 +23,7 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from authlib.oauth2.rfc7009 import prepare_revoke_token_request
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
 
-from ._exceptions import InvalidClient, InvalidGrant, TokenError
+from ._exceptions import AuthorizationServerUnreachable, InvalidClient, InvalidGrant, TokenError
 from ._grant import ClientRegistration, TokenSet
 from ._secret import Secret
 from ._text import printable
@@ -62,7 +62,7 @@ async def _post(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistrat
     try:
         return await http.post(endpoint, content=body.encode(), headers=headers)
     except httpx2.HTTPError as exc:
-        raise TokenError(f"cannot reach {endpoint} ({type(exc).__name__})") from None
+        raise AuthorizationServerUnreachable(f"cannot reach {endpoint} ({type(exc).__name__})") from None
 
 
 def _parse(response: httpx2.Response, endpoint: str, previous_refresh: Secret | None) -> TokenSet:

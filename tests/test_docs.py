@@ -4,9 +4,11 @@ How each fenced block is treated:
 
 - a Python block with a `define_connection(...)` / `define_tool(...)`: written into a fresh project at
   the path its first-line comment names (`# agent/mcp-connections/x.py`; default
-  `agent/mcp-connections/doc_example.py`) and loaded: no error diagnostic. When the block imports
-  nothing from `connections`, `from connections import OAuthConfig, define_connection, define_tool`
-  is put in front (the docs leave it out of one-line examples). A connection's `auth` callback is
+  `agent/mcp-connections/doc_example.py`) and loaded: no error diagnostic. A block that names its
+  file is that whole file, as a reader copies it: it must import what it uses. Into a block without
+  a file name that imports nothing from `connections`,
+  `from connections import OAuthConfig, define_connection, define_tool` is put in front (the docs
+  leave it out of one-line examples). A connection's `auth` callback is
   called as a turn calls it and must return `{"headers": {str: str}}`;
 - any other Python block: compiled (top-level `await` allowed);
 - a JSON block that holds `"mcpServers"` or `"servers"`: loaded as a project's `mcp.json`, no error;
@@ -23,6 +25,7 @@ principal and environment an `auth` callback is called with.
 
 from __future__ import annotations
 
+import argparse
 import ast
 import inspect
 import json
@@ -147,7 +150,8 @@ def test_a_definition_in_the_docs_loads_and_its_auth_callback_works(block: Block
     first = block.text.splitlines()[0]
     named = re.match(r"#\s*(agent/[\w/-]+\.py)", first)
     relative = named.group(1) if named else "agent/mcp-connections/doc_example.py"
-    source = block.text if "from connections import" in block.text else _PRELUDE + block.text
+    whole_file = named is not None or "from connections import" in block.text
+    source = block.text if whole_file else _PRELUDE + block.text
     path = tmp_path / relative
     path.parent.mkdir(parents=True)
     path.write_text(source)
@@ -212,3 +216,32 @@ def test_the_commands_that_need_no_server_run(tmp_path: Path) -> None:
             argv = ["init", "fresh-" + str(abs(hash(block.where)))]
         done = subprocess.run([*cli, *argv], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, f"{block.where}: agent-sdk {shlex.join(argv)}\n{done.stdout}{done.stderr}"
+
+
+# Flags of other programs the docs show in prose (the bench scripts, the conformance suite and its
+# runner, the Inspector, Chromium, systemctl): not agent-sdk's.
+_OTHER_PROGRAMS_FLAGS = {
+    "--async-auth", "--calls", "--config", "--era", "--fastmcp", "--header", "--headless", "--mb", "--now",
+    "--only", "--suite", "--transport", "--upstream",
+}  # fmt: skip
+
+
+def _agent_sdk_flags(parser: argparse.ArgumentParser) -> set[str]:
+    found: set[str] = set()
+    for action in parser._actions:  # pyright: ignore[reportPrivateUsage]
+        found.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):  # pyright: ignore[reportPrivateUsage]
+            for sub in action.choices.values():  # pyright: ignore[reportUnknownVariableType]
+                found |= _agent_sdk_flags(sub)  # pyright: ignore[reportUnknownArgumentType]
+    return found
+
+
+def test_every_flag_the_docs_and_the_shipped_config_name_exists() -> None:
+    known = _agent_sdk_flags(build_parser())
+    named: list[str] = []
+    for path in DOCS:
+        named += [f"{path.name}: {m[1]}" for m in re.finditer(r"`(--[a-z][a-z0-9-]*)[ =`]", path.read_text())]
+    for path in sorted((ROOT / "deploy").iterdir()):
+        named += [f"{path.name}: {m[1]}" for m in re.finditer(r"(?<![\w-])(--[a-z][a-z0-9-]*)", path.read_text())]
+    unknown = [n for n in named if n.split(": ")[1] not in known | _OTHER_PROGRAMS_FLAGS]
+    assert unknown == [], "flags no agent-sdk command has"

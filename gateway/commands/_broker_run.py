@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import anyio
 
-from connections import REOPEN_NOTE, Broker, ConnectionsError, Project
+from connections import REOPEN_NOTE, STDERR_LOGGER, Broker, ConnectionsError, Project, RedactingFilter
 from oauth import LocalStore, OAuthError
 
 from ..errors import CliError
@@ -31,6 +32,7 @@ def run_with_broker(
     """
     if os.environ.get("AGENT_SDK_DEBUG") != "1":
         _quiet_sdk_logs()
+    _show_child_stderr()
 
     async def main() -> _T:
         # The local path, reading through to the deployment store for grants moved there with --store.
@@ -43,6 +45,20 @@ def run_with_broker(
     except (ConnectionsError, OAuthError) as exc:
         # This process ends here: there is no next use to reopen a session on.
         raise CliError(str(exc).replace(REOPEN_NOTE, "")) from None
+
+
+def _show_child_stderr() -> None:
+    # No log is configured in a one-shot command: a stdio child's stderr lines go to ours as the
+    # child wrote them, after the connection's name (as `serve`'s text log has them).
+    log = logging.getLogger(STDERR_LOGGER)
+    if log.handlers or logging.getLogger().handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(connection)s| %(message)s"))
+    handler.addFilter(RedactingFilter())
+    log.addHandler(handler)
+    log.setLevel(logging.INFO)
+    log.propagate = False
 
 
 def _quiet_sdk_logs() -> None:

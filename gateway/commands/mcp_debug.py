@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 import mcp.types as mt
 
-from connections import Broker, ConnectionDefinition, Project, shown_command, shown_url
+from connections import Broker, CallContext, ConnectionDefinition, Project, calling, shown_command, shown_url
+from oauth import printable
 
 from ._broker_run import run_with_broker
 from ._common import add_project_args, json_object_arg
@@ -86,13 +87,34 @@ def mcp_call(args: argparse.Namespace) -> int:
     arguments = json_object_arg(args.args, "--args", '{"text": "hi"}')
     project = load(args.dir)
     _warn_auth(project, args.name)
-    result: mt.CallToolResult = _run(
-        project,
-        args,
-        lambda broker: broker.host.mcp.call_tool(args.name, args.tool, arguments),  # pyright: ignore[reportUnknownArgumentType]
-    )
+    # The server's own progress notifications go to stderr as they come (stdout stays the result).
+    context = CallContext(progress_token="agent-sdk-cli", sink=_show_progress(args.name))
+
+    async def call(broker: Broker) -> mt.CallToolResult:
+        with calling(context):
+            return await broker.host.mcp.call_tool(args.name, args.tool, arguments)  # pyright: ignore[reportUnknownArgumentType]
+
+    result: mt.CallToolResult = run_with_broker(project, args, call, what=f"calling {args.tool!r} on {args.name!r}")
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))
     return 1 if result.is_error else 0
+
+
+def _show_progress(name: str) -> Callable[[str, dict[str, Any]], None]:
+    def sink(method: str, params: dict[str, Any]) -> None:
+        if method != "notifications/progress":
+            return
+        total = params.get("total")
+        done = _number(params.get("progress")) + (f"/{_number(total)}" if total is not None else "")
+        message = params.get("message")
+        line = f"{name}| progress {done}" + (f": {printable(str(message), 300)}" if message else "")
+        # On a terminal, erase the spinner's line first (it redraws below).
+        print(("\r\x1b[2K" if sys.stderr.isatty() else "") + line, file=sys.stderr, flush=True)
+
+    return sink
+
+
+def _number(value: object) -> str:
+    return f"{value:g}" if isinstance(value, int | float) else printable(str(value), 40)
 
 
 _FLAG_KEYS = {"host-only": "hostOnly", "advertised": "advertiseTools", "oauth": "oauth", "auth": "hasAuth"}

@@ -14,6 +14,7 @@ from connections import Project, ProjectError, check_account_servers, load_proje
 from ..errors import CliError
 from ..info import project_info
 from ._common import add_project_args
+from ._online_check import online_diagnostics, unchecked_connections
 from ._progress import waiting
 
 __all__ = ["info", "load", "register", "validate"]
@@ -23,6 +24,11 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     p = sub.add_parser("validate", help="report every problem in the project; exit 1 on any error")
     add_project_args(p)
     p.add_argument("--strict", action="store_true", help="an unset ${VAR} the project reads is an error, not a warning")
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="also list the advertised connections: report upstream tools that collide or break the name rule",
+    )
     p.set_defaults(func=validate)
     p = sub.add_parser("info", help="show the connections, tools and extensions the project defines")
     add_project_args(p)
@@ -47,6 +53,12 @@ def validate(args: argparse.Namespace) -> int:
         account = check_account_servers(project, os.environ)
     unset = unset_variables(project, os.environ, strict=args.strict)
     found = [*project.diagnostics, *unset, *account.warnings]
+    if args.online and project.ok:
+        found += online_diagnostics(project, args)
+        if unchecked := unchecked_connections(project):
+            print(f"not listed (per-session auth, listed per session): {', '.join(unchecked)}", file=sys.stderr)
+    elif args.online:
+        print("--online: fix the errors first; the connections were not listed", file=sys.stderr)
     for diag in found:
         print(diag.format(project.root))
     if account.skipped:

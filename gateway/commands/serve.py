@@ -26,7 +26,7 @@ import os
 import socket
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 from pydantic import ValidationError
@@ -304,6 +304,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from ..app import create_app
 
+    # --stdio: fd 1 is the MCP channel from the first byte; anything we or a library print goes to stderr.
+    wire = _claim_stdout() if args.stdio else None
     project = load(args.dir)
     if not project.ok:
         for diag in project.errors:
@@ -313,8 +315,8 @@ def serve(args: argparse.Namespace) -> int:
         print(diag.format(project.root), file=sys.stderr)
     settings = settings_from_args(args)
     log_format = log_format_of(args)
-    if args.stdio:
-        return _serve_stdio(project, settings, log_format)
+    if wire is not None:
+        return _serve_stdio(project, settings, log_format, wire)
     if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -425,14 +427,20 @@ def _redacted(url: str) -> str:
     return safe_url(url)
 
 
-def _serve_stdio(project: Project, settings: ServeSettings, log_format: LogFormat) -> int:
+def _claim_stdout() -> BinaryIO:
+    from ..stdio_gateway import claim_protocol_stdout
+
+    return claim_protocol_stdout()
+
+
+def _serve_stdio(project: Project, settings: ServeSettings, log_format: LogFormat, wire: BinaryIO) -> int:
     """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
     from ..stdio_gateway import serve_stdio
 
     configure_logging(log_format, level=logging.WARNING)
     print(f"agent-sdk: serving {project.root.name}'s tools over stdio", file=sys.stderr)
     try:
-        serve_stdio(project, settings)
+        serve_stdio(project, settings, wire)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     return 0

@@ -1,8 +1,11 @@
 """`agent-sdk tools list|call`: the server tools from the terminal, as `/v1/mcp/tools` serves them.
 
 The set is the session-less toolset (authored tools plus every advertised connection without a
-per-session `auth`), built fail-closed: a connection that cannot be listed fails the command,
-naming it. `call` prints the MCP result as JSON and exits 1 when it is an error.
+per-session `auth`). `list` is fail-closed: a connection that cannot be listed fails the command,
+naming it. `call` finds its tool as `POST /v1/tools/{name}` does (`ToolCatalog.tool`: only the
+connection it needs; another connection's failure does not fail it, and a tool that may be on a
+connection that could not be listed is refused naming that connection and its cause); it prints
+the MCP result as JSON and exits 1 when it is an error.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 from connections import Broker, ToolInputError, Toolset, TurnBuildError
 
 from ..errors import CliError
+from ..tool_calls import missing_tool
+from ..toolsets import ToolCatalog
 from ._broker_run import run_with_broker
 from ._common import add_project_args, json_object_arg
 from .project import load
@@ -78,9 +83,10 @@ def tools_call(args: argparse.Namespace) -> int:
     project = load(args.dir)
 
     async def call(broker: Broker) -> dict[str, Any]:
-        toolset = await _toolset(broker)
-        tool = toolset.get(args.name)
+        tool, toolset, problems = await ToolCatalog(broker.builder).tool(args.name)
         if tool is None:
+            if problems:
+                raise CliError(missing_tool(args.name, toolset.names(), problems).message)
             raise CliError(f"no server tool {args.name[:64]!r}; there are: {', '.join(toolset.names()) or 'none'}")
         try:
             outcome = await tool.call(arguments)

@@ -98,7 +98,11 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     out.update(opens=status.opens, failures=status.failures, pid=status.pid, protocolVersion=status.protocol_version)
     if status.state == "paused":
         state = "paused"
-    elif isinstance(error, ConnectionUnauthorized) or (oauth is not None and not oauth["loggedIn"]):
+    elif (
+        isinstance(error, ConnectionUnauthorized)
+        or status.state == "needs_login"
+        or (oauth is not None and not oauth["loggedIn"])
+    ):
         state = "needs_login"
     elif error is not None:
         state = "failing"

@@ -87,6 +87,8 @@ def nginx_conf(replica_ports: Sequence[int], port: int) -> str:
     assert n == 1, "deploy/nginx.conf lost its replica markers"
     text, n = re.subn(r"listen 8080;", f"listen 127.0.0.1:{port};", text)
     assert n == 1, "deploy/nginx.conf lost its listen line"
+    # The test's own http-level access log (off, or the replica format these tests read) applies instead.
+    text = re.sub(r"\n\s*access_log /var/log/nginx/[^;]+;", "\n", text)
     return text
 
 

@@ -94,7 +94,7 @@ def test_a_scrape_has_process_build_http_and_connection_metrics_and_no_created_s
     assert "sess_not_a_real_one" not in text
     # The upstream is open: its state is 1, every other state 0.
     states = {dict(labels)["state"]: v for (name, labels), v in found.items() if name == "agent_sdk_connection_state"}
-    assert states == {"idle": 0, "queued": 0, "opening": 0, "open": 1, "failing": 0, "paused": 0}
+    assert states == {"idle": 0, "queued": 0, "opening": 0, "open": 1, "failing": 0, "paused": 0, "needs_login": 0}
     # Latency buckets start at 100 µs.
     les = sorted(
         float(dict(labels)["le"]) for (name, labels) in found if name == "agent_sdk_tool_call_duration_seconds_bucket"

@@ -1,0 +1,58 @@
+"""`agent-sdk validate --online`: list the advertised upstreams and report what would fail a turn.
+
+Offline validation reads the definition files only, so it cannot see an upstream tool that collides
+with an authored one (or with another connection's), an upstream tool name that breaks the tool-name
+rule, or a connection that cannot be listed at all. `--online` builds the session-less toolset as
+`serve` would (the same `TurnBuilder.collect`) and turns each problem into a diagnostic on the
+connection's definition file: the turn-failing ones as errors, a connection that could not be listed
+as a warning (its tools were not checked). Connections with per-session `auth` are listed per
+session and are not checked here.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from connections import Broker, Diagnostic, Project, TurnProblem
+
+from ._broker_run import run_with_broker
+
+__all__ = ["online_diagnostics", "unchecked_connections"]
+
+_TOOL_PROBLEMS = {"collision": "tool-collision", "invalid_tool_name": "invalid-upstream-tool-name"}
+
+
+def unchecked_connections(project: Project) -> list[str]:
+    """Advertised connections `--online` cannot list without a session (per-session `auth`)."""
+    return sorted(d.name for d in project.connections.values() if d.advertise_tools and d.auth is not None)
+
+
+def online_diagnostics(project: Project, args: argparse.Namespace) -> list[Diagnostic]:
+    """List every advertised connection now; one diagnostic per problem a turn would fail on.
+
+    Raises `CliError` (from `run_with_broker`) only when the broker itself cannot run."""
+
+    async def collect(broker: Broker) -> list[TurnProblem]:
+        _toolset, problems = await broker.builder.collect(None)
+        return problems
+
+    problems = run_with_broker(project, args, collect, what="listing the advertised connections")
+    return [_diagnostic(project, p) for p in problems]
+
+
+def _diagnostic(project: Project, problem: TurnProblem) -> Diagnostic:
+    defn = project.connections.get(problem.connection or "")
+    path = defn.source if defn is not None and defn.source is not None else project.root / "mcp.json"
+    line = defn.line if defn is not None else None
+    who = f"connection {problem.connection!r}"
+    if problem.tool is not None:
+        code = _TOOL_PROBLEMS.get(problem.code, problem.code.replace("_", "-"))
+        return Diagnostic(Path(path), line, "error", f"{who}: upstream tool {problem.tool!r}: {problem.message}", code)
+    return Diagnostic(
+        Path(path),
+        line,
+        "warning",
+        f"{who} could not be listed, so its tools were not checked: {problem.message}",
+        "listing-failed",
+    )
