@@ -2,7 +2,7 @@
 static token run turns on a real `agent-sdk serve`; the project's per-session `auth` callback sends
 `session.principal.oauth.subject` upstream (an `mcp` 2.x server that answers with the header it got), and
 an authored tool (`whoami`) reads the principal's issuer, subject, scopes and client id. Each sees its own
-caller, on a first turn and on a follow-up.
+caller, on a first turn and on a follow-up, and on a turn the agent endpoint's `ask` starts.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 
 from tests.conftest import free_port
@@ -103,3 +104,22 @@ def test_a_turns_auth_callback_and_authored_tools_see_the_callers_principal(gate
     service = _turn(gateway, SERVICE)
     assert service["results"]["caller"] == "caller=bearer"
     assert service["results"]["whoami"]["kind"] == "bearer" and service["results"]["whoami"]["subject"] is None
+
+
+def test_a_turn_the_agent_endpoints_ask_starts_sees_its_caller(gateway: Served, idp: Issuer) -> None:
+    token = person_token(idp.url, gateway.url, "carol")
+    headers = {
+        "Authorization": f"Bearer {token}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-11-25",
+    }
+    call = {"name": "ask", "arguments": {"message": "call caller {}", "waitMs": 30000}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
+    answer = httpx2.post(f"{gateway.url}/v1/mcp", json=body, headers=headers, timeout=60)
+    assert answer.status_code == 200, answer.text
+    asked = answer.json()["result"]["structuredContent"]
+    assert asked["status"] != "running", asked
+    with gateway.client({"Authorization": f"Bearer {token}"}) as http:
+        events = http.get(f"/v1/session/{asked['sessionId']}/events", params={"format": "json"}).json()["events"]
+    results = [e["data"]["result"] for e in events if e["type"] == "action.result"]
+    assert [r["content"][0]["text"] for r in results] == ["caller=carol"]
