@@ -35,7 +35,8 @@ def require_operator(request: Request) -> None:
     if settings is not None and (settings.operator_scopes or settings.operator_claims):
         how = "Sign in with a token carrying the operator scope or claim (--operator-scope, --operator-claim)."
     elif settings is not None and not settings.operator_tokens:
-        how = "This gateway has none: start serve with --operator-token (or AGENT_SDK_OPERATOR_TOKEN)."
+        oauth = ", or an OAuth scope or claim (--operator-scope, --operator-claim)" if settings.oauth_issuers else ""
+        how = f"This gateway has none: start serve with --operator-token (or AGENT_SDK_OPERATOR_TOKEN){oauth}."
     else:
         how = "Send one of the tokens serve was given with --operator-token."
     raise NotOperator(
