@@ -21,6 +21,8 @@ class SessionInfo:
     """The authenticated principal's id from the gateway's auth chain (e.g. `"loopback"`, `"bearer:…"`,
     `"oauth:…"`): what owns the session."""
     principal: Any = field(default=None, compare=False, repr=False)
-    """The gateway's `Principal` for the request at hand, where one came with it (`kind`; for an OAuth
-    principal `oauth`: the token's issuer, subject, scopes, client id and claims). None for a turn."""
+    """The gateway's `Principal` for the request at hand (`id`, `kind`, `role`; for an OAuth principal
+    `oauth`: the token's issuer, subject, scopes, client id and claims). For a turn, the principal of the
+    request that started it, held in memory only, never stored (docs/connections.md, "Per-session auth").
+    None where no principal came with the request."""
     title: str | None = None

@@ -40,6 +40,7 @@ from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
 from .metrics import Metrics, metrics_routes
 from .oauth_gate import OAuthGate, oauth_gate
+from .operator_grants import OperatorGrant
 from .peer_streams import PeerStreams
 from .principal_caps import stream_cap
 from .proxies import TrustedProxies
@@ -278,6 +279,7 @@ def create_app(
         bearer_tokens=settings.bearer_tokens,
         operator_tokens=settings.operator_tokens,
         oauth=oauth,
+        operator_grant=OperatorGrant.of(settings.operator_scopes, settings.operator_claims),
         loopback_bound=settings.loopback_bound,
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the

@@ -28,8 +28,9 @@ failures, metrics); a peer calls tools and uses sessions (docs/http-api.md, "Rol
 - loopback-strict: the local user is an operator (the single-user default);
 - a `--bearer-token` and anonymous are peers.
 
-A credential of another kind (an OAuth peer's token) gets its role where the chain admits it, from what
-the deployment configures (a claim or scope), and sets it on the `Principal` it makes, as `_admit` does.
+- an OAuth principal is an operator when its token has a scope (`--operator-scope`) or a claim
+  (`--operator-claim NAME=VALUE`) the deployment names (`operator_grants.OperatorGrant`), decided in
+  `_oauth_admitted` as the gate admits it; otherwise a peer.
 
 In every mode a server bound to loopback also answers only to a loopback `Host` (421), the
 defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Warning").
@@ -63,6 +64,7 @@ from .http_protocol import PEER_UID
 from .mcp_request_checks import content_type_refusal
 from .oauth_gate import OAuthGate
 from .oauth_tokens import OAuthIdentity
+from .operator_grants import OperatorGrant
 from .peer_credentials import own_uid, peer_uid
 from .proxies import PROXIED_BY, TrustedProxies
 
@@ -102,9 +104,10 @@ def _refuse(scope: Scope, send: Send, refusal: Refusal, headers: Iterable[tuple[
     return refuse(scope, send, status, code, message, headers)
 
 
-def _oauth_admitted(scope: Scope, identity: OAuthIdentity) -> None:
+def _oauth_admitted(scope: Scope, identity: OAuthIdentity, *, grant: OperatorGrant | None) -> None:
     state: dict[str, Any] = scope.setdefault("state", {})
-    state["principal"] = Principal(identity.id, "oauth", oauth=identity)
+    role: Role = "operator" if grant is not None and grant.admits(identity) else "peer"
+    state["principal"] = Principal(identity.id, "oauth", role, oauth=identity)
 
 
 async def _refuse_websocket(receive: Receive, send: Send) -> None:
@@ -242,6 +245,7 @@ class AuthChain:
         bearer_tokens: Iterable[SecretStr] = (),
         operator_tokens: Iterable[SecretStr] = (),
         oauth: OAuthGate | None = None,
+        operator_grant: OperatorGrant | None = None,
         loopback_bound: bool = True,
         public_paths: Iterable[str] = (),
         peer_uid_of: PeerUid = scope_peer_uid,
@@ -259,6 +263,7 @@ class AuthChain:
         if (mode == "oauth") != (oauth is not None):
             raise ValueError("oauth mode needs an OAuthGate, and only oauth mode takes one")
         self.oauth = oauth
+        self._oauth_admitted = functools.partial(_oauth_admitted, grant=operator_grant)
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
         self.peer_uid_of = peer_uid_of
@@ -296,7 +301,7 @@ class AuthChain:
                 state: dict[str, Any] = scope.setdefault("state", {})
                 state["principal"] = principal
                 return self.app(scope, receive, send)
-        return oauth.admit(scope, receive, send, self.app, _oauth_admitted)
+        return oauth.admit(scope, receive, send, self.app, self._oauth_admitted)
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
         if self.mode == "bearer":

@@ -41,10 +41,11 @@ from .tool_calls import call_tool
 __all__ = ["McpEndpoint", "agent_server", "session_manager"]
 
 
-def _principal(ctx: ServerRequestContext[Any, Any]) -> str:
+def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    """The chain's principal for this request (`session.principal` of the turns and calls it starts)."""
     request: Any = ctx.request
     principal = request.scope.get("state", {}).get("principal")
-    return principal.id if isinstance(principal, Principal) else "anonymous"
+    return principal if isinstance(principal, Principal) else Principal("anonymous", "anonymous")
 
 
 _ASK = {
@@ -133,7 +134,7 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
     ) -> mt.ListToolsResult:
         return mt.ListToolsResult(tools=tools)
 
-    async def ask(runtime: Runtime, principal: str, args: Mapping[str, Any]) -> dict[str, Any]:
+    async def ask(runtime: Runtime, caller: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
         message = _string(args, "message", required=True)
         session_id = _string(args, "sessionId")
         token = _string(args, "continuationToken")
@@ -141,13 +142,15 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
         assert message is not None
         if session_id is not None and token is not None:
             raise InvalidRequest("pass sessionId or continuationToken, not both")
+        principal = caller.id
         if session_id is not None:
-            live = await runtime.sessions.follow_up(await runtime.sessions.get(session_id, principal), message, None)
+            live = await runtime.sessions.get(session_id, principal)
+            live = await runtime.sessions.follow_up(live, message, None, caller=caller)
         elif token is not None:
             live = await runtime.sessions.for_follow_up(token, principal)
-            live = await runtime.sessions.follow_up(live, message, token)
+            live = await runtime.sessions.follow_up(live, message, token, caller=caller)
         else:
-            live = await runtime.sessions.create(principal, message)
+            live = await runtime.sessions.create(principal, message, caller=caller)
         live = await runtime.sessions.wait(live, wait)
         return {"ok": True, **live.snapshot()}
 
@@ -165,7 +168,7 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
             if params.name == "ask":
                 return json_result(await ask(runtime, principal, args))
             if params.name == "check":
-                return json_result(await check(runtime, principal, args))
+                return json_result(await check(runtime, principal.id, args))
             name = _string(args, "name", required=True)
             assert name is not None
             envelope = await call_tool(

@@ -48,7 +48,8 @@ async def create_session(request: Request) -> JSONResponse:
         if purpose not in ("live", "eval"):
             raise InvalidRequest("field 'purpose' must be 'live' or 'eval'")
         assert message is not None
-        live = await runtime.sessions.create(principal_of(request).id, message, title=title, purpose=purpose)
+        caller = principal_of(request)
+        live = await runtime.sessions.create(caller.id, message, title=title, purpose=purpose, caller=caller)
     except ApiError as exc:
         return error_response(exc)
     return JSONResponse(_handle(live))
@@ -64,7 +65,8 @@ async def follow_up(request: Request) -> JSONResponse:
         if token is None:
             raise InvalidRequest("field 'continuationToken' is required for a follow-up")
         assert message is not None
-        live = await runtime.sessions.follow_up(live, message, token if isinstance(token, str) else repr(token))
+        token = token if isinstance(token, str) else repr(token)
+        live = await runtime.sessions.follow_up(live, message, token, caller=principal_of(request))
     except ApiError as exc:
         return error_response(exc)
     return JSONResponse(_handle(live))

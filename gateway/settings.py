@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
 from .oauth_issuers import require_https
+from .operator_grants import parse_claim
 
 __all__ = ["AuthMode", "ServeSettings"]
 
@@ -99,6 +100,27 @@ class ServeSettings(BaseModel):
     oauth_audiences: tuple[str, ...] = ()
     """`--oauth-audience`: a further `aud` a token may carry on every route (an IdP that names the API by an id
     of its own, as Entra ID's v2 tokens name the app's client id)."""
+    operator_scopes: tuple[str, ...] = ()
+    """`--operator-scope`: an OAuth token with this scope is an operator's (docs/http-api.md, "Roles")."""
+    operator_claims: tuple[str, ...] = ()
+    """`--operator-claim NAME=VALUE`: an OAuth token whose claim NAME is VALUE (or a list holding it) is an
+    operator's (`operator_grants`)."""
+
+    @field_validator("operator_claims")
+    @classmethod
+    def _operator_claims(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            parse_claim(entry)
+        return value
+
+    @model_validator(mode="after")
+    def _operator_grant_needs_issuer(self) -> ServeSettings:
+        if (self.operator_scopes or self.operator_claims) and not self.oauth_issuers:
+            raise ValueError(
+                "--operator-scope and --operator-claim name OAuth tokens, so they need --oauth-issuer; add one, "
+                "or give operators an --operator-token"
+            )
+        return self
 
     @field_validator("oauth_issuers")
     @classmethod
@@ -265,6 +287,11 @@ class ServeSettings(BaseModel):
             values["oauth_audiences"] = tuple(a for a in env["AGENT_SDK_OAUTH_AUDIENCE"].split() if a)
         if env.get("AGENT_SDK_OAUTH_SCOPE"):
             values["oauth_scopes"] = tuple(s for s in env["AGENT_SDK_OAUTH_SCOPE"].split() if s)
+        if env.get("AGENT_SDK_OPERATOR_SCOPE"):
+            values["operator_scopes"] = tuple(s for s in env["AGENT_SDK_OPERATOR_SCOPE"].split() if s)
+        if env.get("AGENT_SDK_OPERATOR_CLAIM"):
+            claims = env["AGENT_SDK_OPERATOR_CLAIM"].split(",")
+            values["operator_claims"] = tuple(c.strip() for c in claims if c.strip())
         if env.get("AGENT_SDK_TRUSTED_PROXY"):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):

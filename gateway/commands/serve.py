@@ -3,6 +3,7 @@
 Every flag also reads an `AGENT_SDK_*` variable (the flag wins): `--host` AGENT_SDK_HOST,
 `--port` AGENT_SDK_PORT, `--state-root` AGENT_SDK_STATE_ROOT, `--bearer-token`
 AGENT_SDK_BEARER_TOKEN, `--operator-token` AGENT_SDK_OPERATOR_TOKEN (docs/http-api.md, "Roles"),
+`--operator-scope` AGENT_SDK_OPERATOR_SCOPE, `--operator-claim` AGENT_SDK_OPERATOR_CLAIM (OAuth operators),
 `--metrics-token` AGENT_SDK_METRICS_TOKEN (docs/operations.md),
 `--allow-anonymous` AGENT_SDK_ALLOW_ANONYMOUS=1, `--runner`
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
@@ -124,6 +125,22 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         "or $AGENT_SDK_OAUTH_AUDIENCE (space-separated)",
     )
     p.add_argument(
+        "--operator-scope",
+        action="append",
+        default=None,
+        metavar="SCOPE",
+        help="with --oauth-issuer: a token with this scope is an operator's (repeatable); "
+        "or $AGENT_SDK_OPERATOR_SCOPE (space-separated)",
+    )
+    p.add_argument(
+        "--operator-claim",
+        action="append",
+        default=None,
+        metavar="NAME=VALUE",
+        help="with --oauth-issuer: a token whose claim NAME is VALUE, or a list holding it (e.g. groups=admins), "
+        "is an operator's (repeatable); or $AGENT_SDK_OPERATOR_CLAIM (comma-separated)",
+    )
+    p.add_argument(
         "--allow-anonymous",
         action="store_true",
         default=None,
@@ -236,6 +253,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             public_url=getattr(args, "public_url", None),
             oauth_scopes=tuple(args.oauth_scope) if getattr(args, "oauth_scope", None) else None,
             oauth_audiences=tuple(args.oauth_audience) if getattr(args, "oauth_audience", None) else None,
+            operator_scopes=tuple(args.operator_scope) if getattr(args, "operator_scope", None) else None,
+            operator_claims=tuple(args.operator_claim) if getattr(args, "operator_claim", None) else None,
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
@@ -268,6 +287,8 @@ _FLAGS = {
     "public_url": "--public-url",
     "oauth_scopes": "--oauth-scope",
     "oauth_audiences": "--oauth-audience",
+    "operator_scopes": "--operator-scope",
+    "operator_claims": "--operator-claim",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",

@@ -176,9 +176,16 @@ class SessionService:
     # -- sessions and turns --------------------------------------------------------------------
 
     async def create(
-        self, principal: str, message: str, *, title: str | None = None, purpose: str = "live"
+        self,
+        principal: str,
+        message: str,
+        *,
+        title: str | None = None,
+        purpose: str = "live",
+        caller: object = None,
     ) -> LiveSession:
-        """A new chat session owned by `principal`, its first turn started. Raises `StateUnavailable`."""
+        """A new chat session owned by `principal`, its first turn started (`caller`: the request's principal,
+        the turn's `session.principal`). Raises `StateUnavailable`."""
         record = SessionRecord(
             id=f"ses_{secrets.token_hex(12)}",
             owner=principal,
@@ -190,13 +197,15 @@ class SessionService:
         await self.store.create(record)
         started = {"channelId": record.channel_id, "mode": record.mode, "title": title}
         # A new session has no turn to settle and no history: its first events and its lease in one write.
-        turn = self._new_turn()
+        turn = self._new_turn(caller)
         first = [new_event(record.id, "session.started", started), self._received(record.id, turn, message)]
         if not await self.store.begin_turn(record.id, turn.id, turn.holder, self.lease_s, first):
             raise SessionBusy(f"session {record.id} already runs a turn")  # pragma: no cover - it was just made
         return self._launch(record, turn, message, [], len(first))
 
-    async def follow_up(self, live: LiveSession, message: str, token: str | None) -> LiveSession:
+    async def follow_up(
+        self, live: LiveSession, message: str, token: str | None, *, caller: object = None
+    ) -> LiveSession:
         """Start a turn on `message`, preempting a running one (here or on another replica). With `token`, it
         must be the current one; the token rotates either way.
 
@@ -208,7 +217,7 @@ class SessionService:
         async with self._lock(live.id):
             if not await self.store.rotate(live.id, token, self._new_token()):
                 raise StaleContinuationToken("this continuation token is stale; use the one the last reply returned")
-            return await self._start(live.id, message)
+            return await self._start(live.id, message, caller)
 
     async def stop(self, live: LiveSession) -> bool:
         """Cancel the running turn, wherever it runs (it ends in `turn.failed` with status `cancelled`); False
@@ -316,21 +325,21 @@ class SessionService:
                 f"the running turn of session {session_id} did not stop within {_PREEMPT_GRACE_S:g} s; retry"
             ) from None
 
-    async def _start(self, session_id: str, message: str) -> LiveSession:
+    async def _start(self, session_id: str, message: str, caller: object) -> LiveSession:
         while True:
             record = await self._settle(session_id)
             # The tail of the log only: reading it whole made every follow-up cost the conversation so far.
             history = _history(await self.store.read(session_id, max(0, record.event_count - HISTORY_EVENTS)))
-            turn = self._new_turn()
+            turn = self._new_turn(caller)
             if await self.store.begin_turn(
                 session_id, turn.id, turn.holder, self.lease_s, [self._received(session_id, turn, message)]
             ):
                 return self._launch(record, turn, message, history, 1)
             # Another replica started a turn between our settle and our begin: settle it too.
 
-    def _new_turn(self) -> Turn:
+    def _new_turn(self, caller: object) -> Turn:
         turn_id = f"turn_{uuid.uuid4().hex[:16]}"
-        return Turn(id=turn_id, holder=f"{self._replica}:{turn_id}")
+        return Turn(id=turn_id, holder=f"{self._replica}:{turn_id}", caller=caller)
 
     def _received(self, session_id: str, turn: Turn, message: str) -> dict[str, Any]:
         return new_event(session_id, "message.received", {"text": message}, turn.id)

@@ -6,6 +6,7 @@ Every write goes through the store with the turn's lease holder, so a turn whose
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -34,6 +35,9 @@ class Turn:
     done: anyio.Event = field(default_factory=anyio.Event)
     lost: bool = False
     """The lease was lost (reaped by another replica, or the store stayed away too long): write nothing more."""
+    caller: Any = None
+    """The principal of the request that started the turn (`session.principal` for its toolset and runner);
+    held in this process only, never stored: a turn runs where it started, to its end or its lease's."""
 
 
 class TurnHost(Protocol):
@@ -144,7 +148,7 @@ async def _close(service: TurnHost, record: SessionRecord, turn: Turn, outcome: 
 async def _body(
     service: TurnHost, record: SessionRecord, writer: _Writer, message: str, history: list[tuple[str, str]]
 ) -> dict[str, Any]:
-    info = record.info()
+    info = dataclasses.replace(record.info(), principal=writer.turn.caller)
     try:
         toolset = await service.builder.build(info)
     except TurnBuildError as exc:
