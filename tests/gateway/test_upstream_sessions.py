@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -20,6 +21,7 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from connections import Broker, ConnectionUnavailable, Project, acting_for, define_connection
 from tests.peers import node_bin
 
 from .conftest import Served, Upstream, everything_upstream, serving
@@ -117,3 +119,39 @@ async def test_per_principal_each_principal_has_its_own_upstream_session_on_ever
         assert await _toggle_over_mcp(served, TOKEN_A) == "stopped"
         assert await _toggle_in_a_turn(served, TOKEN_B) == "stopped"
         assert await _toggle_in_a_turn(served, TOKEN_A) == "started"
+
+
+@pytest.mark.anyio
+async def test_per_principal_sessions_are_bounded_and_a_call_without_a_principal_is_refused(tmp_path: Path) -> None:
+    """In-process, on server-everything over stdio: the cap closes the least recently used principal's
+    session (its state goes with it), and a call no surface made for a principal fails closed."""
+    defn = define_connection(
+        command=str(node_bin("mcp-server-everything")),
+        args=["stdio"],
+        advertise_tools=True,
+        allow_tools=[TOGGLE],
+        upstream_sessions="per_principal",
+        max_identities=1,
+    ).named("everything", None)
+    async with Broker(Project(root=tmp_path, connections={"everything": defn})) as broker:
+        with anyio.fail_after(60):
+            toolset = await broker.builder.build(None)
+            toggle = toolset.get(TOGGLE)
+            assert toggle is not None
+            with pytest.raises(ConnectionUnavailable, match="names none; call it through the gateway"):
+                await toggle.call({})
+
+            async def as_(principal: str) -> str:
+                with acting_for(principal):
+                    return _verdict(json.dumps((await toggle.call({})).mcp_result()))
+
+            assert await as_("bearer:a") == "started"
+            assert await as_("bearer:a") == "stopped"
+            assert await as_("bearer:a") == "started"
+            assert await as_("bearer:b") == "started"  # the cap of 1: a's session (and child) is closed
+            assert broker.identities.identity_counts("everything").live == 1
+            assert await as_("bearer:a") == "started"  # a fresh session: what a had set is gone
+            counts = broker.identities.identity_counts("everything")
+        assert (counts.live, counts.opened, counts.closed, counts.shared) == (1, 3, 2, False)
+        # The listing came from the shared session: it is the only one the connection pool opened.
+        assert broker.pool.status("everything").opens == 1
