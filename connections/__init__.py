@@ -61,6 +61,7 @@ from ._exceptions import UpstreamError as UpstreamError
 from ._exceptions import UpstreamTimeout as UpstreamTimeout
 from ._expand import expand_map as expand_map
 from ._host import HostMcp as HostMcp
+from ._identity import acting_for as acting_for
 from ._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
 from ._listing_cache import ListingCache as ListingCache
 from ._loader import RESERVED_TOOL_NAMES as RESERVED_TOOL_NAMES
@@ -189,6 +190,7 @@ __all__ = [
     "UpstreamTimeout",
     "WarmProgress",
     "account_file",
+    "acting_for",
     "calling",
     "check_account_servers",
     "compare_pins",

@@ -17,7 +17,9 @@ from oauth import ConnectionAuth, TokenStore, connection_auth
 
 from ._account import AccountConnections
 from ._definitions import ConnectionDefinition
+from ._exceptions import ConnectionUnavailable
 from ._host import HostMcp
+from ._identity import SessionHeaders, acting_principal, principal_partition
 from ._identity_pool import IdentityPool
 from ._listing_cache import DEFAULT_LISTING_TTL
 from ._loader import Project
@@ -72,10 +74,13 @@ class Broker:
         self._auths: dict[str, ConnectionAuth] = {}
         pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
         self.identities = IdentityPool(
-            {name: d for name, d in pooled.items() if d.auth is not None},
+            {name: d for name, d in pooled.items() if d.auth is not None or d.upstream_sessions == "per_principal"},
             environ=self.environ,
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
+            auth_for=self._auth_for,
+            child_env=child_env,
+            start_limit=start_limit,
         )
         self.pool = ClientPool(
             pooled,
@@ -190,5 +195,22 @@ class Broker:
         if headers is None:
             if defn.kind == "account":
                 return self.accounts.call_tool(defn.name, tool, arguments)
+            if defn.upstream_sessions == "per_principal":
+                return self.identities.call_identity_tool(defn.name, tool, arguments, _partition(defn))
             return self.pool.call_tool(defn.name, tool, arguments)
         return self.identities.call_identity_tool(defn.name, tool, arguments, headers)
+
+
+def _partition(defn: ConnectionDefinition) -> SessionHeaders:
+    """The calling principal's own upstream session of a `per_principal` connection (docs/connections.md).
+
+    Listings stay on the shared session; a call outside every gateway surface (no `acting_for`) is
+    refused rather than served from a session another principal may have set up."""
+    principal = acting_principal()
+    if principal is None:
+        raise ConnectionUnavailable(
+            defn.name,
+            "upstream_sessions='per_principal' keeps one upstream session per principal, and this call "
+            "names none; call it through the gateway (or inside connections.acting_for(principal_id))",
+        )
+    return principal_partition(principal)

@@ -37,6 +37,8 @@ __all__ = [
 ConnectionKind = Literal["stdio", "http", "sse", "account"]
 Transport = Literal["streamable-http", "sse"]
 ProtocolMode = Literal["auto", "legacy", "modern"]
+UpstreamSessions = Literal["shared", "per_principal"]
+"""How many upstream sessions a connection keeps: one for everyone, or one per calling principal."""
 AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
 """`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
 
@@ -105,6 +107,9 @@ class ConnectionDefinition:
     """`auth` connections: the most identities kept at once (least recently used idle one closed first)."""
     identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT
     """`auth` connections: seconds after which an unused identity's client is closed."""
+    upstream_sessions: UpstreamSessions = "shared"
+    """`shared`: one pooled upstream session serves every caller; `per_principal`: one per calling principal
+    (kept in the identity pool, bounded by `max_identities` and `identity_idle_timeout`; docs/connections.md)."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     name: str = ""
@@ -197,6 +202,7 @@ def define_connection(
     identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
     min_log_level: str | None = None,
     pin: bool = True,
+    upstream_sessions: str = "shared",
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -326,6 +332,9 @@ def define_connection(
     if min_log_level is not None and log_level_value(min_log_level) is None:
         bad("min_log_level", min_log_level)
         min_log_level = None
+    if upstream_sessions not in ("shared", "per_principal"):
+        bad("upstream_sessions", upstream_sessions)
+        upstream_sessions = "shared"
 
     return ConnectionDefinition(
         url=url,
@@ -357,6 +366,7 @@ def define_connection(
         max_identities=max_identities,
         identity_idle_timeout=float(idle),
         pin=pin,
+        upstream_sessions=upstream_sessions,  # type: ignore[arg-type]  # checked above
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -49,6 +49,7 @@ FIELD_TYPES: dict[str, str] = {
     "max_result_bytes": "a whole number of bytes of at least 1024",
     "max_identities": "a whole number of at least 1",
     "identity_idle_timeout": "a positive number of seconds",
+    "upstream_sessions": "'shared' or 'per_principal'",
     "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Generator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import httpx2
@@ -30,7 +31,10 @@ __all__ = [
     "IdentityAuth",
     "NoIdentity",
     "SessionHeaders",
+    "acting_for",
+    "acting_principal",
     "identity_digest",
+    "principal_partition",
     "speak_as",
     "speaking_as",
     "stop_speaking",
@@ -45,6 +49,7 @@ DIGEST_CHARS = 16
 _CURRENT: contextvars.ContextVar[Mapping[str, str] | None] = contextvars.ContextVar(
     "agent_sdk_identity_headers", default=None
 )
+_PRINCIPAL: contextvars.ContextVar[str | None] = contextvars.ContextVar("agent_sdk_acting_principal", default=None)
 
 
 def identity_digest(headers: Mapping[str, str]) -> str:
@@ -76,6 +81,31 @@ class SessionHeaders(dict[str, str]):
     def __repr__(self) -> str:
         # Header values are credentials: names and the digest only.
         return f"SessionHeaders(names={sorted(self)}, digest={self.digest!r})"
+
+
+def principal_partition(principal_id: str) -> SessionHeaders:
+    """The identity an `upstream_sessions="per_principal"` connection keeps `principal_id`'s upstream session
+    under: no headers at all (the connection's own static headers and OAuth still apply), a digest of the
+    principal's id (never a token: the gateway's principal ids are already digests or names)."""
+    partition = SessionHeaders({})
+    partition.digest = identity_digest({"\x00principal": principal_id})
+    return partition
+
+
+@contextmanager
+def acting_for(principal_id: str) -> Generator[None]:
+    """Calls made inside the block (in this task and the tasks it starts) are `principal_id`'s: a
+    `per_principal` connection serves them from that principal's own upstream session."""
+    token = _PRINCIPAL.set(principal_id)
+    try:
+        yield
+    finally:
+        _PRINCIPAL.reset(token)
+
+
+def acting_principal() -> str | None:
+    """The principal `acting_for` set for this task, or None (no gateway surface is calling)."""
+    return _PRINCIPAL.get()
 
 
 class NoIdentity(httpx2.HTTPError):

@@ -1,5 +1,9 @@
 """`IdentityPool`: pooled upstream clients for connections with a per-session `auth` callback, one per identity.
 
+It also keeps the principals of `upstream_sessions="per_principal"` connections: each principal is an
+identity with no headers of its own (`principal_partition`), whose client opens with the connection's
+own headers and OAuth and is never shared, whatever the generation; the bounds below apply alike.
+
 An identity is the set of headers a session's callback returned; clients are keyed by (connection,
 digest of those headers) (`_identity.py`), and the digest is all a log line shows of one. Per
 protocol generation:
@@ -44,7 +48,7 @@ from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnect
 from ._identity import IdentityAuth, speak_as, speaking_as, stop_speaking
 from ._identity_book import Identity, IdentityBook
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
-from ._pool import ClientPool
+from ._pool import AuthFor, ClientPool
 from ._restart import RestartPolicy, RestartState
 from ._session_runner import OpenSettings, PooledSession, SessionSlot
 from ._tool_results import call_tool_json
@@ -123,14 +127,24 @@ class IdentityPool(ClientPool):
         listing_ttl: float = DEFAULT_LISTING_TTL,
         restart_policy: RestartPolicy | None = None,
         fast_calls: bool = True,
+        auth_for: AuthFor | None = None,
+        child_env: Mapping[str, str] | None = None,
+        start_limit: int | None = None,
     ) -> None:
         super().__init__(
-            {}, environ=environ, listing_ttl=listing_ttl, restart_policy=restart_policy, fast_calls=fast_calls
+            {},
+            environ=environ,
+            auth_for=auth_for,
+            listing_ttl=listing_ttl,
+            restart_policy=restart_policy,
+            child_env=child_env,
+            fast_calls=fast_calls,
+            start_limit=start_limit,
         )
         self._conns = {
             d.name: _Connection(d, IdentityBook(d.name, d.max_identities, d.identity_idle_timeout, self._retire))
             for d in connections.values()
-            if d.auth is not None
+            if d.auth is not None or d.upstream_sessions == "per_principal"
         }
 
     async def __aenter__(self) -> IdentityPool:
@@ -232,20 +246,22 @@ class IdentityPool(ClientPool):
         if shared is not None:
             return shared
         if entry.client is None:
-            entry.client = self._new_slot(conn, entry, IdentityAuth(headers))
+            entry.client = self._new_slot(conn, entry, IdentityAuth(headers) if conn.defn.auth is not None else None)
         slot: _Slot = entry.client
         return slot
 
-    def _new_slot(self, conn: _Connection, entry: Identity, auth: IdentityAuth) -> _Slot:
+    def _new_slot(self, conn: _Connection, entry: Identity, auth: IdentityAuth | None) -> _Slot:
+        """A client of `entry` alone: with `auth`, its headers on every request; without (a principal of a
+        `per_principal` connection), the connection's own (static headers, OAuth), never shared."""
         key = entry.key
 
         def forget() -> None:
             self._cache.invalidate(key)
 
-        def auth_for(_defn: ConnectionDefinition) -> IdentityAuth:
+        def auth_for(_defn: ConnectionDefinition) -> IdentityAuth | None:
             return auth
 
-        settings = replace(self._settings, auth_for=auth_for, headers_per_call=True)
+        settings = self._settings if auth is None else replace(self._settings, auth_for=auth_for, headers_per_call=True)
         slot = _Slot(conn.defn, RestartState(self._policy), settings, _Forget(forget))
         slot.auth = auth
         self._slots[key] = slot

@@ -33,6 +33,7 @@ _OWN = {
     "description": "description",
     "oauth": "oauth",
     "pin": "pin",
+    "upstreamSessions": "upstream_sessions",
 }
 
 

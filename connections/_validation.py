@@ -38,8 +38,32 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
             "auth-needs-url",
             "auth=... only works on url connections (per-session headers are HTTP headers); remove auth or use url=...",
         )
-    if defn.auth is None and (
-        defn.max_identities != DEFAULT_MAX_IDENTITIES or defn.identity_idle_timeout != DEFAULT_IDENTITY_IDLE_TIMEOUT
+    per_principal = defn.upstream_sessions == "per_principal"
+    if per_principal and defn.auth is not None:
+        yield Problem(
+            "upstream-sessions-with-auth",
+            "upstream_sessions='per_principal' on a connection with auth=...: its upstream sessions are "
+            "already one per identity (per set of headers auth returns); remove upstream_sessions",
+            "warning",
+        )
+    if per_principal and defn.account:
+        yield Problem(
+            "upstream-sessions-account",
+            "upstream_sessions='per_principal' cannot be combined with account=True: an account connection's "
+            "sessions belong to its hub; set it on the hub's own url or command connection instead",
+        )
+    if per_principal and defn.linkable:
+        yield Problem(
+            "upstream-sessions-linkable",
+            "upstream_sessions='per_principal' cannot be combined with linkable=True: a hub calls a linked "
+            "connector for accounts, not for this gateway's principals; drop one",
+        )
+    if (
+        defn.auth is None
+        and not per_principal
+        and (
+            defn.max_identities != DEFAULT_MAX_IDENTITIES or defn.identity_idle_timeout != DEFAULT_IDENTITY_IDLE_TIMEOUT
+        )
     ):
         yield Problem(
             "identity-bounds-without-auth",

@@ -178,10 +178,12 @@ async def serve_lane(
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
                 await server_tool(runtime, params["name"])
-                run_call = functools.partial(_answer, server, runtime, ident, version, params, peer, modern=modern)
+                run_call = functools.partial(
+                    _answer, server, runtime, ident, version, params, peer, principal, modern=modern
+                )
                 await stream_answer(send, receive, runtime.peers, who, ident, context, run_call)
                 return True
-            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer)
+            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
             found = await until_gone(receive, runtime.peers, who, ident, call, context)
             if found is None:
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
@@ -336,13 +338,14 @@ async def _answer(
     version: str,
     params: dict[str, Any],
     peer: PeerCall | None,
+    principal: str,
     *,
     modern: bool,
 ) -> dict[str, Any]:
     """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
     result shaped for the peer's version, or the error the JSON answer would carry."""
     try:
-        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer)
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
         return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
     except Exception as exc:
         return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)

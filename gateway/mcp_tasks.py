@@ -112,11 +112,13 @@ async def start_task(
     tool = await server_tool(runtime, name)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
-    if connection is None or defn is None or defn.kind == "account" or defn.auth is not None:
+    own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")
+    if connection is None or defn is None or defn.kind == "account" or own_sessions:
         raise Refused(
             METHOD_NOT_FOUND,
-            f"tool {tool.name!r} cannot run as a task here: tasks run on pooled connections "
-            "(not authored tools, account connections or connections with a per-session auth callback)",
+            f"tool {tool.name!r} cannot run as a task here: tasks run on shared pooled connections "
+            "(not authored tools, account connections, connections with a per-session auth callback "
+            "or with upstream_sessions='per_principal')",
         )
     try:
         created = await runtime.host.mcp.call_tool(

@@ -23,9 +23,11 @@ from connections import (
     ConnectionsError,
     Offerings,
     ToolInputError,
+    ToolOutcome,
     TurnBuildError,
     TurnTool,
     UpstreamError,
+    acting_for,
 )
 
 from .mcp_call_stream import peer_of, principal_id
@@ -96,19 +98,25 @@ async def server_tool(runtime: Runtime, name: str) -> TurnTool:
 
 
 async def tools_call_result(
-    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None = None
+    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None, principal: str
 ) -> dict[str, Any]:
     """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
     result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
-    unknown tool, and the upstream's own -32042 (URL elicitation required) error."""
+    unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
+    `principal`'s (`acting_for`), even where a held call runs it in a task of its own."""
     tool = await server_tool(runtime, name)
+
+    async def call() -> ToolOutcome:
+        with acting_for(principal):
+            return await tool.call(arguments)
+
     try:
         if peer is None:
-            result = (await tool.call(arguments)).mcp_result()
+            result = (await call()).mcp_result()
         else:
-            result = peer.finish(await peer.run(lambda: tool.call(arguments)))
+            result = peer.finish(await peer.run(call))
     except UpstreamError as exc:
         if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
             # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
@@ -166,7 +174,7 @@ def tools_server(
         principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
         peer = await peer_call(served, principal, dumped, CallContext(), session)
-        return await tools_call_result(served, params.name, params.arguments, peer)
+        return await tools_call_result(served, params.name, params.arguments, peer, principal)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (peer_calls.py).

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem
+from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem, acting_for
 
 from .auth_chain import Principal
 from .errors import (
@@ -135,7 +135,8 @@ async def call_tool(
     started = time.perf_counter()
     outcome: ToolOutcome
     try:
-        outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
+        with acting_for(principal if isinstance(principal, str) else principal.id):
+            outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
     except ConnectionsError as exc:

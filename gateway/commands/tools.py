@@ -14,7 +14,7 @@ import argparse
 import json
 from typing import Any
 
-from connections import Broker, ToolInputError, Toolset, TurnBuildError
+from connections import Broker, ToolInputError, Toolset, TurnBuildError, acting_for
 
 from ..errors import CliError
 from ..tool_calls import missing_tool
@@ -89,7 +89,8 @@ def tools_call(args: argparse.Namespace) -> int:
                 raise CliError(missing_tool(args.name, toolset.names(), problems).message)
             raise CliError(f"no server tool {args.name[:64]!r}; there are: {', '.join(toolset.names()) or 'none'}")
         try:
-            outcome = await tool.call(arguments)
+            with acting_for("cli"):  # one local caller: a `per_principal` connection's one session
+                outcome = await tool.call(arguments)
         except ToolInputError as exc:
             raise CliError(str(exc)) from None
         full = outcome.mcp_result()  # the MCP `CallToolResult`, as an MCP surface answers it

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from connections import TurnBuilder, TurnBuildError
+from connections import TurnBuilder, TurnBuildError, acting_for
 
 from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
@@ -109,7 +109,8 @@ async def run_turn(
             if service.store.shared:
                 tg.start_soon(_keep_lease, service, writer)
             try:  # inside the task group, so that a runner's error is not wrapped in an exception group
-                with turn.scope:
+                # The turn's calls are its session owner's (a `per_principal` connection's own upstream session).
+                with turn.scope, acting_for(record.owner):
                     await writer.emit("turn.started", {"runner": service.runner.name})
                     outcome = await _body(service, record, writer, message, history)
             except RunnerError as exc:

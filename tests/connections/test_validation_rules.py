@@ -244,6 +244,25 @@ RULES: dict[str, Expected] = {
         "max_identities and identity_idle_timeout bound the clients kept per identity of an auth=... connection; "
         "this one has no auth callback, so they do nothing: remove them",
     ),
+    "upstream-sessions-bad-value": Expected(
+        "agent/mcp-connections/notes.py", 3, "error", "bad-field-type",
+        "field 'upstream_sessions' must be 'shared' or 'per_principal', got 'per_peer'",
+    ),
+    "upstream-sessions-with-auth": Expected(
+        "agent/mcp-connections/crm.py", 3, "warning", "upstream-sessions-with-auth",
+        "upstream_sessions='per_principal' on a connection with auth=...: its upstream sessions are already one "
+        "per identity (per set of headers auth returns); remove upstream_sessions",
+    ),
+    "upstream-sessions-account": Expected(
+        "agent/mcp-connections/team.py", 3, "error", "upstream-sessions-account",
+        "upstream_sessions='per_principal' cannot be combined with account=True: an account connection's sessions "
+        "belong to its hub; set it on the hub's own url or command connection instead",
+    ),
+    "upstream-sessions-linkable": Expected(
+        "agent/mcp-connections/notes.py", 3, "error", "upstream-sessions-linkable",
+        "upstream_sessions='per_principal' cannot be combined with linkable=True: a hub calls a linked connector "
+        "for accounts, not for this gateway's principals; drop one",
+    ),
     "advertise-prompts-host-only": Expected(
         "agent/mcp-connections/admin.py", 3, "error", "advertise-host-only",
         "advertise_prompts=... with host_only=True is contradictory: advertising offers them to peers of "
