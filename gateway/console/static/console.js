@@ -309,24 +309,41 @@ function quantile(buckets, q) {
 }
 
 const STALE_S = 60; // a replica not scraped for this long (gone, or out of the balancer) no longer counts
-const replicas = new Map(); // replica id -> {last: sample, rates: {conn: {calls, errors, buckets}} | null}
+// A replica's rate is taken over the span from its oldest kept scrape to its newest, at least MIN_SPAN_S and
+// about RATE_SPAN_S long: two scrapes close together (timers bunching on a busy browser, or the balancer
+// sending two polls to one replica) would turn a burst of calls into a spike.
+const MIN_SPAN_S = 2;
+const RATE_SPAN_S = 10;
+const replicas = new Map(); // replica id -> {last: sample, kept: [sample], rates: {conn: {calls, errors, buckets}} | null}
 const series = []; // [{t, conns: {conn: {rate, errors, p50, p99}}}]
+
+function wentBack(now, then) {
+  for (const [conn, b] of Object.entries(then)) if ((now[conn] || blank()).calls < b.calls) return true;
+  return false;
+}
 
 function takeSample(id, sample) {
   const known = replicas.get(id);
-  let rates = null;
-  if (known) {
-    const dt = Math.max(1e-3, sample.t - known.last.t), now = byConnection(sample), then = byConnection(known.last);
+  let kept = known ? known.kept : [];
+  let rates = known ? known.rates : null;
+  if (kept.length && wentBack(byConnection(sample), byConnection(kept[kept.length - 1]))) {
+    kept = []; // the counters went back: this replica restarted, its series starts again
+    rates = null;
+  }
+  kept.push(sample);
+  while (kept.length > 2 && sample.t - kept[1].t >= RATE_SPAN_S) kept.shift();
+  const first = kept[0];
+  if (kept.length > 1 && sample.t - first.t >= MIN_SPAN_S) {
+    const dt = sample.t - first.t, now = byConnection(sample), then = byConnection(first);
     rates = {};
     for (const [conn, a] of Object.entries(now)) {
       const b = then[conn] || blank();
-      if (a.calls < b.calls) { rates = null; break; } // the counters went back: this replica restarted
       const buckets = {};
       for (const [le, n] of Object.entries(a.buckets)) buckets[le] = n - (b.buckets[le] || 0);
       rates[conn] = { calls: (a.calls - b.calls) / dt, errors: ((a.errors - b.errors) * 60) / dt, buckets };
     }
   }
-  replicas.set(id, { last: sample, rates });
+  replicas.set(id, { last: sample, kept, rates });
   for (const [other, r] of replicas) if (sample.t - r.last.t > STALE_S) replicas.delete(other);
   const conns = {};
   let any = false;
