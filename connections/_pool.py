@@ -27,7 +27,6 @@ import anyio
 import anyio.abc
 import httpx2
 import mcp.types as mt
-from mcp.shared.exceptions import MCPError
 
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
@@ -41,11 +40,11 @@ from ._exceptions import (
     UpstreamTimeout,
 )
 from ._listing_cache import DEFAULT_LISTING_TTL, ListingCache
-from ._restart import RestartPolicy, RestartState, judge, session_expired
+from ._restart import RestartPolicy, RestartState, alive_after, judge, session_expired
 from ._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
 from ._tasks import TASK_METHODS, start_task_json, task_request_json
 from ._tool_results import call_tool_json
-from ._translate import Operation, answer_lost, describe, leaves, translate
+from ._translate import Operation, answer_lost, describe, translate
 from ._warm import WarmProgress
 
 __all__ = ["AuthFor", "ClientPool"]
@@ -57,10 +56,6 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
-_EXIT_PEEK_S = 0.5
-"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
-_SDK_CLOSED = "Connection closed"
-"""The message of the SDK dispatcher's own -32000, when its transport ended or refused a write."""
 
 
 def default_start_limit() -> int:
@@ -362,7 +357,7 @@ class ClientPool:
                         # request was not processed: one retry on a fresh session is safe.
                         slot.retire(session, self._cache, "reopen")
                         continue
-                    alive = await _alive_after(exc, opened)
+                    alive = await alive_after(exc, opened)
                     error = translate(
                         slot.defn,
                         exc,
@@ -395,20 +390,3 @@ async def _within(budget: float, run: Callable[[OpenedClient], Awaitable[_T]], o
     with anyio.CancelScope(deadline=anyio.current_time() + budget):  # a bare scope costs a third of fail_after
         return await run(opened)
     raise TimeoutError  # the deadline passed: the scope caught its own cancellation
-
-
-async def _alive_after(exc: BaseException, opened: OpenedClient) -> bool:
-    """Whether `opened`'s transport (and stdio child) is still up after `exc`: then a -32000 the SDK did not
-    make is the upstream's own answer (`made_here`). A child that exited has its exit status read first,
-    for the message."""
-    closed = [e for e in leaves(exc) if isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED]
-    if closed and opened.alive and any(e.message == _SDK_CLOSED for e in closed):
-        # The SDK's own "Connection closed" can come a moment before the read stream's end reaches the
-        # session (a write to a child that stopped reading): wait for that end, briefly. An upstream that
-        # answers with these very words from a live child costs its own caller the wait, nothing more.
-        with anyio.move_on_after(_EXIT_PEEK_S):
-            await opened.gone.wait()
-    if closed and opened.child is not None and not opened.alive:
-        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
-            await opened.child.process.wait()
-    return opened.alive

@@ -23,6 +23,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+import anyio
 import httpx2
 import mcp.types as mt
 from mcp.shared.exceptions import MCPError
@@ -32,7 +33,7 @@ from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable
 from ._translate import leaves
 
-__all__ = ["Cause", "RestartPolicy", "RestartState", "judge", "session_expired"]
+__all__ = ["Cause", "RestartPolicy", "RestartState", "alive_after", "judge", "session_expired"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,3 +137,26 @@ def session_expired(exc: BaseException, opened: OpenedClient) -> bool:
         if opened.http_status == [400]:
             return True
     return False
+
+
+_EXIT_PEEK_S = 0.5
+"""How long a call that lost its stdio child waits for the exit status to name it in the error."""
+_SDK_CLOSED = "Connection closed"
+"""The message of the SDK dispatcher's own -32000, when its transport ended or refused a write."""
+
+
+async def alive_after(exc: BaseException, opened: OpenedClient) -> bool:
+    """Whether `opened`'s transport (and stdio child) is still up after `exc`: then a -32000 the SDK did not
+    make is the upstream's own answer (`made_here`). A child that exited has its exit status read first,
+    for the message."""
+    closed = [e for e in leaves(exc) if isinstance(e, MCPError) and e.code == mt.CONNECTION_CLOSED]
+    if closed and opened.alive and any(e.message == _SDK_CLOSED for e in closed):
+        # The SDK's own "Connection closed" can come a moment before the read stream's end reaches the
+        # session (a write to a child that stopped reading): wait for that end, briefly. An upstream that
+        # answers with these very words from a live child costs its own caller the wait, nothing more.
+        with anyio.move_on_after(_EXIT_PEEK_S):
+            await opened.gone.wait()
+    if closed and opened.child is not None and not opened.alive:
+        with anyio.move_on_after(_EXIT_PEEK_S):  # the exit status, for the message
+            await opened.child.process.wait()
+    return opened.alive

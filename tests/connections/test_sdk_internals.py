@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared import jsonrpc_dispatcher
 from mcp.shared.exceptions import MCPError
 
-from connections import _fast_answers, _pool, _translate
+from connections import _fast_answers, _restart, _translate
 
 pytestmark = pytest.mark.anyio
 
@@ -81,10 +81,10 @@ def test_the_pins_hold_the_installed_releases() -> None:
 
 
 def test_the_sdks_own_connection_closed_texts_are_the_ones_made_here_recognises() -> None:
-    # `made_here` (`_translate.py`) and `_alive_after` (`_pool.py`) tell the SDK's own -32000 from an upstream's
+    # `made_here` (`_translate.py`) and `alive_after` (`_restart.py`) tell the SDK's own -32000 from an upstream's
     # by these texts and the transport's state: a release that rewords them must fail here, not mislabel errors.
     closed = jsonrpc_dispatcher._CLOSED_OUTCOME  # pyright: ignore[reportPrivateUsage]
-    assert (closed.code, closed.message) == (-32000, _pool._SDK_CLOSED)  # pyright: ignore[reportPrivateUsage]
+    assert (closed.code, closed.message) == (-32000, _restart._SDK_CLOSED)  # pyright: ignore[reportPrivateUsage]
     source = inspect.getsource(streamable_http.StreamableHTTPTransport)
     # Every answer the transport makes up with the default code (-32000); one with `code=` of its own is not one.
     made = re.findall(r'_resolve_abandoned_request\(\s*[^,]+,\s*[^,]+,\s*f?"([^"]+)"(\s*,\s*code=)?', source)
