@@ -128,14 +128,21 @@ def _tools_only(url: str, protocol: str, tools: list[str]) -> str:
 
 @pytest.fixture(scope="module")
 def offering_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    """server-everything beside three connections (one per protocol setting) to a tools-only server, all
-    offering resources and prompts."""
+    """server-everything beside three connections (one per protocol setting) to a tools-only server and
+    the reference server-filesystem (which answers -32601 to `resources/list`), all offering resources
+    and prompts."""
     port = free_port()
     url = f"http://127.0.0.1:{port}/mcp"
+    shared = tmp_path_factory.mktemp("interop-filesystem-root")
     connections = {
         "everything": everything_stdio(advertise_tools=True, advertise_resources=True, advertise_prompts=True),
         **{f"tools_{p}": _tools_only(url, p, []) for p in ("auto", "legacy")},
         "tools_modern": _tools_only(url, "modern", ["meta"]),
+        "filesystem": (
+            "from connections import define_connection\n\n"
+            f"connection = define_connection(command={str(node_bin('mcp-server-filesystem'))!r},"
+            f" args=[{str(shared)!r}], advertise_resources=True, advertise_prompts=True)\n"
+        ),
     }
     with (
         running([sys.executable, str(BOTH_ERAS), "--port", str(port)], port=port, what="both-eras upstream"),
@@ -161,6 +168,8 @@ def test_a_server_without_resources_offers_none_and_fails_nobody_for_the_ts_sdk_
         for kind in ("resources", "prompts"):
             said = f"connection {name!r}: advertise_{kind} is set, but its server does not offer {kind}"
             assert log.count(said) == 1
+    said = "connection 'filesystem': advertise_resources is set, but its server does not offer resources"
+    assert log.count(said) == 1
 
 
 @pytest.mark.anyio
