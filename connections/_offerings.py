@@ -202,9 +202,16 @@ class Offerings:
         """`items` less what `mcp.lock` holds back (a changed, new or renamed item: docs/connections.md)."""
         return items if self._pins is None else self._pins.offered(defn, _PIN_KINDS[method], items)
 
-    def _refuse_held(self, defn: ConnectionDefinition, kind: PinKind, key: str) -> None:
-        """Raise `NotOffered` for an item the connection's latest listing held back (no listing here)."""
-        held = self._pins.held_offers.get((defn.name, kind), {}) if self._pins is not None else {}
+    async def _refuse_held(self, defn: ConnectionDefinition, method: ListMethod, key: str, viewer: str | None) -> None:
+        """Raise `NotOffered` for an item the connection's latest `method` listing held back. With a lock
+        and no checked listing held yet (a read before any listing), list it first: once, for later
+        reads take the held verdict, so a held-back item is never served for want of a listing."""
+        if self._pins is None or not self._pins.pins(defn):
+            return
+        kind = _PIN_KINDS[method]
+        if (defn.name, kind) not in self._pins.held_offers:
+            await self._listed(defn, method, viewer)
+        held = self._pins.held_offers.get((defn.name, kind), {})
         if key in held:
             raise NotOffered(f"{key[:200]!r} is held back: {held[key]}")
 
@@ -229,7 +236,7 @@ class Offerings:
         """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
         Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
         defn = await self._owner_of_resource(uri, viewer)
-        self._refuse_held(defn, "resources", uri)
+        await self._refuse_held(defn, "resources/list", uri, viewer)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:
             return dict(cached[0]), cached[1]
@@ -250,7 +257,7 @@ class Offerings:
         """`prompts/get` on the connection that owns prompt `name`, as JSON.
         Raises `NotOffered` and the pool's errors."""
         defn = await self._owner_of_prompt(name, viewer)
-        self._refuse_held(defn, "prompts", name)
+        await self._refuse_held(defn, "prompts/list", name, viewer)
 
         async def run(opened: OpenedClient) -> mt.GetPromptResult:
             return await get_prompt(opened.client, name, arguments)
