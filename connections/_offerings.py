@@ -94,6 +94,9 @@ class Offerings:
         self._pins = pins
         self._cache = OfferCache(max_ttl)
         self._undeclared: set[tuple[str, Kind]] = set()  # warned once each (`_note_undeclared`)
+        self.warn_undeclared = True
+        """Log it when a connection's server does not offer a kind it advertises (`validate --online` reports
+        it as a diagnostic instead, from `undeclared`)."""
         reachable = [
             d
             for _, d in sorted(connections.items())
@@ -107,6 +110,17 @@ class Offerings:
     def offers(self, kind: Kind) -> bool:
         """Whether any connection advertises `kind` (the server capabilities say so only then)."""
         return bool(self._by_kind[kind])
+
+    async def undeclared(self) -> dict[str, list[Kind]]:
+        """List every advertised connection's resources and prompts now; connection -> the kinds it
+        advertises that its server does not offer (no such capability declared, or the method unknown).
+        A connection that cannot be listed is left out (its listing's error is for the listings to tell)."""
+        for kind in ("resources", "prompts"):
+            await self._list_all(self._by_kind[kind], "prompts/list" if kind == "prompts" else "resources/list", None)
+        found: dict[str, list[Kind]] = {}
+        for name, kind in sorted(self._undeclared, key=lambda k: (k[0], k[1] == "prompts")):
+            found.setdefault(name, []).append(kind)
+        return found
 
     def invalidate(self, connection: str) -> None:
         """Forget what `connection` listed and answered (its upstream changed)."""
@@ -220,6 +234,8 @@ class Offerings:
         if (defn.name, kind) in self._undeclared:
             return
         self._undeclared.add((defn.name, kind))
+        if not self.warn_undeclared:
+            return
         logger.warning(
             "connection %r: advertise_%s is set, but its server does not offer %s (it does not declare the "
             "capability, or answers that the method is unknown); it offers none "
