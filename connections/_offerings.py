@@ -94,6 +94,9 @@ class Offerings:
         self._pins = pins
         self._cache = OfferCache(max_ttl)
         self._undeclared: set[tuple[str, Kind]] = set()  # warned once each (`_note_undeclared`)
+        self.warn_undeclared = True
+        """Log it when a connection's server does not offer a kind it advertises (`validate --online` reports
+        it as a diagnostic instead, from `undeclared`)."""
         reachable = [
             d
             for _, d in sorted(connections.items())
@@ -107,6 +110,17 @@ class Offerings:
     def offers(self, kind: Kind) -> bool:
         """Whether any connection advertises `kind` (the server capabilities say so only then)."""
         return bool(self._by_kind[kind])
+
+    async def undeclared(self) -> dict[str, list[Kind]]:
+        """List every advertised connection's resources and prompts now; connection -> the kinds it
+        advertises that its server does not offer (no such capability declared, or the method unknown).
+        A connection that cannot be listed is left out (its listing's error is for the listings to tell)."""
+        for kind in ("resources", "prompts"):
+            await self._list_all(self._by_kind[kind], "prompts/list" if kind == "prompts" else "resources/list", None)
+        found: dict[str, list[Kind]] = {}
+        for name, kind in sorted(self._undeclared, key=lambda k: (k[0], k[1] == "prompts")):
+            found.setdefault(name, []).append(kind)
+        return found
 
     def invalidate(self, connection: str) -> None:
         """Forget what `connection` listed and answered (its upstream changed)."""
@@ -202,9 +216,16 @@ class Offerings:
         """`items` less what `mcp.lock` holds back (a changed, new or renamed item: docs/connections.md)."""
         return items if self._pins is None else self._pins.offered(defn, _PIN_KINDS[method], items)
 
-    def _refuse_held(self, defn: ConnectionDefinition, kind: PinKind, key: str) -> None:
-        """Raise `NotOffered` for an item the connection's latest listing held back (no listing here)."""
-        held = self._pins.held_offers.get((defn.name, kind), {}) if self._pins is not None else {}
+    async def _refuse_held(self, defn: ConnectionDefinition, method: ListMethod, key: str, viewer: str | None) -> None:
+        """Raise `NotOffered` for an item the connection's latest `method` listing held back. With a lock
+        and no checked listing held yet (a read before any listing), list it first: once, for later
+        reads take the held verdict, so a held-back item is never served for want of a listing."""
+        if self._pins is None or not self._pins.pins(defn):
+            return
+        kind = _PIN_KINDS[method]
+        if (defn.name, kind) not in self._pins.held_offers:
+            await self._listed(defn, method, viewer)
+        held = self._pins.held_offers.get((defn.name, kind), {})
         if key in held:
             raise NotOffered(f"{key[:200]!r} is held back: {held[key]}")
 
@@ -213,6 +234,8 @@ class Offerings:
         if (defn.name, kind) in self._undeclared:
             return
         self._undeclared.add((defn.name, kind))
+        if not self.warn_undeclared:
+            return
         logger.warning(
             "connection %r: advertise_%s is set, but its server does not offer %s (it does not declare the "
             "capability, or answers that the method is unknown); it offers none "
@@ -229,7 +252,7 @@ class Offerings:
         """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
         Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
         defn = await self._owner_of_resource(uri, viewer)
-        self._refuse_held(defn, "resources", uri)
+        await self._refuse_held(defn, "resources/list", uri, viewer)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:
             return dict(cached[0]), cached[1]
@@ -250,7 +273,7 @@ class Offerings:
         """`prompts/get` on the connection that owns prompt `name`, as JSON.
         Raises `NotOffered` and the pool's errors."""
         defn = await self._owner_of_prompt(name, viewer)
-        self._refuse_held(defn, "prompts", name)
+        await self._refuse_held(defn, "prompts/list", name, viewer)
 
         async def run(opened: OpenedClient) -> mt.GetPromptResult:
             return await get_prompt(opened.client, name, arguments)

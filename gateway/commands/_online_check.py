@@ -5,8 +5,9 @@ with an authored one (or with another connection's), an upstream tool name that 
 rule, or a connection that cannot be listed at all. `--online` builds the session-less toolset as
 `serve` would (the same `TurnBuilder.collect`) and turns each problem into a diagnostic on the
 connection's definition file: the turn-failing ones as errors, a connection that could not be listed
-as a warning (its tools were not checked). Connections with per-session `auth` are listed per
-session and are not checked here.
+as a warning (its tools were not checked). A connection that advertises resources or prompts while
+its server offers none (it declares no such capability) is a warning too: `serve` offers nothing for it.
+Connections with per-session `auth` are listed per session and are not checked here.
 """
 
 from __future__ import annotations
@@ -33,24 +34,45 @@ def online_diagnostics(project: Project, args: argparse.Namespace) -> list[Diagn
 
     Raises `CliError` (from `run_with_broker`) only when the broker itself cannot run."""
 
-    async def collect(broker: Broker) -> list[TurnProblem]:
+    async def collect(broker: Broker) -> tuple[list[TurnProblem], dict[str, list[str]]]:
         _toolset, problems = await broker.builder.collect(None)
-        return problems
+        broker.offerings.warn_undeclared = False  # a diagnostic here, not a log line
+        undeclared = await broker.offerings.undeclared()
+        return problems, {name: list(kinds) for name, kinds in undeclared.items()}
 
-    problems = run_with_broker(project, args, collect, what="listing the advertised connections")
-    return [_diagnostic(project, p) for p in problems]
+    problems, undeclared = run_with_broker(project, args, collect, what="listing the advertised connections")
+    found = [_diagnostic(project, p) for p in problems]
+    return found + [_undeclared(project, name, kinds) for name, kinds in undeclared.items()]
+
+
+def _undeclared(project: Project, name: str, kinds: list[str]) -> Diagnostic:
+    path, line = _place(project, name)
+    fields = " and ".join(f"advertise_{kind}" for kind in kinds)
+    return Diagnostic(
+        path,
+        line,
+        "warning",
+        f"connection {name!r}: {fields} {'is' if len(kinds) == 1 else 'are'} set, but its server declares no "
+        f"{' or '.join(kinds)} capability, so it offers none; drop {fields} from its definition",
+        "undeclared-capability",
+    )
+
+
+def _place(project: Project, name: str | None) -> tuple[Path, int | None]:
+    """The definition file and line of connection `name` (`mcp.json` when it has none)."""
+    defn = project.connections.get(name or "")
+    path = defn.source if defn is not None and defn.source is not None else project.root / "mcp.json"
+    return Path(path), defn.line if defn is not None else None
 
 
 def _diagnostic(project: Project, problem: TurnProblem) -> Diagnostic:
-    defn = project.connections.get(problem.connection or "")
-    path = defn.source if defn is not None and defn.source is not None else project.root / "mcp.json"
-    line = defn.line if defn is not None else None
+    path, line = _place(project, problem.connection)
     who = f"connection {problem.connection!r}"
     if problem.tool is not None:
         code = _TOOL_PROBLEMS.get(problem.code, problem.code.replace("_", "-"))
-        return Diagnostic(Path(path), line, "error", f"{who}: upstream tool {problem.tool!r}: {problem.message}", code)
+        return Diagnostic(path, line, "error", f"{who}: upstream tool {problem.tool!r}: {problem.message}", code)
     return Diagnostic(
-        Path(path),
+        path,
         line,
         "warning",
         f"{who} could not be listed, so its tools were not checked: {problem.message}",

@@ -251,8 +251,9 @@ async def test_serve_stdio_holds_back_a_tool_its_upstream_changed_mid_run(tmp_pa
     assert "Tool 'greet' is held back: tool 'greet' of connection 'rug' changed (description)" in refused.value.message
 
 
-@pytest.mark.anyio
-async def test_a_prompt_or_resource_that_differs_from_the_lock_is_not_offered(tmp_path: Path) -> None:
+async def _everything_with_a_reviewed_lock(tmp_path: Path) -> Path:
+    """A project advertising server-everything's tools, resources and prompts, pinned, then the lock edited
+    to what was reviewed: another description for `simple-prompt`, and `features.md` missing (it is new)."""
     everything = (
         "from connections import define_connection\n\n"
         f"connection = define_connection(command={str(node_bin('mcp-server-everything'))!r}, args=['stdio'], "
@@ -269,6 +270,12 @@ async def test_a_prompt_or_resource_that_differs_from_the_lock_is_not_offered(tm
     lock["definitions"][digest_of(reviewed)] = reviewed
     del entry["resources"]["demo://resource/static/document/features.md"]
     path.write_text(json.dumps(lock, indent=2))
+    return project
+
+
+@pytest.mark.anyio
+async def test_a_prompt_or_resource_that_differs_from_the_lock_is_not_offered(tmp_path: Path) -> None:
+    project = await _everything_with_a_reviewed_lock(tmp_path)
     served = serve(project, tmp_path / "state")
     try:
         async with Client(f"{served.url}/v1/mcp/tools", mode="legacy") as client:
@@ -285,3 +292,26 @@ async def test_a_prompt_or_resource_that_differs_from_the_lock_is_not_offered(tm
     assert "resource 'demo://resource/static/document/features.md' of connection 'everything' is new" in (
         served.log_text()
     )
+
+
+@pytest.mark.anyio
+async def test_a_read_or_get_before_any_listing_is_checked_against_the_lock(tmp_path: Path) -> None:
+    """A fresh gateway whose first requests are a read and a get (no peer listed anything yet) lists the
+    connection first: the changed prompt and the new resource are refused, the unchanged ones served."""
+    project = await _everything_with_a_reviewed_lock(tmp_path)
+    served = serve(project, tmp_path / "state")
+    try:
+        async with Client(f"{served.url}/v1/mcp/tools", mode="legacy") as client:
+            with pytest.raises(MCPError) as new_resource:
+                await client.read_resource("demo://resource/static/document/features.md")
+            with pytest.raises(MCPError) as changed_prompt:
+                await client.get_prompt("simple-prompt")
+            kept = await client.read_resource("demo://resource/static/document/architecture.md")
+            args = await client.get_prompt("args-prompt", {"city": "Paris"})
+    finally:
+        served.stop()
+    assert "resource 'demo://resource/static/document/features.md' of connection 'everything' is new" in (
+        new_resource.value.message
+    )
+    assert "prompt 'simple-prompt' of connection 'everything' changed (description)" in changed_prompt.value.message
+    assert kept.contents and args.messages

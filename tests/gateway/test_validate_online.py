@@ -11,6 +11,9 @@ from pathlib import Path
 
 from tests.conftest import free_port
 from tests.gateway.conftest import ROOT, Upstream, url_connection
+from tests.processes import running
+
+BOTH_ERAS = ROOT / "tests" / "fixtures" / "upstreams" / "both_eras.py"
 
 AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
 
@@ -61,4 +64,34 @@ def test_online_validation_reports_an_upstream_tool_colliding_with_an_authored_o
     gone = [line for line in lines if "'gone'" in line]
     assert len(gone) == 1 and ": warning: " in gone[0] and "could not be listed" in gone[0], lines
     assert "1 error(s), 1 warning(s)" in online.stderr, online.stderr
+    assert "Traceback" not in online.stdout + online.stderr
+
+
+def test_online_validation_warns_of_advertised_resources_and_prompts_a_server_does_not_declare(
+    tmp_path: Path, everything: Upstream
+) -> None:
+    """both_eras.py (an `mcp` 2.x server) declares tools only: advertising its resources and prompts offers
+    nothing, so `--online` says to drop them; server-everything declares both, so it gets no warning."""
+    advertised = "advertise_tools=True, advertise_resources=True, advertise_prompts=True"
+    connections = tmp_path / "project" / "agent" / "mcp-connections"
+    connections.mkdir(parents=True)
+    (connections / "everything.py").write_text(
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={everything.url!r}, {advertised})\n"
+    )
+    port = free_port()
+    with running([sys.executable, str(BOTH_ERAS), "--port", str(port)], port=port):
+        (connections / "eras.py").write_text(  # `echo` is everything's too: deny it here
+            "from connections import define_connection\n\n"
+            f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', deny_tools=['echo'], {advertised})\n"
+        )
+        online = _validate(tmp_path / "project", "--online")
+    assert online.returncode == 0, online.stdout + online.stderr  # a warning, not an error
+    warned = [line for line in online.stdout.splitlines() if "advertise_" in line]
+    assert warned == [
+        "agent/mcp-connections/eras.py:3: warning: connection 'eras': advertise_resources and advertise_prompts "
+        "are set, but its server declares no resources or prompts capability, so it offers none; drop "
+        "advertise_resources and advertise_prompts from its definition"
+    ], online.stdout + online.stderr
+    assert "0 error(s), 1 warning(s)" in online.stderr, online.stderr
     assert "Traceback" not in online.stdout + online.stderr
