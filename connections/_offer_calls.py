@@ -22,11 +22,13 @@ __all__ = [
     "Freshness",
     "ListMethod",
     "Listed",
+    "as_json",
     "complete",
     "freshness_of",
     "get_prompt",
     "list_every_page",
     "read_resource",
+    "result_json",
 ]
 
 ListMethod = Literal["resources/list", "resources/templates/list", "prompts/list"]
@@ -110,3 +112,26 @@ async def complete(
 ) -> mt.CompleteResult:
     """`completion/complete` of `argument` (`{"name": ..., "value": ...}`) for a prompt or a URI template."""
     return await client.complete(ref, dict(argument), dict(context) if context else None)
+
+
+def as_json(model: Any) -> dict[str, Any]:
+    """An SDK model as the JSON the wire carries (aliases, no unset fields)."""
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+_ENVELOPE = frozenset({"ttlMs", "cacheScope", "resultType", "nextCursor"})
+
+
+_RESERVED_META = "io.modelcontextprotocol/"
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """The upstream's result as JSON without its own envelope fields (the gateway sets those for its peer)
+    and without the spec-reserved `_meta` keys that describe the upstream (its `serverInfo` stamp)."""
+    out = {k: v for k, v in as_json(result).items() if k not in _ENVELOPE}
+    meta = out.pop("_meta", None)
+    if isinstance(meta, dict):
+        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        if kept:
+            out["_meta"] = kept
+    return out

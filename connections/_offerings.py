@@ -38,11 +38,13 @@ from ._offer_calls import (
     Freshness,
     Listed,
     ListMethod,
+    as_json,
     complete,
     freshness_of,
     get_prompt,
     list_every_page,
     read_resource,
+    result_json,
 )
 from ._pin_guard import PinGuard
 from ._pins import PinKind
@@ -208,7 +210,7 @@ class Offerings:
                 self._note_undeclared(defn, method)
             listed = Listed((), STALE)
         keep = _filter(defn, method)
-        items = tuple(_json(item) for item in listed.items if keep(item))
+        items = tuple(as_json(item) for item in listed.items if keep(item))
         self._cache.put(defn.name, method, "", viewer, items, listed.freshness, generation)
         return Listed(self._pinned(defn, method, items), listed.freshness)
 
@@ -263,7 +265,7 @@ class Offerings:
 
         result = await self._pool.request(defn.name, "resources/read", run)
         hint = freshness_of(result)
-        body = _result_json(result)
+        body = result_json(result)
         self._cache.put(defn.name, "resources/read", uri, viewer, body, hint, generation)
         return dict(body), hint
 
@@ -278,7 +280,7 @@ class Offerings:
         async def run(opened: OpenedClient) -> mt.GetPromptResult:
             return await get_prompt(opened.client, name, arguments)
 
-        return _result_json(await self._pool.request(defn.name, "prompts/get", run))
+        return result_json(await self._pool.request(defn.name, "prompts/get", run))
 
     async def complete(
         self,
@@ -296,7 +298,7 @@ class Offerings:
         async def run(opened: OpenedClient) -> mt.CompleteResult:
             return await complete(opened.client, ref, argument, context)
 
-        return _result_json(await self._pool.request(defn.name, "completion/complete", run))
+        return result_json(await self._pool.request(defn.name, "completion/complete", run))
 
     async def owner_of_resource(self, uri: str, viewer: str | None = None) -> str:
         """The name of the advertised connection that offers resource `uri` (subscriptions route by it).
@@ -387,25 +389,3 @@ def _matching(uri: str) -> Callable[[dict[str, Any]], bool]:
             return False
 
     return holds
-
-
-def _json(model: Any) -> dict[str, Any]:
-    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-_ENVELOPE = frozenset({"ttlMs", "cacheScope", "resultType", "nextCursor"})
-
-
-_RESERVED_META = "io.modelcontextprotocol/"
-
-
-def _result_json(result: Any) -> dict[str, Any]:
-    """The upstream's result as JSON without its own envelope fields (the gateway sets those for its peer)
-    and without the spec-reserved `_meta` keys that describe the upstream (its `serverInfo` stamp)."""
-    out = {k: v for k, v in _json(result).items() if k not in _ENVELOPE}
-    meta = out.pop("_meta", None)
-    if isinstance(meta, dict):
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-        if kept:
-            out["_meta"] = kept
-    return out
