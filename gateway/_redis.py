@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .errors import StateUnavailable
 
-__all__ = ["redis_client", "safe_url"]
+__all__ = ["check_reachable", "redis_client", "safe_url"]
 
 
 def safe_url(url: str) -> str:
@@ -35,3 +35,21 @@ def redis_client(url: str, *, socket_timeout: float = 3.0) -> Any:
         retry=Retry(NoBackoff(), 1),
         health_check_interval=15,
     )
+
+
+def check_reachable(url: str) -> None:
+    """Raise `StateUnavailable` with one sentence (the URL without its password) unless Redis at `url` answers
+    PING within a few seconds: what `serve` checks before it starts (docs/deploy.md, "Health checks")."""
+    import redis
+    from redis.exceptions import RedisError
+
+    client = redis.Redis.from_url(url, socket_connect_timeout=2.0, socket_timeout=3.0)
+    try:
+        client.ping()
+    except (RedisError, OSError) as exc:
+        raise StateUnavailable(
+            f"the state store at {safe_url(url)} cannot be reached ({type(exc).__name__}); start Redis there, or fix "
+            "--state-url (AGENT_SDK_STATE_URL: host, port, database, password), then start serve again"
+        ) from None
+    finally:
+        client.close()

@@ -2,12 +2,14 @@
 
 Every command is a function in `gateway.commands.*` that the tests can call; this module only
 parses arguments, runs the command and turns a `CliError` (or any other failure) into one
-sentence on stderr and an exit code. No traceback reaches a user unless `AGENT_SDK_DEBUG=1`.
+sentence on stderr and an exit code. No traceback reaches a user unless `AGENT_SDK_DEBUG=1`. Once
+`serve --log-format json` made the log JSON, that sentence is one JSON object too (`logs.tell`).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import sys
 from collections.abc import Sequence
@@ -18,6 +20,7 @@ from connections import redact
 
 from .commands import register_all
 from .errors import CliError
+from .logs import tell
 
 __all__ = ["build_parser", "main"]
 
@@ -60,18 +63,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code = args.func(args)
     except CliError as exc:
-        print(f"agent-sdk: error: {redact(str(exc))}", file=sys.stderr)
+        tell(f"agent-sdk: error: {redact(str(exc))}", event="error", level=logging.ERROR)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("agent-sdk: interrupted", file=sys.stderr)
+        tell("agent-sdk: interrupted", event="interrupted", level=logging.WARNING)
         return 130
     except Exception as exc:  # boundary: a bug must still reach the user as a sentence
         if os.environ.get("AGENT_SDK_DEBUG") == "1":
             raise
-        print(
+        tell(
             f"agent-sdk: internal error ({type(exc).__name__}); rerun with AGENT_SDK_DEBUG=1 for the traceback "
             "and report it",
-            file=sys.stderr,
+            event="internal_error",
+            level=logging.ERROR,
         )
         return 70
     return int(code or 0)

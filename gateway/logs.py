@@ -13,6 +13,7 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
 | each request, with `--access-log` (`http_request`: method, path, status, latency) | `agent_sdk.access` | INFO |
 | a line a stdio child wrote to its stderr (`upstream_stderr`, with `connection`) | `connections.stderr` | INFO |
+| the CLI's own line: a refusal (`error`), Ctrl-C (`interrupted`), a notice (`tell`) | `agent_sdk.cli` | any |
 
 A stdio child's stderr is never copied raw: each line is one record (one JSON object with
 `--log-format json`; `INFO <connection>| <line>` as text), shown even where the log's level is
@@ -35,13 +36,15 @@ from oauth import printable
 
 from .request_ids import current_request_id
 
-__all__ = ["CONTEXT_FIELDS", "LogFormat", "configure_logging"]
+__all__ = ["CLI_LOGGER", "CONTEXT_FIELDS", "LogFormat", "configure_logging", "tell"]
 
 LogFormat = Literal["text", "json"]
 CONTEXT_FIELDS = (
     "event", "connection", "tool", "code", "session_id", "turn_id", "status", "method", "path", "latency_ms", "action",
 )  # fmt: skip
 """The `extra={...}` keys a log line may carry beside its message."""
+CLI_LOGGER = "agent_sdk.cli"
+"""What the command line itself says (`tell`): shown at any log level, as a printed line would be."""
 
 
 class _RequestIdFilter(logging.Filter):
@@ -109,3 +112,13 @@ def configure_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> 
     root.addHandler(handler)
     root.setLevel(level)
     logging.getLogger(STDERR_LOGGER).setLevel(logging.INFO)
+    logging.getLogger(CLI_LOGGER).setLevel(logging.INFO)
+
+
+def tell(line: str, *, event: str, level: int = logging.INFO) -> None:
+    """One line for whoever reads stderr: printed as it is, or, once `configure_logging("json")` made this
+    process's log JSON, one JSON object (`logger` agent_sdk.cli, `event`), so a log shipper parses every line."""
+    if any(isinstance(h.formatter, _JsonFormatter) for h in logging.getLogger().handlers):
+        logging.getLogger(CLI_LOGGER).log(level, line, extra={"event": event})
+    else:
+        print(line, file=sys.stderr)

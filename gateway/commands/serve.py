@@ -25,7 +25,6 @@ import errno
 import logging
 import os
 import socket
-import sys
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
@@ -35,9 +34,10 @@ from pydantic import ValidationError
 from connections import Project, RedactingFilter, unset_variables
 from oauth import OAuthError
 
-from ..errors import CliError
+from .._redis import check_reachable
+from ..errors import CliError, StateUnavailable
 from ..http_protocol import HttpLimits, limited_protocol
-from ..logs import LogFormat, configure_logging
+from ..logs import LogFormat, configure_logging, tell
 from ..memory import return_large_blocks
 from ..oauth_gate import OAuthGate, oauth_gate
 from ..oauth_issuers import IssuerError, introspection_credentials
@@ -327,17 +327,19 @@ def serve(args: argparse.Namespace) -> int:
 
     # --stdio: fd 1 is the MCP channel from the first byte; anything we or a library print goes to stderr.
     wire = _claim_stdout() if args.stdio else None
+    log_format = log_format_of(args)
+    # From here every line on stderr is in the log's format (with json, the CLI's refusal too: logs.tell).
+    configure_logging(log_format, level=logging.WARNING if wire is not None else logging.INFO)
     project = load(args.dir)
     if not project.ok:
         for diag in project.errors:
             print(diag.format(project.root))
         raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
     for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
-        print(diag.format(project.root), file=sys.stderr)
+        tell(diag.format(project.root), event="variable_unset", level=logging.WARNING)
     settings = settings_from_args(args)
-    log_format = log_format_of(args)
     if wire is not None:
-        return _serve_stdio(project, settings, log_format, wire)
+        return _serve_stdio(project, settings, wire)
     if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -356,10 +358,13 @@ def serve(args: argparse.Namespace) -> int:
         except ImportError:
             raise CliError("--state-url needs the redis client: pip install 'agent-sdk[redis]'") from None
     try:
-        # Fail here, with a sentence, rather than inside the app's lifespan with a traceback.
+        # Fail here, with a sentence, rather than inside the app's lifespan with a traceback; a state store
+        # that does not answer at boot is a refusal too (docs/deploy.md, "Health checks").
         token_store(settings)
         check_state_key(settings)
-    except (OAuthError, StateKeyInvalid) as exc:
+        if settings.state_url is not None:
+            check_reachable(settings.state_url.get_secret_value())
+    except (OAuthError, StateKeyInvalid, StateUnavailable) as exc:
         raise CliError(str(exc)) from None
     # Bind before the "serving" line: a busy port is one sentence, not a banner and then uvicorn's
     # Errno 98; and port 0's real port is known before the app starts (printed, and in the account
@@ -380,7 +385,6 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
-    configure_logging(log_format)
     return_large_blocks()  # a large tool result's memory goes back to the system after the call (gateway/memory.py)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
@@ -454,12 +458,11 @@ def _claim_stdout() -> BinaryIO:
     return claim_protocol_stdout()
 
 
-def _serve_stdio(project: Project, settings: ServeSettings, log_format: LogFormat, wire: BinaryIO) -> int:
+def _serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> int:
     """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
     from ..stdio_gateway import serve_stdio
 
-    configure_logging(log_format, level=logging.WARNING)
-    print(f"agent-sdk: serving {project.root.name}'s tools over stdio", file=sys.stderr)
+    tell(f"agent-sdk: serving {project.root.name}'s tools over stdio", event="serving")
     try:
         serve_stdio(project, settings, wire)
     except ValueError as exc:

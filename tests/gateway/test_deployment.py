@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx2
 
 from tests.gateway.conftest import ROOT, assert_clean, make_project, serve
-from tests.gateway.replicas import RedisServer
+from tests.gateway.replicas import STATE_KEY, RedisServer
 
 COUNTING = ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py"
 TOKENS = ("first-token-0123456789abcdef", "second-token-0123456789abcdef")
@@ -70,7 +70,7 @@ def test_ready_is_503_while_the_state_store_does_not_answer(tmp_path: Path) -> N
     redis.start()
     try:
         project = make_project(tmp_path / "project")
-        env = {"AGENT_SDK_STATE_URL": redis.url, "AGENT_SDK_BEARER_TOKEN": TOKENS[0]}
+        env = {"AGENT_SDK_STATE_URL": redis.url, "AGENT_SDK_BEARER_TOKEN": TOKENS[0], "AGENT_SDK_STATE_KEY": STATE_KEY}
         served = serve(project, tmp_path / "state", env=env)
         try:
             with served.client() as http:
