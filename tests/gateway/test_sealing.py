@@ -55,7 +55,7 @@ def _other_spellings(token: str) -> list[str]:
     """Texts a lenient base64 decoder reads as the same bytes as `token`'s body: padding, the spare bits of the
     last character set, the standard alphabet's `+` and `/`, characters it skips."""
     prefix, body = token[: token.rindex(".") + 1], token[token.rindex(".") + 1 :]
-    spare = {2: 4, 3: 2}[len(body) % 4]
+    spare = {0: 0, 2: 4, 3: 2}[len(body) % 4]  # a body of 4k characters has no spare bits
     last = _ALPHABET.index(body[-1])
     bodies = {body + "=", body + "==", body + "=" * (-len(body) % 4), body.replace("-", "+").replace("_", "/")}
     bodies |= {body[:-1] + _ALPHABET[last ^ bits] for bits in range(1, 2**spare)}
