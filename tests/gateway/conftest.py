@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx2
 import pytest
@@ -21,6 +22,9 @@ from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
 from tests.peers import node_bin
 from tests.processes import running, wait_for_port
+
+if TYPE_CHECKING:
+    from .oauth_peers import Issuer
 
 HERE = Path(__file__).resolve().parent
 BASIC = HERE / "projects" / "basic"
@@ -147,6 +151,15 @@ def auth_server(request: pytest.FixtureRequest) -> Iterator[AuthServer]:
     """oidc-provider for this module; its access tokens live the module's `ACCESS_TOKEN_TTL` (else an hour)."""
     with oidc_provider(getattr(request.module, "ACCESS_TOKEN_TTL", 3600)) as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
+    """An oidc-provider that issues JWT access tokens for the gateway's resource (`oauth_peers.issuer`), per module."""
+    from .oauth_peers import issuer  # oauth_peers imports this module
+
+    with issuer(tmp_path_factory.mktemp("idp")) as found:
+        yield found
 
 
 @pytest.fixture(scope="module")

@@ -20,15 +20,9 @@ from joserfc.jwk import RSAKey
 from oauth import parse_www_authenticate
 
 from .conftest import Served, assert_clean
-from .oauth_peers import Issuer, claims_for, issuer, mint, oauth_gateway, revoke, service_token
+from .oauth_peers import Issuer, claims_for, mint, oauth_gateway, revoke, service_token
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

@@ -32,16 +32,10 @@ from tests.oauth.helpers import authorize
 from tests.peers import ROOT, node22, node_bin, node_module
 
 from .conftest import Served, assert_clean
-from .oauth_peers import Issuer, issuer, oauth_gateway, person_token
+from .oauth_peers import Issuer, oauth_gateway, person_token
 
 HERE = Path(__file__).resolve().parent
 REDIRECT = "http://127.0.0.1:1/callback"
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

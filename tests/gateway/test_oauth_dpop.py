@@ -19,16 +19,10 @@ from joserfc.jwk import ECKey
 from oauth import parse_www_authenticate
 
 from .conftest import Served, assert_clean
-from .oauth_peers import Issuer, dpop_proof, issuer, oauth_gateway, service_token
+from .oauth_peers import Issuer, dpop_proof, oauth_gateway, service_token
 from .replicas import STATE_KEY, redis_server
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

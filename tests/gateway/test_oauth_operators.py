@@ -19,19 +19,13 @@ from pydantic import ValidationError
 from gateway.settings import ServeSettings
 
 from .conftest import Served, assert_clean, make_project, serve
-from .oauth_peers import Issuer, claims_for, issuer, mint, person_token, service_token
+from .oauth_peers import Issuer, claims_for, mint, person_token, service_token
 
 NOTES = Path(__file__).resolve().parents[2] / "examples" / "quickstart" / "servers" / "notes_server.py"
 NOTES_CONNECTION = (
     "from connections import define_connection\n\n"
     f"connection = define_connection(command={sys.executable!r}, args=[{str(NOTES)!r}], advertise_tools=True)\n"
 )
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

@@ -11,15 +11,9 @@ import httpx2
 import pytest
 
 from .conftest import Served, Upstream, assert_clean, make_project, serve, url_connection
-from .oauth_peers import Issuer, issuer, person_token
+from .oauth_peers import Issuer, person_token
 
 RESEARCH = "simulate-research-query"
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

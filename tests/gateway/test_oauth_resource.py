@@ -21,15 +21,9 @@ from mcp.client.streamable_http import streamable_http_client
 from oauth import parse_www_authenticate
 
 from .conftest import Served, assert_clean
-from .oauth_peers import Issuer, claims_for, issuer, mint, oauth_gateway, person_token, service_token
+from .oauth_peers import Issuer, claims_for, mint, oauth_gateway, person_token, service_token
 
 STATIC = "service-token-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")

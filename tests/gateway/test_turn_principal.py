@@ -21,7 +21,7 @@ from tests.conftest import free_port
 from tests.processes import running
 
 from .conftest import Served, assert_clean, make_project, serve
-from .oauth_peers import WHOAMI, Issuer, issuer, person_token
+from .oauth_peers import WHOAMI, Issuer, person_token
 
 HEADER_ECHO = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "header_echo.py"
 SERVICE = "the-service-token-0123456789"
@@ -36,12 +36,6 @@ def _connection(port: int) -> str:
         "    return {'headers': {'X-Caller': who}}\n\n\n"
         f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', auth=auth, advertise_tools=True)\n"
     )
-
-
-@pytest.fixture(scope="module")
-def idp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Issuer]:
-    with issuer(tmp_path_factory.mktemp("idp")) as found:
-        yield found
 
 
 @pytest.fixture(scope="module")
