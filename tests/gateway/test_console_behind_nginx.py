@@ -19,6 +19,7 @@ from tests.processes import running
 
 ROOT = Path(__file__).resolve().parents[2]
 BEARER = "console-front-token-5b1e"
+OPERATOR = "console-front-operator-7c2d"
 PUBLIC = "https://hub.example.com"
 
 
@@ -38,7 +39,7 @@ def documented_front(gateway_port: int, port: int) -> str:
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("console-front")
     project = make_project(root / "project", {"remote": url_connection(f"http://127.0.0.1:{free_port()}/mcp")})
-    served = serve(project, root / "state", "--hub", env={"AGENT_SDK_BEARER_TOKEN": BEARER})
+    served = serve(project, root / "state", "--hub", env={"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_OPERATOR_TOKEN": OPERATOR})
     try:
         yield served
     finally:
@@ -57,7 +58,7 @@ def front(hub: Served, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str
 
 def _restart(front: str, origin: str) -> httpx2.Response:
     # What the console page sends: the operator's token, the public Host, the page's Origin.
-    headers = {"Authorization": f"Bearer {BEARER}", "Host": "hub.example.com", "Origin": origin}
+    headers = {"Authorization": f"Bearer {OPERATOR}", "Host": "hub.example.com", "Origin": origin}
     return httpx2.post(f"{front}/v1/connections/remote/restart", json={}, headers=headers, timeout=30)
 
 
