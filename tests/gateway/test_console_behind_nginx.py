@@ -39,7 +39,9 @@ def documented_front(gateway_port: int, port: int) -> str:
 def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("console-front")
     project = make_project(root / "project", {"remote": url_connection(f"http://127.0.0.1:{free_port()}/mcp")})
-    served = serve(project, root / "state", "--hub", env={"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_OPERATOR_TOKEN": OPERATOR})
+    served = serve(
+        project, root / "state", "--hub", env={"AGENT_SDK_BEARER_TOKEN": BEARER, "AGENT_SDK_OPERATOR_TOKEN": OPERATOR}
+    )
     try:
         yield served
     finally:
