@@ -113,6 +113,9 @@ def configure_logging(fmt: LogFormat = "text", *, level: int = logging.INFO) -> 
     root.setLevel(level)
     logging.getLogger(STDERR_LOGGER).setLevel(logging.INFO)
     logging.getLogger(CLI_LOGGER).setLevel(logging.INFO)
+    # With json, Python's own warnings (a Ctrl-C before uvicorn's loop runs leaves "coroutine ... was never
+    # awaited") are log records too, so every line on stderr is one JSON object.
+    logging.captureWarnings(fmt == "json")
 
 
 def tell(line: str, *, event: str, level: int = logging.INFO) -> None:

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 from redis import Redis
 
@@ -97,6 +98,8 @@ def test_ctrl_c_under_the_json_log_is_a_json_object_like_every_line(tmp_path: Pa
         proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=sink, start_new_session=True)
     try:
         wait_for_port(port, proc, "agent-sdk serve")
+        # Answered once uvicorn's loop runs (the socket is bound before it): Ctrl-C of a running server.
+        assert httpx2.get(f"http://127.0.0.1:{port}/v1/health", timeout=30).status_code == 200
         os.kill(proc.pid, signal.SIGINT)  # Ctrl-C, to this process alone
         assert proc.wait(timeout=30) == 130
     finally:
