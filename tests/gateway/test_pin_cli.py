@@ -4,37 +4,21 @@ one name, and a lock that is wrong in each way `validate` reports at its line.""
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from gateway.cli import main
 from tests.peers import node_bin
+
+from .test_pinned_tools import agent_sdk
 
 ROOT = Path(__file__).resolve().parents[2]
 QUICKSTART = ROOT / "examples" / "quickstart"
 RUG = ROOT / "tests" / "fixtures" / "upstreams" / "rug_pull_server.py"
 SHIFTING = ROOT / "tests" / "fixtures" / "upstreams" / "shifting_pages_server.py"
-
-
-@dataclass
-class Ran:
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def agent_sdk(*args: str) -> Ran:
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = main(list(args))
-    return Ran(code, out.getvalue(), err.getvalue())
 
 
 def test_the_quickstarts_lock_is_green_and_goes_red_when_its_server_changes(tmp_path: Path) -> None:
