@@ -9,6 +9,7 @@ import shlex
 import ssl
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,6 +108,15 @@ def tls_front(gateway: Served, tmp_path_factory: pytest.TempPathFactory) -> Iter
         yield f"https://127.0.0.1:{port}", cert, folder / "agent-sdk.access.log"
 
 
+def _logged(log: Path, last: str) -> str:
+    """The access log once nginx has written the line of the last request: nginx logs a request after
+    its answer is sent, so a client that reads the file at once can be ahead of it (CI saw that)."""
+    deadline = time.monotonic() + 10
+    while last not in (text := log.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return text
+
+
 def test_the_tls_example_serves_the_gateway(tls_front: tuple[str, Path, Path]) -> None:
     base, cert, _log = tls_front
     with httpx2.Client(base_url=base, verify=ssl.create_default_context(cafile=str(cert)), timeout=30) as http:
@@ -123,7 +133,7 @@ def test_the_access_log_holds_no_callback_code_or_state(tls_front: tuple[str, Pa
         # The page the callback answers may send the browser on: its Referer carries the query.
         http.get("/v1/health?probe=1", headers={"Referer": f"{base}{callback}"})
         http.get("/v1/tools?cursor=kept", headers=AUTH)
-    text = log.read_text()
+    text = _logged(log, "/v1/tools?cursor=kept")
     assert '"GET /v1/oauth/callback HTTP/1.1"' in text, text
     assert "/v1/tools?cursor=kept" in text, text  # other queries are logged as they came
     assert CODE not in text and STATE not in text, text
