@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from connections import PinGuard, define_connection, lock_of, write_lock  # noqa: E402
-from connections._pins import canonical_definition  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from connections.project._pins import canonical_definition  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 
 
 def tools(count: int) -> list[mt.Tool]:

@@ -9,8 +9,8 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | a turn that did not complete (`turn_failed`) | `agent_sdk.turns` | WARNING |
 | a tool call that raised (`tool_failed`) | `agent_sdk.tools` | WARNING |
 | an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
-| an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
-| an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
+| an upstream session reopened after a failure (`upstream_restart`) | `connections.client._session_runner` | WARNING |
+| an OAuth access token refreshed (`oauth_refresh`) | `oauth.flows._auth` | INFO |
 | each request, with `--access-log` (`http_request`: method, path, status, latency) | `agent_sdk.access` | INFO |
 | a line a stdio child wrote to its stderr (`upstream_stderr`, with `connection`) | `connections.stderr` | INFO |
 | the CLI's own line: a refusal (`error`), Ctrl-C (`interrupted`), a notice (`tell`) | `agent_sdk.cli` | any |
@@ -34,7 +34,7 @@ from typing import Any, Literal
 from connections import STDERR_LOGGER, RedactingFilter
 from oauth import printable
 
-from .request_ids import current_request_id
+from .http.request_ids import current_request_id
 
 __all__ = ["CLI_LOGGER", "CONTEXT_FIELDS", "LogFormat", "configure_logging", "tell"]
 

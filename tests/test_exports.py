@@ -219,3 +219,53 @@ def test_the_cycle_scan_sees_a_cycle_through_type_checking_and_function_imports(
     (pkg / "_c.py").write_text("from pkg._a import A\n")
     (pkg / "_d.py").write_text("from . import _a\n")
     assert cycles(package_graph("pkg", tmp_path)) == [["pkg._a", "pkg._b", "pkg._c"]]
+
+
+def folder_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Folder -> the other folders of the same package its modules import. A folder is a subpackage
+    directly under the package (its own subfolders count as part of it); the package's root modules
+    are the package itself, not a folder, and are left out."""
+    top = root / package
+    folders = {p.parent.name for p in top.glob("*/__init__.py")}
+    known = {module_name(p, root) for p in top.rglob("*.py")}
+
+    def folder_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in folders else None
+
+    graph: dict[str, set[str]] = {folder: set() for folder in folders}
+    for path in top.rglob("*.py"):
+        here = folder_of(module_name(path, root))
+        if here is None:
+            continue
+        for target in imported_modules(path, known, root):
+            there = folder_of(target)
+            if there is not None and there != here:
+                graph[here].add(there)
+    return graph
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_package_has_an_import_cycle_among_its_folders(package: str) -> None:
+    assert cycles(folder_graph(package)) == []
+
+
+def test_the_folder_scan_sees_a_cycle_between_two_folders(tmp_path: Path) -> None:
+    for folder in ("pkg", "pkg/a", "pkg/b", "pkg/b/deep"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a" / "_x.py").write_text("from ..b.deep import _y\n")
+    (tmp_path / "pkg" / "b" / "deep" / "_y.py").write_text("def f():\n    from pkg.a import _x\n")
+    (tmp_path / "pkg" / "_root.py").write_text("from .a import _x\nfrom .b.deep import _y\n")
+    assert folder_graph("pkg", tmp_path) == {"a": {"b"}, "b": {"a"}}
+    assert cycles(folder_graph("pkg", tmp_path)) == [["a", "b"]]
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_folder_holds_more_than_25_modules(package: str) -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in [ROOT / package, *(p.parent for p in (ROOT / package).rglob("*/__init__.py"))]
+        if (count := len(list(folder.glob("*.py")))) > 25
+    }
+    assert crowded == {}

@@ -19,7 +19,7 @@ from typing import Any
 from connections import redact
 from oauth import printable
 
-from ..request_ids import current_request_id
+from ..http.request_ids import current_request_id
 
 __all__ = ["WATCHED_LOGGERS", "RecentRecords"]
 

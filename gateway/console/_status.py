@@ -28,9 +28,9 @@ from connections import (
 )
 from oauth import OAuthError, StoreKey, grant_status, printable
 
+from ..auth.roles import is_operator, require_operator
 from ..errors import ApiError, InvalidRequest
-from ..http_json import error_response
-from ..roles import is_operator, require_operator
+from ..http.json_answers import error_response
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
 

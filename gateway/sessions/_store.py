@@ -29,7 +29,7 @@ from cachetools import LRUCache
 
 from oauth import printable
 
-from .._asgi import loads_stored
+from ..http._asgi import loads_stored
 from ._index import SessionIndex, stamp_of, token_digest
 from ._records import SessionRecord, closing_events, interrupted_outcome, with_index
 

@@ -17,7 +17,7 @@ from connections import (
     UpstreamError,
     define_connection,
 )
-from connections._account import AccountConnections
+from connections.account._account import AccountConnections
 from tests.peers import node_bin
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers]

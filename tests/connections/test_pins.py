@@ -14,7 +14,7 @@ import anyio
 import pytest
 
 from connections import Broker, define_connection, definition_diff, load_project, lock_of, pin_snapshot, write_lock
-from connections._pins import canonical_definition, digest_of, drifts, read_lock  # pyright: ignore[reportPrivateUsage]
+from connections.project._pins import canonical_definition, digest_of, drifts, read_lock  # pyright: ignore[reportPrivateUsage]
 
 RUG = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams" / "rug_pull_server.py"
 

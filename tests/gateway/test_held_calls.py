@@ -10,7 +10,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from connections import CallContext, current_call
-from gateway.held_calls import HeldCalls
+from gateway.mcp.peers.held import HeldCalls
 
 pytestmark = pytest.mark.anyio
 

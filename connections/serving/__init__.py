@@ -1,0 +1,1 @@
+"""What the gateway needs of `connections` beyond the author API (not for authors)."""
