@@ -18,7 +18,7 @@ import asyncio
 import time
 from typing import Any
 
-from connections import CallContext
+from connections.serving import CallContext
 from gateway.mcp.call_stream import until_gone
 from gateway.mcp.peers.calls import PeerCalls
 

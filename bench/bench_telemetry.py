@@ -25,7 +25,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from connections import ToolOutcome, TurnTool, observed
+from connections import ToolOutcome, TurnTool
+from connections.serving import observed
 from gateway.http.request_ids import RequestIds
 from gateway.http_observer import HttpObserver, RouteTemplates
 from gateway.metrics import Metrics

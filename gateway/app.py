@@ -27,7 +27,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from connections import Broker, Offerings, Project
+from connections import Broker, Project
+from connections.serving import Offerings
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth.chain import AuthChain, BodyLimit, RequestGuard

@@ -20,7 +20,7 @@ A stdio child's stderr is never copied raw: each line is one record (one JSON ob
 WARNING (`serve --stdio`), as a desktop client shows a server's stderr.
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never
-hold a header, token or environment value), and text from outside goes through `oauth.printable`.
+hold a header, token or environment value), and text from outside goes through `oauth._shared.printable`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from connections import STDERR_LOGGER, RedactingFilter
-from oauth import printable
+from connections.serving import STDERR_LOGGER, RedactingFilter
+from oauth._shared import printable
 
 from .http.request_ids import current_request_id
 

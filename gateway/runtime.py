@@ -8,7 +8,8 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Offerings, Project, TurnBuilder
+from connections import Project, TurnBuilder
+from connections.serving import Offerings
 
 from .auth.chain import Principal
 from .mcp.peers.asks import PeerAsks

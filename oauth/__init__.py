@@ -26,13 +26,10 @@ from ._exceptions import StateMismatch as StateMismatch
 from ._exceptions import StoreCorrupt as StoreCorrupt
 from ._exceptions import StoreError as StoreError
 from ._exceptions import TokenError as TokenError
-from ._files import write_private as write_private
 from ._grant import ClientRegistration as ClientRegistration
 from ._grant import Grant as Grant
 from ._grant import StoreKey as StoreKey
 from ._grant import TokenSet as TokenSet
-from ._secret import Secret as Secret
-from ._text import printable as printable
 from .discovery._discovery import Challenge as Challenge
 from .discovery._discovery import Discovery as Discovery
 from .discovery._discovery import ResourceMetadata as ResourceMetadata
@@ -99,7 +96,6 @@ __all__ = [
     "RedisTokenStore",
     "RegistrationError",
     "ResourceMetadata",
-    "Secret",
     "ServerMetadata",
     "StateMismatch",
     "StoreCorrupt",
@@ -120,8 +116,6 @@ __all__ = [
     "open_browser",
     "parse_www_authenticate",
     "print_url",
-    "printable",
     "serving_store",
     "start_login",
-    "write_private",
 ]

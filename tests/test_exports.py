@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["connections", "gateway", "gateway.commands", "oauth"]
+PACKAGES = ["connections", "connections.serving", "gateway", "gateway.commands", "oauth"]
 OURS = ("connections", "gateway", "oauth")
 FORBIDDEN = {"oauth": {"connections", "gateway"}, "connections": {"gateway"}}
 
@@ -269,3 +269,14 @@ def test_no_folder_holds_more_than_25_modules(package: str) -> None:
         if (count := len(list(folder.glob("*.py")))) > 25
     }
     assert crowded == {}
+
+
+def test_the_author_api_stays_small() -> None:
+    # `connections.__all__` is what a project's author uses and the exception tree; the gateway's
+    # plumbing is `connections.serving`, not the author's contract.
+    import connections
+
+    assert len(connections.__all__) <= 50, len(connections.__all__)
+    roots = [n for n in connections.__all__ if isinstance(getattr(connections, n), type)]
+    errors = [n for n in roots if issubclass(getattr(connections, n), BaseException)]
+    assert [n for n in errors if not issubclass(getattr(connections, n), connections.ConnectionsError)] == []

@@ -32,7 +32,7 @@ import httpx2
 import mcp.types as mt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from oauth import Secret
+from oauth._shared import Secret
 
 from .._exceptions import (
     AccountConnectorMissing,

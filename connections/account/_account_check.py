@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import httpx2
 from pydantic import ValidationError
 
-from oauth import printable
+from oauth._shared import printable
 
 from ..client._translate import transport_failure
 from ..project._diagnostics import Diagnostic

@@ -8,7 +8,7 @@ In order:
 
 The config dir is `AGENT_SDK_CONFIG_DIR`, else `$XDG_CONFIG_HOME/agent-sdk`, else
 `~/.config/agent-sdk`. The key is never written to a file, and never leaves this module
-except as an `oauth.Secret`.
+except as an `oauth._shared.Secret`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,9 @@ import filelock
 import keyring
 import keyring.errors
 
-from oauth import Secret, printable, write_private
+from oauth._shared import Secret, printable, write_private
 
+from .._exceptions import ConnectionsError
 from .._redact import redact, remember_secret
 
 __all__ = [
@@ -58,8 +59,10 @@ _NO_KEYRING = (
 )
 
 
-class AccountSetupError(Exception):
+class AccountSetupError(ConnectionsError):
     """The account hub cannot be configured or read; the message is one sentence with the fix (redacted)."""
+
+    code = "account_setup"
 
     def __init__(self, message: str) -> None:
         super().__init__(redact(message))

@@ -23,8 +23,8 @@ from typing import Any, Protocol, TypeVar
 
 import filelock
 
-from connections import is_valid_tool_name
-from oauth import Secret, write_private
+from connections.serving import is_valid_tool_name
+from oauth._shared import Secret, write_private
 
 __all__ = [
     "KEY_PREFIX",

@@ -18,7 +18,7 @@ from typing import Any
 
 import anyio
 
-from oauth import Secret, printable
+from oauth._shared import Secret, printable
 
 from ..state._redis import redis_client, safe_url
 from .hub_keys import HubKey, HubKeyError, from_record, match, new_key, revoked, to_record

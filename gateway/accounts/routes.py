@@ -35,8 +35,9 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool, remember_secret
-from oauth import Secret
+from connections import ConnectionDefinition, ConnectionsError, Project, UnknownTool
+from connections.serving import remember_secret
+from oauth._shared import Secret
 
 from ..http._asgi import forwarding_header, header, is_loopback_address, json_error, send_json_error, send_rpc_error
 from ..http.proxies import PROXIED_BY

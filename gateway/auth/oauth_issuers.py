@@ -25,7 +25,7 @@ from authlib.oauth2.rfc8414 import get_well_known_url
 from joserfc.errors import JoseError
 from joserfc.jwk import ECKey, KeySet, OKPKey, RSAKey
 
-from oauth import printable
+from oauth._shared import printable
 
 __all__ = ["Issuer", "IssuerError", "IssuerMisconfigured", "IssuerUnavailable", "introspection_credentials"]
 

@@ -28,7 +28,7 @@ import cachetools
 from joserfc import jws, jwt
 from joserfc.errors import ExpiredTokenError, InvalidClaimError, JoseError, MissingClaimError
 
-from oauth import printable
+from oauth._shared import printable
 
 from .oauth_issuers import Issuer, IssuerError, IssuerUnavailable
 

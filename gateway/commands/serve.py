@@ -12,7 +12,8 @@ from typing import Any, BinaryIO
 
 import anyio
 
-from connections import Project, RedactingFilter, unset_variables
+from connections import Project
+from connections.serving import RedactingFilter, unset_variables
 from oauth import OAuthError
 
 from ..auth.oauth_gate import OAuthGate, oauth_gate

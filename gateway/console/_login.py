@@ -34,8 +34,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import ConnectionDefinition, UnknownConnection, remember_secret
-from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, printable, start_login
+from connections import ConnectionDefinition, UnknownConnection
+from connections.serving import remember_secret
+from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, start_login
+from oauth._shared import printable
 
 from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest, StateUnavailable

@@ -27,7 +27,7 @@ from typing import Any
 
 from starlette.types import Scope, Send
 
-from oauth import printable
+from oauth._shared import printable
 
 from .request_ids import note_error
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import pydantic_core
 
-from connections import holds_long_text
+from connections.serving import holds_long_text
 
 __all__ = ["SLICE", "answer_pieces"]
 

@@ -27,7 +27,7 @@ from mcp_types import PROTOCOL_VERSION_META_KEY
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 from starlette.types import Message, Receive, Scope, Send
 
-from oauth import printable
+from oauth._shared import printable
 
 from ._asgi import JsonRefused, header, loads_bounded, send_rpc_error
 

@@ -26,7 +26,7 @@ import pydantic_core
 from mcp_types import LOG_LEVEL_META_KEY
 from starlette.types import Receive, Scope, Send
 
-from connections import CallContext, calling, log_level_value
+from connections.serving import CallContext, calling, log_level_value
 
 from ..runtime import Runtime
 from .peers.calls import Peer, PeerCalls

@@ -59,7 +59,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from connections import tracing_enabled
+from connections.serving import tracing_enabled
 
 from ..http.json_pieces import answer_pieces
 from ..runtime import Runtime

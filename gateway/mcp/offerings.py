@@ -27,7 +27,8 @@ import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
-from connections import ConnectionsError, Merged, NotOffered, Offerings, TurnBuildError, UpstreamError
+from connections import ConnectionsError, NotOffered, TurnBuildError, UpstreamError
+from connections.serving import Merged, Offerings
 
 from ..auth.chain import Principal
 from ..runtime import Runtime

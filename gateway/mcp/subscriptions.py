@@ -44,7 +44,8 @@ from mcp.server.subscriptions import (
 )
 from mcp.shared.exceptions import MCPError
 
-from connections import Change, ConnectionDefinition, ConnectionsError, HostMcp, ListingCache, NotOffered, Offerings
+from connections import ConnectionDefinition, ConnectionsError, HostMcp, NotOffered
+from connections.serving import Change, ListingCache, Offerings
 
 from .peers.caps import MAX_STREAMS, MAX_URIS, AtCap, PerPrincipal
 

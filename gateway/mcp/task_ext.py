@@ -34,7 +34,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Scope, Send
 
 from connections import ConnectionsError
-from oauth import printable
+from oauth._shared import printable
 
 from ..http._asgi import header
 from ..runtime import Runtime

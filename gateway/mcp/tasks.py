@@ -39,8 +39,9 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from pydantic import BaseModel, ValidationError
 from starlette.types import Scope, Send
 
-from connections import TASK_METHODS, ConnectionsError, ToolTask
-from oauth import printable
+from connections import ConnectionsError, ToolTask
+from connections.serving import TASK_METHODS
+from oauth._shared import printable
 
 from ..http._asgi import header
 from ..runtime import Runtime

@@ -19,9 +19,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 
 from connections import (
-    CallContext,
     ConnectionsError,
-    Offerings,
     ToolInputError,
     ToolOutcome,
     TurnBuildError,
@@ -29,6 +27,7 @@ from connections import (
     UpstreamError,
     acting_for,
 )
+from connections.serving import CallContext, Offerings
 
 from ..runtime import Runtime, runtime_of
 from .call_stream import peer_of, principal_id

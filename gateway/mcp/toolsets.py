@@ -21,7 +21,8 @@ from typing import Protocol
 
 import anyio
 
-from connections import Change, SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
+from connections import SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
+from connections.serving import Change
 
 __all__ = ["BrokerLike", "ToolCatalog"]
 

@@ -27,7 +27,7 @@ from typing import Any
 import anyio
 from cachetools import LRUCache
 
-from oauth import printable
+from oauth._shared import printable
 
 from ..http._asgi import loads_stored
 from ._index import SessionIndex, stamp_of, token_digest

@@ -24,7 +24,8 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from oauth import LoginStart, OAuthError, Secret
+from oauth import LoginStart, OAuthError
+from oauth._shared import Secret
 
 from ..errors import StateUnavailable
 from ._redis import safe_url

@@ -31,7 +31,7 @@ import pydantic
 from authlib.oauth2.rfc8414 import AuthorizationServerMetadata, get_well_known_url
 
 from .._exceptions import DiscoveryError, PkceUnsupported
-from .._text import printable
+from .._shared import printable
 from ._transport import insecure_transport_allowed, require_secure
 
 __all__ = [

@@ -19,7 +19,7 @@ import os
 from authlib.common.security import is_secure_transport
 
 from .._exceptions import InsecureTransport
-from .._text import printable
+from .._shared import printable
 
 __all__ = ["INSECURE_ENV", "insecure_transport_allowed", "insecure_transport_warning", "require_secure"]
 

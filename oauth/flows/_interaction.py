@@ -22,7 +22,7 @@ import anyio.to_thread
 import httpx2
 
 from .._exceptions import AuthorizationError, OAuthError
-from .._text import printable
+from .._shared import printable
 from ._callback import CallbackListener, parse_redirect
 
 __all__ = ["Interaction", "follow_redirects", "open_browser", "print_url"]

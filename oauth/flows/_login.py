@@ -31,8 +31,7 @@ from .._exceptions import (
     StateMismatch,
 )
 from .._grant import ClientRegistration, Grant, StoreKey
-from .._secret import Secret
-from .._text import printable
+from .._shared import Secret, printable
 from ..discovery._discovery import Challenge, Discovery, ResourceMetadata, ServerMetadata, parse_www_authenticate
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.serialization import load_pem_private_key
 from .._config import OAuthConfig
 from .._exceptions import RegistrationError
 from .._grant import ClientRegistration, Grant, StoreKey
-from .._secret import Secret
+from .._shared import Secret
 from ..discovery._discovery import Challenge, Discovery, ServerMetadata
 from ..stores._store import TokenStore
 from ._login import choose_scopes, probe_challenge

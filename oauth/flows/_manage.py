@@ -9,7 +9,7 @@ import httpx2
 
 from .._exceptions import OAuthError
 from .._grant import Grant, StoreKey
-from .._text import printable
+from .._shared import printable
 from ..stores._store import TokenStore
 from ._tokens import revoke
 

@@ -21,7 +21,7 @@ from authlib.common.security import generate_token
 from .._config import OAuthConfig
 from .._exceptions import StoreCorrupt
 from .._grant import ClientRegistration, Grant, StoreKey, client_from_json, client_json, optional_text, text_field
-from .._secret import Secret
+from .._shared import Secret
 from ..discovery._discovery import Challenge, ServerMetadata
 from ..stores._store import TokenStore
 from ._login import authorization_url, check_redirect, choose_scopes, declared_client, discover, redeem

@@ -10,8 +10,7 @@ import pydantic
 from .._config import OAuthConfig
 from .._exceptions import RegistrationError
 from .._grant import ClientRegistration
-from .._secret import Secret
-from .._text import printable
+from .._shared import Secret, printable
 from ..discovery._discovery import ServerMetadata
 from ..discovery._transport import require_secure
 

@@ -25,8 +25,7 @@ from authlib.oauth2.rfc7523 import private_key_jwt_sign
 
 from .._exceptions import AuthorizationServerUnreachable, InvalidClient, InvalidGrant, TokenError
 from .._grant import ClientRegistration, TokenSet
-from .._secret import Secret
-from .._text import printable
+from .._shared import Secret, printable
 from ..discovery._transport import require_secure
 
 __all__ = ["client_credentials_token", "exchange_code", "refresh_tokens", "revoke"]

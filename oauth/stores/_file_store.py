@@ -23,8 +23,8 @@ import anyio.to_thread
 import filelock
 
 from .._exceptions import StoreCorrupt, StoreError
-from .._files import write_private
 from .._grant import Grant, StoreKey
+from .._shared import write_private
 from ._store import KeyLocks
 
 __all__ = ["FileTokenStore"]

@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, current_call
+from connections.serving import CallContext, current_call
 from gateway.mcp.peers.held import HeldCalls
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,8 @@ import pytest
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
-from connections import ClientPool, Freshness, Merged, Offerings, define_connection
+from connections import ClientPool, define_connection
+from connections.serving import Freshness, Merged, Offerings
 from gateway.mcp.offerings import _page  # pyright: ignore[reportPrivateUsage]
 from gateway.mcp.tools import tools_server
 

@@ -17,7 +17,8 @@ from gateway.errors import StateUnavailable
 from gateway.state._redis import redis_client
 from gateway.state.pending_logins import MAX_PENDING, MemoryPendingLogins, PendingLogins, RedisPendingLogins
 from gateway.state.request_state import RequestStateRefused, RequestStates, SealedState
-from oauth import ClientRegistration, LoginStart, Secret, ServerMetadata, StoreKey
+from oauth import ClientRegistration, LoginStart, ServerMetadata, StoreKey
+from oauth._shared import Secret
 from tests.conftest import free_port
 
 from .replicas import RedisServer, redis_server

@@ -24,7 +24,8 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, ToolOutcome, current_call
+from connections import ToolOutcome
+from connections.serving import CallContext, current_call
 from gateway.mcp.peers.asks import PeerAsks
 from gateway.mcp.peers.caps import MAX_STREAMS, MAX_URIS, AtCap, stream_cap
 from gateway.mcp.peers.held import HeldCalls

@@ -266,7 +266,8 @@ async def test_an_issuer_differing_by_a_trailing_slash_is_refused(tmp_path: Path
 
 
 async def test_a_bearer_token_is_never_sent_to_a_plain_http_server_outside_loopback(tmp_path: Path) -> None:
-    from oauth import ClientRegistration, Grant, Secret, TokenSet
+    from oauth import ClientRegistration, Grant, TokenSet
+    from oauth._shared import Secret
 
     url = "http://mcp.example.test/mcp"  # not this machine: a request would be a connection error
     store = FileTokenStore(tmp_path)

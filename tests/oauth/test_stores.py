@@ -19,12 +19,12 @@ from oauth import (
     FileTokenStore,
     Grant,
     RedisTokenStore,
-    Secret,
     StoreKey,
     TokenSet,
     TokenStore,
     grant_status,
 )
+from oauth._shared import Secret
 from tests.conftest import free_port
 from tests.peers import ROOT, debian_bin
 

@@ -33,7 +33,7 @@ import anyio
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, InputHandler, calling
+from connections.serving import CallContext, InputHandler, calling
 
 from .caps import MAX_HELD, PerPrincipal
 

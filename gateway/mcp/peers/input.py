@@ -31,7 +31,8 @@ import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from connections import CallContext, InputHandler, ToolOutcome, calling
+from connections import ToolOutcome
+from connections.serving import CallContext, InputHandler, calling
 
 from ...runtime import Runtime
 from ...state.request_state import RequestStates, SealedState
