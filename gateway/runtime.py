@@ -16,6 +16,7 @@ from .mcp.peers.asks import PeerAsks
 from .mcp.peers.calls import PeerCalls
 from .mcp.peers.held import HeldCalls
 from .mcp.peers.streams import PeerStreams
+from .mcp.pipeline import Executor, traced
 from .mcp.subscriptions import Subscriptions
 from .mcp.toolsets import ToolCatalog
 from .runners import TurnRunner
@@ -53,6 +54,12 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`gateway/mcp/subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
+    executor: Executor = field(init=False)
+    """Runs every peer's `tools/call` (`gateway/mcp/pipeline.py`); `executor.wrap(...)` puts a wrapper around each."""
+
+    def __post_init__(self) -> None:
+        self.executor = Executor(self)
+        self.executor.wrap(traced)
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -40,9 +40,9 @@ from ..http._asgi import header
 from ..runtime import Runtime
 from .call_stream import principal_id
 from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
+from .pipeline import resolve
 from .task_capability import TASKS_EXTENSION
 from .tasks import Refused, error_answer, open_task, start_task, write_answer
-from .tools import server_tool
 
 __all__ = ["serve_task_extension"]
 
@@ -106,7 +106,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
 
 
 async def _create(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    await server_tool(runtime, params["name"])  # an unknown name: -32602 as on the lane
+    await resolve(runtime.catalog, params["name"])  # an unknown name: -32602 as on the lane
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}

@@ -46,7 +46,7 @@ from oauth._shared import printable
 from ..http._asgi import header
 from ..runtime import Runtime
 from .call_stream import principal_id
-from .tools import server_tool
+from .pipeline import resolve
 
 __all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
 
@@ -110,7 +110,7 @@ async def start_task(
 ) -> tuple[ToolTask | None, dict[str, Any]]:
     """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
     the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
-    tool = await server_tool(runtime, name)
+    tool = await resolve(runtime.catalog, name)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")

@@ -1,8 +1,10 @@
 """`/v1/mcp/tools`: the deterministic server tools as native MCP tools, and their two answers.
 
-`tools_list_result` and `tools_call_result` are the only bodies of `tools/list` and `tools/call`
-on this endpoint. The lane (`gateway/mcp/lane.py`) calls them directly; the SDK server built here
-(`tools_server`) calls them for whatever the lane hands to the SDK, so both paths answer alike.
+`tools_list_result` is the only body of `tools/list` on this endpoint, and a `tools/call` is always a
+`CallPlan` run by the one executor (`gateway/mcp/pipeline.py`). The lane (`gateway/mcp/lane.py`) runs
+them directly; the SDK server built here (`tools_server`) runs them for whatever the lane hands to the
+SDK and on `serve --stdio`, with the SDK's session as the call's channel (`session_answer.py`), so
+every path answers alike.
 Results are JSON, not shaped for a protocol version yet: the caller shapes them for its peer.
 """
 
@@ -11,35 +13,29 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from connections import (
-    ConnectionsError,
-    ToolInputError,
-    ToolOutcome,
-    TurnBuildError,
-    TurnTool,
-    UpstreamError,
-    acting_for,
-)
-from connections.serving import CallContext, Offerings
+from connections import TurnBuildError, TurnTool
+from connections.serving import Offerings
 
 from ..runtime import Runtime, runtime_of
-from .call_stream import peer_of, principal_id
+from .call_stream import call_request, peer_of, principal_id
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
-from .peers.input import PeerCall, peer_call
 from .peers.streams import subscribe_handlers
+from .pipeline import CallPlan, resolve
+from .session_answer import declared_at_initialize, session_answer
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
-from .tool_calls import missing_tool
 
-__all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
+__all__ = ["SERVER_VERSION", "json_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -67,66 +63,6 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
         "isError": is_error,
         "resultType": _COMPLETE,
     }
-
-
-def _error_result(message: str) -> dict[str, Any]:
-    return {"content": [{"type": "text", "text": message}], "isError": True, "resultType": _COMPLETE}
-
-
-def _failure_result(exc: Exception) -> dict[str, Any]:
-    """What the peer sees when a tool call raised: an error result, never a JSON-RPC error."""
-    if isinstance(exc, ToolInputError):
-        return _error_result(str(exc))
-    if isinstance(exc, ConnectionsError):
-        return _error_result(f"{exc.code}: {exc}")
-    return _error_result(f"{type(exc).__name__}: {exc}"[:500])
-
-
-async def server_tool(runtime: Runtime, name: str) -> TurnTool:
-    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool
-    and for one `mcp.lock` holds back (its sentence says what changed)."""
-    tool, toolset, problems = await runtime.catalog.tool(name, None)
-    held = toolset.held_back.get(name)
-    if tool is None and held is not None:
-        raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
-    if tool is None:
-        refusal = missing_tool(name, toolset.names(), problems)
-        message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
-        raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
-    return tool
-
-
-async def tools_call_result(
-    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None, principal: str
-) -> dict[str, Any]:
-    """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
-    upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
-    result. With `peer` (a caller that answers input requests, `gateway/mcp/peers/input.py`) the call runs with its
-    context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
-    unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
-    `principal`'s (`acting_for`), even where a held call runs it in a task of its own."""
-    tool = await server_tool(runtime, name)
-
-    async def call() -> ToolOutcome:
-        with acting_for(principal):
-            return await tool.call(arguments)
-
-    try:
-        if peer is None:
-            result = (await call()).mcp_result()
-        else:
-            result = peer.finish(await peer.run(call))
-    except UpstreamError as exc:
-        if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
-            # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
-            # result would lose the URL; the peer gets the error itself, to open `data.elicitations` and retry.
-            raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
-        return _failure_result(exc)
-    except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
-        return _failure_result(exc)
-    if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
-        result = {**result, "resultType": _COMPLETE}
-    return result
 
 
 async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
@@ -170,10 +106,33 @@ def tools_server(
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
+        principal = principal_id(scope or {})
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
-        peer = await peer_call(served, principal, dumped, CallContext(), session)
-        return await tools_call_result(served, params.name, params.arguments, peer, principal)
+        meta = dumped.get("_meta")
+        modern = isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta
+        who = (principal, None if modern else session)
+        request = call_request(served.peers, who, dumped, modern=modern)
+        if not modern:  # what it declared at `initialize`: sealed in its session on HTTP, the SDK's session on stdio
+            declared = served.request_states.open_session(session, principal) if session else {}
+            if scope is None:
+                declared = declared_at_initialize(ctx)
+            if declared:
+                request = replace(request, capabilities=declared)
+        plan = CallPlan(
+            request_id=ctx.request_id,
+            target=await resolve(served.catalog, params.name),
+            arguments=params.arguments,
+            params=dumped,
+            principal=principal,
+            version=ctx.protocol_version,
+            modern=modern,
+            request=request,
+            answer="session",
+        )
+        async with session_answer(ctx) as channel:
+            result = await served.executor.execute(plan, channel)
+        return result
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (mcp/peers/calls.py).
