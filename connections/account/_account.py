@@ -1,4 +1,4 @@
-"""Account connections (DESIGN.md §6): forward the connectors an account linked on a hub.
+"""Account connections (docs/accounts.md): forward the connectors an account linked on a hub.
 
 `define_connection(account=True, servers=[...] | "*")` has no upstream of its own. The hub (another
 agent-sdk gateway serving `--hub`, or any service with the same API, docs/accounts.md) answers

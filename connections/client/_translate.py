@@ -77,8 +77,8 @@ def leaves(exc: BaseException) -> list[BaseException]:
     """The non-group exceptions inside `exc` (itself when it is not a group)."""
     if isinstance(exc, BaseExceptionGroup):
         out: list[BaseException] = []
-        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            out.extend(leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
+        for inner in exc.exceptions:
+            out.extend(leaves(inner))
         return out
     return [exc]
 

@@ -238,10 +238,10 @@ def _has_lone_surrogate(value: Any) -> bool:
                 except UnicodeEncodeError:
                     return True
         elif isinstance(item, dict):
-            stack.extend(item.keys())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            stack.extend(item.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            stack.extend(item.keys())
+            stack.extend(item.values())
         elif isinstance(item, list):
-            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend(item)
     return False
 
 

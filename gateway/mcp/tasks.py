@@ -143,7 +143,7 @@ def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]
 
 async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
-    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    ttl = task.get("ttl") if isinstance(task, dict) else None
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
@@ -160,9 +160,9 @@ async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping
     sealed_id = params["taskId"]
     if method == "tasks/result":
         meta = answer.get("_meta")
-        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
         if isinstance(related, dict):
-            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}  # pyright: ignore[reportUnknownArgumentType]
+            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}
         return answer
     return {**answer, "taskId": sealed_id}
 

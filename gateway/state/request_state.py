@@ -173,7 +173,7 @@ class RequestStates:
             return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
         payload = self._session(token, principal, _SESSION_PREFIX)
         capabilities = payload.get("c") if payload is not None else None
-        return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        return capabilities if isinstance(capabilities, dict) else {}
 
     def holds_session(self, token: object, principal: str) -> bool:
         """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
@@ -265,7 +265,7 @@ class RequestStates:
             raise forged from None
         if not isinstance(payload, dict):
             raise forged
-        return payload  # pyright: ignore[reportUnknownVariableType]
+        return payload
 
 
 def canonical_b64decode(body: str) -> bytes:

@@ -285,7 +285,7 @@ def _frame(event: ServerEvent | None) -> bytes:
     notification = event_to_notification(event, {}).model_dump(by_alias=True, mode="json", exclude_none=True)
     params = notification.get("params")
     if isinstance(params, dict) and not params.get("_meta"):
-        params.pop("_meta", None)  # pyright: ignore[reportUnknownMemberType]
+        params.pop("_meta", None)
         if not params:
             notification.pop("params")
     return f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', **notification}, separators=(',', ':'))}\n\n".encode()
