@@ -84,7 +84,7 @@ def call_request(peers: PeerCalls, peer: Peer, params: Mapping[str, Any], *, mod
         level = peers.level(peer)
     if token is None and log_level_value(level) is None:
         return PLAIN
-    return CallRequest(progress_token=token, log_level=level if log_level_value(level) is not None else None)  # pyright: ignore[reportArgumentType]
+    return CallRequest(progress_token=token, log_level=level if log_level_value(level) is not None else None)
 
 
 class JsonAnswer:
@@ -144,8 +144,8 @@ class SseAnswer(JsonAnswer):
 def peer_cancelled(peers: PeerCalls, peer: Peer, params: Any) -> None:
     """A peer's `notifications/cancelled`: cancel its call, if in flight (a late or unknown one is ignored)."""
     if isinstance(params, Mapping):
-        request_id = params.get("requestId")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if type(request_id) in (str, int):  # pyright: ignore[reportUnknownArgumentType]
+        request_id = params.get("requestId")
+        if type(request_id) in (str, int):
             peers.cancel(peer, request_id, "the peer cancelled the request")
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import mcp_types as mt
-from mcp.shared._otel import extract_trace_context, otel_span  # pyright: ignore[reportPrivateUsage]
+from mcp.shared._otel import extract_trace_context, otel_span
 from mcp.shared.exceptions import MCPError
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
@@ -165,7 +165,7 @@ def mcp_span(
         attributes["gen_ai.operation.name"] = "execute_tool"
         if target is not None:
             attributes["gen_ai.tool.name"] = target
-    parent = extract_trace_context(meta if isinstance(meta, Mapping) else None)  # pyright: ignore[reportArgumentType, reportUnknownArgumentType]
+    parent = extract_trace_context(meta if isinstance(meta, Mapping) else None)
     with otel_span(
         name=f"{method}{f' {target}' if target else ''}",
         kind=SpanKind.SERVER,

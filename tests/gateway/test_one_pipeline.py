@@ -21,7 +21,7 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext

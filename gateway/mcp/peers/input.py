@@ -57,10 +57,10 @@ def declared_input(params: Mapping[str, Any]) -> dict[str, Any]:
     meta = params.get("_meta")
     if not isinstance(meta, Mapping) or PROTOCOL_VERSION_META_KEY not in meta:
         return {}
-    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
     if not isinstance(capabilities, Mapping):
         return {}
-    return {k: v for k in INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return {k: v for k in INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}
 
 
 @dataclass(slots=True)
@@ -134,7 +134,7 @@ async def peer_input(
     if not declared and state is None and responses is None:
         return _plain(request, channel), None
     name = tool.name
-    answers = dict(responses) if isinstance(responses, Mapping) else None  # pyright: ignore[reportUnknownArgumentType]
+    answers = dict(responses) if isinstance(responses, Mapping) else None
     held: HeldCall | None = None
     upstream_state: str | None = None
     if state is not None:
