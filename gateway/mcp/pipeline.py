@@ -35,7 +35,7 @@ from connections.serving import CallChannel, CallRequest, calling, tracing_enabl
 from .peers.input import InputServices, peer_input
 from .toolsets import ToolCatalog, missing_tool
 
-__all__ = ["AnswerMode", "CallPlan", "Executor", "Wrapper", "mcp_span", "resolve", "traced"]
+__all__ = ["AnswerMode", "CallPlan", "Execute", "Executor", "Wrapper", "mcp_span", "resolve", "traced"]
 
 AnswerMode = Literal["json", "sse", "session"]
 _COMPLETE = "complete"
