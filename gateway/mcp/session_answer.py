@@ -19,6 +19,7 @@ import anyio
 import mcp_types as mt
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from pydantic import BaseModel, ConfigDict, TypeAdapter
 
@@ -59,6 +60,8 @@ class SessionAnswer:
             pass  # the call has been answered: a late notification has nowhere to go
 
     async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        if not self._ctx.session.can_send_request:  # a stateless JSON answer on HTTP: no way back to the peer
+            raise MCPError(code=mt.INVALID_REQUEST, message=f"{method} cannot reach the caller of this tool call")
         request = _REQUEST.validate_python({"method": method, "params": params})
         related = ServerMessageMetadata(related_request_id=self._ctx.request_id)
         answer = await self._ctx.session.send_request(request, _Answer, metadata=related)
