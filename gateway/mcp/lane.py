@@ -25,7 +25,7 @@ With OpenTelemetry tracing on the lane still answers: it opens the span the SDK'
 method, a notification, an envelope with extra members, an id that is neither a string nor an
 integer, a server with a middleware of its own on these methods) returns False and goes to the
 SDK's manager, unchanged, whose `tools/call` handler runs the same executor.
-`tests/gateway/test_mcp_lane.py` requires every answer equal to the SDK's.
+`tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to the SDK's.
 """
 
 from __future__ import annotations
