@@ -28,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from connections import Broker, Project
-from connections.serving import Offerings
+from connections.serving import Offerings, tracing_enabled
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .auth.chain import AuthChain, BodyLimit, RequestGuard
@@ -56,6 +56,7 @@ from .runtime import Runtime
 from .sessions import SessionService
 from .settings import ServeSettings
 from .stores import serving_hub_keys, serving_request_states, session_store, token_store
+from .telemetry import app_durations
 
 __all__ = ["BrokerFactory", "create_app", "default_broker"]
 
@@ -190,6 +191,8 @@ def create_app(
 
     open_broker = broker or _serving_broker
     metrics = Metrics()
+    if tracing_enabled():  # the MCP conventions' histograms on /v1/metrics too (gateway/telemetry/durations.py)
+        app_durations(metrics.registry)
     if oauth is None and settings.oauth_issuers:
         oauth = oauth_gate(settings)
 

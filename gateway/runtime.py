@@ -9,7 +9,7 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
 from connections import Project, TurnBuilder
-from connections.serving import Offerings
+from connections.serving import Offerings, tracing_enabled
 
 from .auth.chain import Principal
 from .mcp.peers.asks import PeerAsks
@@ -59,7 +59,8 @@ class Runtime:
 
     def __post_init__(self) -> None:
         self.executor = Executor(self)
-        self.executor.wrap(traced)
+        if tracing_enabled():  # decided once at start-up: off, no call pays for a span
+            self.executor.wrap(traced)
 
 
 def runtime_of(request: Request) -> Runtime:

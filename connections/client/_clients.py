@@ -41,6 +41,7 @@ from ._identity import HeadersPerCall, IdentityAuth
 from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
 from ._tool_results import holds_long_text
+from ._tracing import TracedDispatcher, Upstream, tracing_enabled
 from ._transports._http1 import Http1Origin
 from ._transports._stdio import StdioChild, stdio_transport
 
@@ -266,6 +267,11 @@ async def open_client(
                 if headers_per_call and opened.fast is not None and isinstance(auth, IdentityAuth):
                     # Before anyone sees the session: no fast-wire call ever leaves without its identity.
                     client.session._dispatcher = HeadersPerCall(opened.fast, auth)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+            if tracing_enabled():  # outermost: every request this session sends is marked (client/_tracing.py)
+                upstream = Upstream(defn.name, "pipe" if defn.kind == "stdio" else "tcp", client.protocol_version,
+                                    opened.session_id)  # fmt: skip
+                session = client.session
+                session._dispatcher = TracedDispatcher(session._dispatcher, upstream, fast=opened.fast_calls)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
             yield opened
     finally:
         if origin is not None:

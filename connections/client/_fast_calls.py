@@ -59,6 +59,7 @@ from mcp_types import (
 )
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from opentelemetry import context as otel_context
+from opentelemetry.propagate import inject
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
@@ -209,6 +210,10 @@ class FastCalls(FastAnswers):
                 message["params"] = out_params
             body = pydantic_core.to_json(message)
             headers = self._request_headers(opts.get("headers"))
+            if tracing:  # the same context in the headers as in `_meta` (client/_tracing.py)
+                carrier: dict[str, str] = {}
+                inject(carrier)
+                headers = [*headers, *carrier.items()]
             await anyio.lowlevel.checkpoint_if_cancelled()
             progress = None if on_progress is None else PROGRESS.set((request_id, on_progress))
             try:

@@ -39,6 +39,10 @@ from ..client._listing_cache import ListingCache as ListingCache
 from ..client._session_runner import ConnectionStatus as ConnectionStatus
 from ..client._tasks import TASK_METHODS as TASK_METHODS
 from ..client._tool_results import holds_long_text as holds_long_text
+from ..client._tracing import UPSTREAM as UPSTREAM
+from ..client._tracing import Upstream as Upstream
+from ..client._tracing import set_client_observer as set_client_observer
+from ..client._tracing import set_tracing as set_tracing
 from ..client._tracing import tracing_enabled as tracing_enabled
 from ..client._translate import REOPEN_NOTE as REOPEN_NOTE
 from ..client._translate import transport_failure as transport_failure
@@ -80,6 +84,7 @@ __all__ = [
     "RESERVED_TOOL_NAMES",
     "STDERR_LOGGER",
     "TASK_METHODS",
+    "UPSTREAM",
     "AccountCheck",
     "AccountCredentials",
     "AuthFor",
@@ -100,6 +105,7 @@ __all__ = [
     "Offerings",
     "PinGuard",
     "RedactingFilter",
+    "Upstream",
     "account_file",
     "calling",
     "check_account_servers",
@@ -123,6 +129,8 @@ __all__ = [
     "remember_secret",
     "save_account_login",
     "saved_hub_url",
+    "set_client_observer",
+    "set_tracing",
     "shown_command",
     "shown_url",
     "tracing_enabled",

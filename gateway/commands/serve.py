@@ -25,6 +25,7 @@ from ..settings import ServeSettings
 from ..state._redis import check_reachable
 from ..state.state_key import StateKeyInvalid, check_state_key
 from ..stores import token_store
+from ..telemetry import TelemetryUnavailable, start_telemetry
 from .memory import return_large_blocks
 from .project import load
 from .serve_flags import add_serve_flags, log_format_of, settings_from_args
@@ -57,6 +58,10 @@ def serve(args: argparse.Namespace) -> int:
     for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
         tell(diag.format(project.root), event="variable_unset", level=logging.WARNING)
     settings = settings_from_args(args)
+    try:  # decided once, before anything is built: off, no call pays for tracing (docs/operations.md)
+        start_telemetry(getattr(args, "otlp_endpoint", None) or os.environ.get("AGENT_SDK_OTLP_ENDPOINT"))
+    except TelemetryUnavailable as exc:
+        raise CliError(str(exc)) from None
     if wire is not None:
         return _serve_stdio(project, settings, wire)
     if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):

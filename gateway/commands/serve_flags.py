@@ -9,7 +9,7 @@ AGENT_SDK_BEARER_TOKEN, `--operator-token` AGENT_SDK_OPERATOR_TOKEN (docs/http-a
 AGENT_SDK_RUNNER, `--hub` AGENT_SDK_HUB=1 (the account hub API, docs/accounts.md),
 `--no-fast-calls` AGENT_SDK_FAST_CALLS=0, `--start-limit` AGENT_SDK_START_LIMIT and `--warm`
 AGENT_SDK_WARM=1 (docs/clients.md), `--page-size` AGENT_SDK_PAGE_SIZE (docs/http-api.md),
-`--state-url` AGENT_SDK_STATE_URL
+`--otlp-endpoint` AGENT_SDK_OTLP_ENDPOINT (docs/operations.md, "Tracing"), `--state-url` AGENT_SDK_STATE_URL
 (Redis shared by replicas, docs/deploy.md), `--state-key-file` AGENT_SDK_STATE_KEY_FILE (or the key itself
 in AGENT_SDK_STATE_KEY), `--turn-lease` AGENT_SDK_TURN_LEASE_S, `--log-format`
 AGENT_SDK_LOG_FORMAT (docs/operations.md); the connection limits and `--trusted-proxy` as
@@ -210,6 +210,13 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         "--stdio",
         action="store_true",
         help="serve the server tools (what /v1/mcp/tools lists) as a stdio MCP server, for desktop clients",
+    )
+    p.add_argument(
+        "--otlp-endpoint",
+        default=None,
+        metavar="URL",
+        help="send traces and metrics over OTLP to URL (HTTP/protobuf; gRPC with OTEL_EXPORTER_OTLP_PROTOCOL=grpc), "
+        "needs agent-sdk[otel]; or $AGENT_SDK_OTLP_ENDPOINT or the OTEL_* variables (docs/operations.md)",
     )
     p.add_argument(
         "--log-format",

@@ -20,8 +20,8 @@ the same bodies (a `tools/call` becomes a `CallPlan` run by the one executor, `g
    the result validated and shaped for the peer's version (a 2026-07-28 result gets `resultType`
    and this server's `serverInfo` stamp).
 
-With OpenTelemetry tracing on the lane still answers: it opens the span the SDK's middleware would
-(`pipeline.mcp_span`), so turning tracing on changes nothing a peer gets. Anything else (another
+With OpenTelemetry tracing on the lane still answers: `tools/list` in its server span, `tools/call` in
+the executor's (`gateway/telemetry/spans.py`), so turning tracing on changes nothing a peer gets. Anything else (another
 method, a notification, an envelope with extra members, an id that is neither a string nor an
 integer, a server with a middleware of its own on these methods) returns False and goes to the
 SDK's manager, unchanged, whose `tools/call` handler runs the same executor.
@@ -70,6 +70,7 @@ from connections.serving import PLAIN, tracing_enabled
 
 from ..http.json_pieces import answer_pieces
 from ..runtime import Runtime
+from ..telemetry.spans import ServerSpans, inbound_of_scope, server_span
 from .call_stream import (
     JsonAnswer,
     SseAnswer,
@@ -81,7 +82,7 @@ from .call_stream import (
     until_gone,
 )
 from .peers.calls import Peer
-from .pipeline import CallPlan, mcp_span, resolve
+from .pipeline import CallPlan, resolve
 from .tools import tools_list_result
 
 __all__ = ["serve_lane"]
@@ -119,16 +120,14 @@ def _content_type_ok(content_type: str | None) -> bool:
 
 
 def _sdk_adds_nothing(server: Server[Any]) -> bool:
-    """Whether the SDK's kernel around the handlers would do only what the lane does: the server's
-    only middleware acting on these methods is the SDK's OpenTelemetry one (the lane opens the same
-    span itself when tracing is on: `pipeline.mcp_span`), and neither method has a cache hint."""
+    """Whether the SDK's kernel around the handlers would do only what the lane does: no middleware acts
+    on these methods but a tracing one (`ServerSpans`, or the SDK's own: the lane opens the same span
+    itself when tracing is on, `gateway/telemetry/spans.py`), and neither method has a cache hint."""
     # A middleware that names the only methods it acts on (`only_methods`, e.g. gateway/mcp/instructions.py's)
     # observes none of the lane's.
     middleware = [m for m in server.middleware if _METHODS.intersection(getattr(m, "only_methods", _METHODS))]
-    return (
-        len(middleware) == 1
-        and isinstance(middleware[0], OpenTelemetryMiddleware)
-        and not _METHODS.intersection(server.cache_hints)
+    return all(isinstance(m, OpenTelemetryMiddleware | ServerSpans) for m in middleware) and not _METHODS.intersection(
+        server.cache_hints
     )
 
 
@@ -187,6 +186,8 @@ async def serve_lane(
             # error has an HTTP status of its own, which a stream's 200 could not carry).
             target = await resolve(runtime.catalog, params["name"], found)
             plan = _plan(runtime, who, ident, target, params, version, modern=modern)
+            if tracing_enabled():  # where it came from, for its server span (gateway/telemetry/spans.py)
+                plan = replace(plan, inbound=inbound_of_scope(scope, who[1], who[0]))
             if plan.answer == "sse":
                 channel = SseAnswer(runtime.asks, who[0])
                 run_call = functools.partial(_answer, server, runtime, plan, channel)
@@ -200,7 +201,7 @@ async def serve_lane(
                 return True
             result, done = done, None  # one reference: the answer written in pieces releases the result
         else:
-            result = await _listed(runtime, version, ident)
+            result = await _listed(runtime, version, ident, scope, params, modern=modern)
         wire = _shaped(server, method, version, result, modern=modern)
     except Exception as exc:
         await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)
@@ -280,11 +281,15 @@ def _plan(
     )
 
 
-async def _listed(runtime: Runtime, version: str, ident: object) -> dict[str, Any]:
-    """`tools/list`, in the span the SDK's middleware would open when tracing is on."""
+async def _listed(
+    runtime: Runtime, version: str, ident: object, scope: Scope, params: Mapping[str, Any] | None, *, modern: bool
+) -> dict[str, Any]:
+    """`tools/list`, in its server span when tracing is on."""
     if not tracing_enabled():
         return await tools_list_result(runtime)
-    with mcp_span("tools/list", None, version, ident, None) as done:
+    principal, session = peer_of(scope, modern=modern)
+    meta = params.get("_meta") if params else None
+    with server_span("tools/list", None, version, ident, meta, inbound_of_scope(scope, session, principal)) as done:
         result = await tools_list_result(runtime)
         done(result)
         return result

@@ -12,30 +12,27 @@ declared) and how the answer is written (`json`, `sse`, or `session`: the SDK's 
 
 Wrappers: `Executor.wrap(wrapper)` puts `wrapper(plan, channel, call_next)` around every call, the
 first added outermost. This is the one place for what must see every call (tracing is the first:
-`traced`; policy and audit go here too). No wrapper picks another lane: turning one on never changes
-what a peer gets. docs/architecture.md lists the pipeline.
+`traced`, added only when tracing is on; policy and audit go here too). No wrapper picks another
+lane: turning one on never changes what a peer gets. docs/architecture.md lists the pipeline.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import mcp_types as mt
-from mcp.shared._otel import extract_trace_context, otel_span
 from mcp.shared.exceptions import MCPError
-from opentelemetry.trace import SpanKind, StatusCode
-from pydantic import ValidationError
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnTool, UpstreamError, acting_for
-from connections.serving import CallChannel, CallRequest, calling, tracing_enabled
+from connections.serving import CallChannel, CallRequest, calling
 
+from ..telemetry.spans import Inbound, server_span
 from .peers.input import InputServices, peer_input
 from .toolsets import ToolCatalog, missing_tool
 
-__all__ = ["AnswerMode", "CallPlan", "Execute", "Executor", "Wrapper", "mcp_span", "resolve", "traced"]
+__all__ = ["AnswerMode", "CallPlan", "Execute", "Executor", "Wrapper", "resolve", "traced"]
 
 AnswerMode = Literal["json", "sse", "session"]
 _COMPLETE = "complete"
@@ -55,6 +52,8 @@ class CallPlan:
     modern: bool
     request: CallRequest
     answer: AnswerMode
+    inbound: Inbound | None = None
+    """Where the request came from, for its server span: set only with tracing on (`gateway/telemetry/spans.py`)."""
 
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
@@ -151,60 +150,14 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
     return _error_result(f"{type(exc).__name__}: {exc}"[:500])
 
 
-@contextmanager
-def mcp_span(
-    method: str, target: str | None, version: str, request_id: object, meta: object
-) -> Generator[Callable[[dict[str, Any]], None]]:
-    """The span the SDK's `OpenTelemetryMiddleware` opens around a request (same name, kind, attributes,
-    parent from `_meta`'s trace context, error status), for what this gateway answers itself. Yields a
-    function to call with the result (a `tools/call` error result marks the span `tool_error`)."""
-    attributes: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": version}
-    if request_id is not None:
-        attributes["jsonrpc.request.id"] = str(request_id)
-    if method == "tools/call":
-        attributes["gen_ai.operation.name"] = "execute_tool"
-        if target is not None:
-            attributes["gen_ai.tool.name"] = target
-    parent = extract_trace_context(meta if isinstance(meta, Mapping) else None)
-    with otel_span(
-        name=f"{method}{f' {target}' if target else ''}",
-        kind=SpanKind.SERVER,
-        attributes=attributes,
-        context=parent,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as span:
-
-        def finished(result: dict[str, Any]) -> None:
-            if method == "tools/call" and result.get("isError") is True:
-                span.set_attribute("error.type", "tool_error")
-                span.set_status(StatusCode.ERROR)
-
-        try:
-            yield finished
-        except MCPError as exc:
-            code = str(exc.error.code)
-            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-            span.set_status(StatusCode.ERROR, exc.error.message)
-            raise
-        except ValidationError:
-            code = str(mt.INVALID_PARAMS)
-            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-            span.set_status(StatusCode.ERROR, "Invalid request parameters")
-            raise
-        except Exception as exc:
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.record_exception(exc)
-            span.set_status(StatusCode.ERROR, str(exc))
-            raise
-
-
 async def traced(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
-    """The tracing wrapper: with an OpenTelemetry tracer provider installed, the call runs in the span the
-    SDK's middleware would open (`mcp_span`); without one, it costs one cached check."""
-    if plan.answer == "session" or not tracing_enabled():  # the SDK's own middleware traces its session
-        return await call_next(plan, channel)
-    with mcp_span("tools/call", plan.target.name, plan.version, plan.request_id, plan.params.get("_meta")) as done:
+    """The tracing wrapper (the runtime adds it only with tracing on): the call runs in its server span
+    (`gateway/telemetry/spans.py`), whichever front and answer it took."""
+    target = plan.target
+    with server_span(
+        "tools/call", target.name, plan.version, plan.request_id, plan.params.get("_meta"), plan.inbound,
+        connection=target.connection,
+    ) as done:  # fmt: skip
         result = await call_next(plan, channel)
         done(result)
         return result

@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+import time
 from datetime import UTC, datetime
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -21,6 +22,7 @@ import anyio
 from mcp.server.stdio import stdio_server
 
 from connections import Project
+from connections.serving import tracing_enabled
 
 from ..app import default_broker
 from ..runners._select import make_runner
@@ -28,6 +30,7 @@ from ..runtime import Runtime
 from ..sessions import SessionService
 from ..settings import ServeSettings
 from ..stores import session_store
+from ..telemetry import record_session
 from .tools import tools_server
 from .toolsets import ToolCatalog
 
@@ -76,8 +79,13 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
 
         server = tools_server(runtime_of, runtime.offerings)
         stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
-        async with stdio_server(stdout=stdout) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+        started = time.perf_counter()
+        try:
+            async with stdio_server(stdout=stdout) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+        finally:
+            if tracing_enabled():  # the one peer's session: until it closed stdin
+                record_session("pipe", time.perf_counter() - started)
 
 
 def serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:

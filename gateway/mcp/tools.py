@@ -23,9 +23,10 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from connections import TurnBuildError, TurnTool
-from connections.serving import Offerings
+from connections.serving import Offerings, tracing_enabled
 
 from ..runtime import Runtime, runtime_of
+from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of, principal_id
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
@@ -129,6 +130,7 @@ def tools_server(
             modern=modern,
             request=request,
             answer="session",
+            inbound=_inbound(scope, session, principal) if tracing_enabled() else None,
         )
         async with session_answer(ctx) as channel:
             result = await served.executor.execute(plan, channel)
@@ -156,5 +158,11 @@ def tools_server(
             **(subscription_handlers(runtime) if subscriptions else {}),
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
+    install_server_spans(server)  # ours in place of the SDK's tracing (gateway/telemetry/spans.py)
     server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
     return server
+
+
+def _inbound(scope: Mapping[str, Any] | None, session: str | None, principal: str) -> Inbound:
+    """Where a call the SDK's session answers came from: HTTP (its scope), or `serve --stdio` (none)."""
+    return inbound_of_scope(scope, session, principal) if scope else Inbound({}, None, "pipe", principal)
