@@ -2,10 +2,10 @@
 
 One executor runs every `tools/call` (`gateway/mcp/pipeline.py`), so what a peer gets does not depend
 on how it reached the gateway: `/v1/mcp/tools`, `serve --stdio` (what desktop clients run), or
-`/v1/mcp/tools` of a gateway an operator started under `opentelemetry-instrument` (tracing on must
-not change what a peer gets). Each front is driven by the `mcp` 2.x `Client` at both protocol
-generations. Upstreams: server-everything over Streamable HTTP (progress, elicitation, sampling) and
-the patient upstream of `tests/fixtures/upstreams/patient_server.py`, pinned to the handshake (log
+`/v1/mcp/tools` of a gateway an operator started under `opentelemetry-instrument`, or with
+`--otlp-endpoint` at an endpoint that is down (tracing on must not change what a peer gets). Each
+front is driven by the `mcp` 2.x `Client` at both protocol generations. Upstreams: server-everything
+over Streamable HTTP (progress, elicitation, sampling) and the patient upstream of `tests/fixtures/upstreams/patient_server.py`, pinned to the handshake (log
 messages, and whether its call was cancelled: server-everything cannot say).
 """
 
@@ -27,6 +27,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.session import ClientRequestContext
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
 from tests.processes import running
@@ -82,6 +83,16 @@ def traced(tmp_path_factory: pytest.TempPathFactory, everything: Upstream, patie
 
 
 @pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory, everything: Upstream, patient: Upstream) -> Iterator[Served]:
+    """`agent-sdk serve --otlp-endpoint` (its own SDK set-up), the endpoint down: nobody listens there."""
+    down = f"http://127.0.0.1:{free_port()}"
+    env = {"OTEL_BSP_SCHEDULE_DELAY": "50", "OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_METRICS_EXPORTER": "none"}
+    connections = _connections(everything, patient)
+    with serving(tmp_path_factory, "pipeline-otlp", connections, "--otlp-endpoint", down, env=env) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
 def stdio_params(
     tmp_path_factory: pytest.TempPathFactory, everything: Upstream, patient: Upstream
 ) -> StdioServerParameters:
@@ -116,7 +127,7 @@ async def _client(front: str, mode: str, request: pytest.FixtureRequest, on_log:
             async with Client(stdio_client(params, errlog=errlog), **callbacks) as client:  # pyright: ignore[reportArgumentType]
                 yield client
         return
-    served: Served = request.getfixturevalue("plain" if front == "http" else "traced")
+    served: Served = request.getfixturevalue({"http": "plain"}.get(front, front))
     async with httpx2.AsyncClient(timeout=30) as http:
         transport = streamable_http_client(f"{served.url}/v1/mcp/tools", http_client=http)
         async with Client(transport, **callbacks) as client:  # pyright: ignore[reportArgumentType]
@@ -141,7 +152,7 @@ def _text(result: mt.CallToolResult) -> str:
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-@pytest.mark.parametrize("front", ["http", "stdio", "traced"])
+@pytest.mark.parametrize("front", ["http", "stdio", "traced", "exported"])
 async def test_every_front_forwards_progress_logs_cancellation_and_questions_alike(
     front: str, mode: str, request: pytest.FixtureRequest, patient: Upstream
 ) -> None:
@@ -194,3 +205,25 @@ async def test_every_front_forwards_progress_logs_cancellation_and_questions_ali
         with anyio.fail_after(20):
             while not all(span in served.log_text() for span in spans):  # noqa: ASYNC110  # another process writes it
                 await anyio.sleep(0.05)
+    if front == "exported":  # tracing was on; the down endpoint cost the calls nothing, and it was said once
+        served = request.getfixturevalue("exported")
+        with anyio.fail_after(20):
+            while _dropped(served) == 0:  # noqa: ASYNC110  # another process counts them
+                await anyio.sleep(0.05)
+        text = httpx2.get(f"{served.url}/v1/metrics").text
+        samples = next(
+            f for f in text_string_to_metric_families(text) if f.name == "mcp_server_operation_duration_seconds"
+        )
+        calls = [s for s in samples.samples if s.name.endswith("_count") and s.labels["method"] == "tools/call"]
+        assert sum(s.value for s in calls) >= 5  # each of the five calls in its server span
+        assert served.log_text().count("did not take") == 1
+
+
+def _dropped(served: Served) -> float:
+    text = httpx2.get(f"{served.url}/v1/metrics", timeout=10).text
+    return next(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name.startswith("agent_sdk_otel_spans_dropped")
+    )
