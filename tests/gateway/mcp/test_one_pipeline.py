@@ -5,8 +5,9 @@ on how it reached the gateway: `/v1/mcp/tools`, `serve --stdio` (what desktop cl
 `/v1/mcp/tools` of a gateway an operator started under `opentelemetry-instrument`, or with
 `--otlp-endpoint` at an endpoint that is down (tracing on must not change what a peer gets). Each
 front is driven by the `mcp` 2.x `Client` at both protocol generations. Upstreams: server-everything
-over Streamable HTTP (progress, elicitation, sampling) and the patient upstream of `tests/fixtures/upstreams/patient_server.py`, pinned to the handshake (log
-messages, and whether its call was cancelled: server-everything cannot say).
+over Streamable HTTP (progress, elicitation, sampling) and the patient upstream of
+`tests/fixtures/upstreams/patient_server.py`, pinned to the handshake (log messages, and whether its
+call was cancelled: server-everything cannot say).
 """
 
 from __future__ import annotations
