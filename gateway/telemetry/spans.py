@@ -1,5 +1,5 @@
-"""The gateway's server spans, in the OpenTelemetry MCP conventions (`docs/gen-ai/mcp.md` of
-`semantic-conventions-genai`).
+"""The gateway's server spans, in the OpenTelemetry MCP conventions (`semantic-conventions-genai`,
+their page on MCP).
 
 One SERVER span per peer request, named `{mcp.method.name} {target}` (the tool or prompt name where
 there is one). `tools/call` is spanned by the executor's wrapper (`gateway/mcp/pipeline.py`, `traced`),
