@@ -11,6 +11,7 @@ two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -42,6 +44,7 @@ from .metrics import Metrics, metrics_routes
 from .oauth_gate import OAuthGate, oauth_gate
 from .operator_grants import OperatorGrant
 from .peer_streams import PeerStreams
+from .policy import PolicyGate, turn_toolset
 from .principal_caps import stream_cap
 from .proxies import TrustedProxies
 from .request_ids import RequestIds
@@ -189,6 +192,7 @@ def create_app(
 
     open_broker = broker or _serving_broker
     metrics = Metrics()
+    policy = PolicyGate.for_project(project.root)  # raises PolicyError naming each bad line (serve checks first)
     if oauth is None and settings.oauth_issuers:
         oauth = oauth_gate(settings)
 
@@ -243,7 +247,12 @@ def create_app(
                 request_states=await serving_request_states(settings, stack),
                 offerings=offerings,
                 subscriptions=subscriptions,
+                policy=policy,
             )
+            sessions.narrow = functools.partial(turn_toolset, policy)
+            watcher = await stack.enter_async_context(anyio.create_task_group())
+            watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
+            stack.callback(watcher.cancel_scope.cancel)
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

@@ -43,7 +43,7 @@ from mcp.shared.subscriptions import event_to_notification
 from starlette.types import Receive, Scope, Send
 
 from ._asgi import send_error
-from .mcp_subscriptions import Subscriptions, viewer
+from .mcp_subscriptions import Subscriptions, refuse_hidden, viewer
 from .principal_caps import MAX_URIS, AtCap
 from .request_state import RequestStates
 
@@ -304,6 +304,7 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
+        refuse_hidden(runtime_for(ctx).policy, ctx, [str(params.uri)])  # as a resource no connection offers
         await streams.subscribe(token, principal, str(params.uri))
         return {}
 

@@ -16,6 +16,7 @@ from .mcp_subscriptions import Subscriptions
 from .peer_asks import PeerAsks
 from .peer_calls import PeerCalls
 from .peer_streams import PeerStreams
+from .policy import PolicyGate
 from .request_state import RequestStates
 from .runners import TurnRunner
 from .sessions import SessionService
@@ -52,6 +53,8 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`peer_streams.py`)."""
+    policy: PolicyGate = field(default_factory=PolicyGate)
+    """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

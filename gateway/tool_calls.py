@@ -24,6 +24,7 @@ from .errors import (
     ToolHeldBack,
     UnknownTool,
 )
+from .policy import as_principal, callable_tool
 from .runtime import Runtime
 from .sessions import LiveSession, parse_continuation_token
 
@@ -120,6 +121,8 @@ async def call_tool(
     """
     live, info = await bind_session(runtime, principal, session_id, token)
     tool, toolset, problems = await runtime.catalog.tool(name, info)
+    caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
+    tool, toolset = callable_tool(runtime.policy, caller, tool, toolset)  # a hidden tool: as an unknown one
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")

@@ -22,6 +22,7 @@ from ..logs import configure_logging, tell
 from ..memory import return_large_blocks
 from ..oauth_gate import OAuthGate, oauth_gate
 from ..oauth_issuers import IssuerError, introspection_credentials
+from ..policy import policy_diagnostics
 from ..settings import ServeSettings
 from ..state import token_store
 from ..state_key import StateKeyInvalid, check_state_key
@@ -49,10 +50,11 @@ def serve(args: argparse.Namespace) -> int:
     # From here every line on stderr is in the log's format (with json, the CLI's refusal too: logs.tell).
     configure_logging(log_format, level=logging.WARNING if wire is not None else logging.INFO)
     project = load(args.dir)
-    if not project.ok:
-        for diag in project.errors:
+    errors = [*project.errors, *policy_diagnostics(project.root)]  # a bad agent/policies.cedar refuses too
+    if errors:
+        for diag in errors:
             print(diag.format(project.root))
-        raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
+        raise CliError(f"{len(errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
     for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
         tell(diag.format(project.root), event="variable_unset", level=logging.WARNING)
     settings = settings_from_args(args)

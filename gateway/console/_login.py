@@ -40,8 +40,9 @@ from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, print
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http_json import error_response
 from ..pending_logins import LOGIN_TTL
+from ..policy import connection_target, require
 from ..roles import require_operator
-from ..runtime import runtime_of
+from ..runtime import principal_of, runtime_of
 from ._pages import CSP
 from ._services import ConsoleServices, console_of, record_action
 from ._status import ConnectionNotFound
@@ -78,6 +79,7 @@ async def begin_route(request: Request) -> Response:
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/login", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
         assert defn.oauth is not None and defn.url is not None
         services = console_of(request)
@@ -122,6 +124,7 @@ async def logout_route(request: Request) -> Response:
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/logout", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
         services = console_of(request)
         try:

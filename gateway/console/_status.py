@@ -30,6 +30,7 @@ from oauth import OAuthError, StoreKey, grant_status, printable
 
 from ..errors import ApiError, InvalidRequest
 from ..http_json import error_response
+from ..policy import connection_target, require
 from ..roles import is_operator, require_operator
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
@@ -168,6 +169,7 @@ async def restart(request: Request) -> Response:
     name = request.path_params["name"]
     try:
         require_operator(request)
+        require(runtime_of(request).policy, principal_of(request), "console/restart", connection_target(name))
         host = runtime_of(request).host.mcp
         try:
             host.restart(name)
