@@ -22,7 +22,7 @@ import anyio
 import cedarpy
 from cachetools import LRUCache
 
-from ..auth_chain import Principal
+from ..auth.chain import Principal
 from ._entities import GATEWAY, Target, principal_json
 from ._source import POLICY_FILE, CompiledPolicy, PolicyError, compile_policy
 

@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 from connections import NotOffered, SessionInfo, Toolset, TurnTool
 
-from ..auth_chain import Principal
+from ..auth.chain import Principal
 from ._decide import PolicyGate
 from ._entities import Target, prompt_target, resource_target, tool_target
 

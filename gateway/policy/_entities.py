@@ -16,7 +16,7 @@ from cachetools import LRUCache
 
 from connections import TurnTool
 
-from ..auth_chain import Principal
+from ..auth.chain import Principal
 
 __all__ = [
     "ANONYMOUS",
@@ -127,7 +127,7 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
         return value.split()
     if isinstance(value, list | tuple):
-        return [v for v in value if isinstance(v, str)]  # pyright: ignore[reportUnknownVariableType]
+        return [v for v in value if isinstance(v, str)]
     return []
 
 

@@ -6,7 +6,7 @@ refusal says the policy refused and where the policy lives.
 
 from __future__ import annotations
 
-from ..auth_chain import Principal
+from ..auth.chain import Principal
 from ..errors import Forbidden
 from ._decide import PolicyGate
 from ._entities import GATEWAY, Target

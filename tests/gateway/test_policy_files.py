@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from gateway.auth_chain import Principal
+from gateway.auth.chain import Principal
+from gateway.auth.oauth_tokens import OAuthIdentity
 from gateway.cli import main
-from gateway.oauth_tokens import OAuthIdentity
 from gateway.policy import PolicyError, PolicyGate, connection_target, prompt_target, resource_target, tool_target
 
 from .conftest import ROOT, make_project
