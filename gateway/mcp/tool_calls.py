@@ -120,9 +120,10 @@ async def call_tool(
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
-    tool, toolset, problems = await runtime.catalog.tool(name, info)
     caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
-    tool, toolset = callable_tool(runtime.policy, caller, tool, toolset)  # a hidden tool: as an unknown one
+    tool, toolset, problems = await callable_tool(
+        runtime.policy, caller, runtime.catalog, name, info
+    )  # hidden: unknown
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")

@@ -88,8 +88,7 @@ async def server_tool(runtime: Runtime, name: str, caller: Principal) -> TurnToo
     """The server tool `name` for `caller`'s `tools/call`. Raises `MCPError` (invalid params) for an unknown
     tool, one the policy hides from `caller` (the same answer) and one `mcp.lock` holds back (its sentence
     says what changed)."""
-    tool, toolset, problems = await runtime.catalog.tool(name, None)
-    tool, toolset = callable_tool(runtime.policy, caller, tool, toolset)  # hidden: as unknown
+    tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name)  # hidden: as unknown
     if tool is not None:
         return tool
     held = toolset.held_back.get(name)

@@ -10,15 +10,24 @@ exists.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
-from connections import NotOffered, SessionInfo, Toolset, TurnTool
+from connections import NotOffered, SessionInfo, Toolset, TurnProblem, TurnTool
 
 from ..auth.chain import Principal
 from ._decide import PolicyGate
 from ._entities import Target, prompt_target, resource_target, tool_target
 
-__all__ = ["as_principal", "callable_tool", "hidden", "may_call", "turn_toolset", "visible_items", "visible_tools"]
+__all__ = [
+    "Catalog",
+    "as_principal",
+    "callable_tool",
+    "hidden",
+    "may_call",
+    "turn_toolset",
+    "visible_items",
+    "visible_tools",
+]
 
 _Item = TypeVar("_Item", bound=Mapping[str, Any])
 _ITEM = {
@@ -33,16 +42,28 @@ def may_call(gate: PolicyGate, principal: Principal, tool: TurnTool) -> bool:
     return gate.decide(principal, "tools/call", tool_target(tool)).allowed
 
 
-def callable_tool(
-    gate: PolicyGate, principal: Principal, tool: TurnTool | None, toolset: Toolset
-) -> tuple[TurnTool | None, Toolset]:
-    """A call's tool and toolset as `principal` may see them: the tool when it may call it (one decision), else
-    None and the toolset narrowed, so that the refusal of a hidden tool is the refusal of an unknown one."""
-    if tool is not None and may_call(gate, principal, tool):
-        return tool, toolset
-    if gate.enforcing:
-        return None, visible_tools(gate, principal, toolset)[0]
-    return tool, toolset
+class Catalog(Protocol):
+    """The gateway's `ToolCatalog`, as far as a call's tool is looked up in it."""
+
+    async def tool(
+        self, name: str, session: SessionInfo | None = None
+    ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]: ...
+
+    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]: ...
+
+
+async def callable_tool(
+    gate: PolicyGate, principal: Principal, catalog: Catalog, name: str, session: SessionInfo | None = None
+) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
+    """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
+    hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
+    problems), so that the refusal of a hidden tool is the refusal of an unknown one, word for word."""
+    tool, toolset, problems = await catalog.tool(name, session)
+    if not gate.enforcing or (tool is not None and may_call(gate, principal, tool)):
+        return tool, toolset, problems
+    if tool is not None:  # found without a listing (an authored tool, a reused one): list as for an unknown name
+        toolset, problems = await catalog.collect(session)
+    return None, visible_tools(gate, principal, toolset)[0], problems
 
 
 def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) -> NotOffered | None:

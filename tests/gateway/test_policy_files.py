@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -187,3 +188,11 @@ def test_a_bad_policy_raises_with_its_diagnostics(tmp_path: Path) -> None:
     with pytest.raises(PolicyError) as caught:
         PolicyGate.for_project(root)
     assert [d.line for d in caught.value.diagnostics] == [1]
+
+
+def test_every_example_in_the_docs_validates(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "policy.md").read_text()
+    examples = re.findall(r"```cedar\n(.*?)```", text, re.S)
+    assert len(examples) >= 6
+    for i, example in enumerate(examples):
+        PolicyGate.for_project(_project(tmp_path / str(i), example))  # raises PolicyError naming the line
