@@ -14,6 +14,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,8 @@ import anyio
 import httpx2
 import mcp_types as mt
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -368,3 +370,28 @@ def _await_log(served: Served, text: str, count: int) -> None:
                 await anyio.sleep(0.1)
 
     anyio.run(wait)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_serve_stdio_decides_for_its_one_caller(tmp_path: Path, everything: Upstream, mode: str) -> None:
+    definition = (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={everything.url!r}, advertise_tools=True)\n"
+    )
+    project = make_project(tmp_path / "project", {"ev": definition})
+    (project / "agent" / "policies.cedar").write_text(
+        'permit(principal == AgentSdk::Principal::"stdio", action == AgentSdk::Action::"tools/list", resource);\n'
+        'permit(principal == AgentSdk::Principal::"stdio", action == AgentSdk::Action::"tools/call", resource)\n'
+        "when { resource.authored };\n"
+    )
+    argv = ["-m", "gateway", "serve", "--stdio", "--dir", str(project), "--state-root", str(tmp_path / "state")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "PYTHONPATH": str(HERE.parent.parent)}
+    params = StdioServerParameters(command=sys.executable, args=argv, env=env)
+
+    async def run() -> None:
+        async with Client(stdio_client(params), mode=mode, cache=None) as client:  # pyright: ignore[reportArgumentType]
+            assert {t.name for t in (await client.list_tools()).tools} == AUTHORED
+            assert not (await client.call_tool("lookup", {"key": "s"})).is_error
+            _same_as_unknown(await _refusal(client, "echo"), await _refusal(client, "ecko"), "echo", "ecko")
+
+    _run(run, 90)
