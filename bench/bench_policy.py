@@ -30,7 +30,7 @@ from gateway.policy._entities import principal_json, tool_target  # noqa: E402  
 def policy_text() -> str:
     lines = [
         'permit(principal, action == AgentSdk::Action::"tools/list", resource);',
-        "@id(\"readers\")\npermit(principal, action == AgentSdk::Action::\"tools/call\", resource is AgentSdk::Tool)\n"
+        '@id("readers")\npermit(principal, action == AgentSdk::Action::"tools/call", resource is AgentSdk::Tool)\n'
         'when { principal.groups.contains("readers") && resource.readOnly };',
         '@id("tenant")\npermit(principal, action == AgentSdk::Action::"tools/call", resource is AgentSdk::Tool)\n'
         'when { principal.hasTag("tenant") && resource.connection == principal.getTag("tenant") };',
