@@ -44,6 +44,7 @@ from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
 from ..auth.chain import Principal
+from ..errors import GatewayError
 from ..http._asgi import header
 from ..policy import caller_of, connection_target
 from ..runtime import Runtime
@@ -63,7 +64,7 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class Refused(Exception):
+class Refused(GatewayError):
     """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
 
     def __init__(self, code: int, message: str) -> None:
