@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from harness import HANDSHAKE, RawPeer, decode_answer, start_serve  # noqa: E402
 
 from connections import ClientPool, define_connection  # noqa: E402
-from connections._pool import default_start_limit  # noqa: E402
+from connections.pool._pool import default_start_limit  # noqa: E402
 
 SERVER = str(Path(__file__).with_name("stdio_tool_server.py"))
 
