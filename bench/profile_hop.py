@@ -34,6 +34,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import AsyncGenerator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -60,8 +61,7 @@ def _ours(filename: str) -> bool:
 
 
 def _name(filename: str, qualname: str) -> str:
-    module = Path(filename).relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
-    return f"{module}.{qualname}"
+    return f"{Path(filename).relative_to(ROOT).with_suffix('').as_posix().replace('/', '.')}.{qualname}"
 
 
 @asynccontextmanager
@@ -70,7 +70,7 @@ async def gateway(upstream: str, tmp: Path, ttl: float) -> AsyncGenerator[ASGIAp
     ASGI callable hands every request the lifespan state and the peer's uid, as `serve` does."""
     from connections import load_project
     from gateway.app import create_app
-    from gateway.http_protocol import PEER_UID
+    from gateway.http.protocol import PEER_UID
     from gateway.settings import ServeSettings
 
     project = tmp / "project"
@@ -148,73 +148,106 @@ class Peer:
             raise SystemExit(f"the call failed: {response.status_code} {message}")
 
 
-async def entered(peer: Peer) -> list[tuple[str, int]]:
-    """Our functions one call enters, in first-entry order, with their entry counts (`sys.setprofile`:
-    this thread, so the loop's callbacks for the call, such as the upstream wire's reads, count too)."""
-    order: dict[str, int] = {}
+@dataclass(slots=True)
+class Entered:
+    """What one call entered of ours: each function (first-entry order) with its entry count and module,
+    and how often consecutive entries changed package (gateway, connections, oauth)."""
+
+    functions: dict[str, tuple[int, str]] = field(default_factory=dict[str, tuple[int, str]])
+    crossings: int = 0
+    _package: str = ""
+
+    def enter(self, filename: str, qualname: str) -> None:
+        module = _module(filename)
+        name = f"{module}.{qualname}"
+        count, _ = self.functions.get(name, (0, module))
+        self.functions[name] = (count + 1, module)
+        package = module.split(".", 1)[0]
+        if self._package and package != self._package:
+            self.crossings += 1
+        self._package = package
+
+
+async def entered(peer: Peer) -> Entered:
+    """Our functions one call enters (`sys.setprofile`: this thread, so the loop's callbacks for the
+    call, such as the upstream wire's reads, count too)."""
+    seen = Entered()
 
     def hook(frame: FrameType, event: str, _arg: object) -> None:
         if event == "call" and _ours(frame.f_code.co_filename):
-            name = _name(frame.f_code.co_filename, frame.f_code.co_qualname)
-            order[name] = order.get(name, 0) + 1
+            seen.enter(frame.f_code.co_filename, frame.f_code.co_qualname)
 
     sys.setprofile(hook)
     try:
         await peer.call()
     finally:
         sys.setprofile(None)
-    return list(order.items())
+    return seen
 
 
-# Which job each of our modules does on a call's path (the bucket of the "by job" table).
+# Which job each of our modules does on a call's path (the rows of the "by job" table); a module not
+# named here is its own row, so a new module of the pipeline shows up by name.
+MIDDLEWARE, METRICS, PEER_STATE, LOOKUP = "ASGI middleware chain", "metrics", "peer state", "tool lookup"
+INBOUND, RESULT = "inbound: read, parse, check", "result: validate, shape, serialise"
+POOL, WIRE = "pool and session", "upstream wire"
 JOBS = {
-    "request_ids": "ASGI middleware chain",
-    "http_observer": "metrics",
-    "metrics": "metrics",
-    "auth_chain": "ASGI middleware chain",
-    "accounts": "ASGI middleware chain",
-    "app": "ASGI middleware chain",
-    "_asgi": "inbound: read, parse, check",
-    "mcp_endpoints": "inbound: read, parse, check",
-    "mcp_request_checks": "inbound: read, parse, check",
-    "mcp_lane": "inbound: read, parse, check",
-    "peer_sessions": "peer state: sessions, tasks, calls, input",
-    "mcp_tasks": "peer state: sessions, tasks, calls, input",
-    "mcp_task_ext": "peer state: sessions, tasks, calls, input",
-    "mcp_call_stream": "peer state: sessions, tasks, calls, input",
-    "peer_calls": "peer state: sessions, tasks, calls, input",
-    "peer_input": "peer state: sessions, tasks, calls, input",
-    "toolsets": "tool lookup",
-    "_toolset": "tool lookup",
-    "_turns": "tool lookup",
-    "_tracing": "tool lookup",
-    "mcp_tools": "result: validate, shape, serialise",
-    "_tool_results": "result: validate, shape, serialise",
-    "_outcomes": "result: validate, shape, serialise",
-    "_fast_answers": "result: validate, shape, serialise",
-    "json_pieces": "result: validate, shape, serialise",
-    "_broker": "pool and session",
-    "_pool": "pool and session",
-    "_session_runner": "pool and session",
-    "_clients": "pool and session",
-    "_identity": "pool and session",
-    "_definitions": "pool and session",
-    "_call_context": "pool and session",
-    "_input_requests": "pool and session",
-    "_restart": "pool and session",
-    "_fast_calls": "upstream wire (HTTP/1)",
-    "_http1": "upstream wire (HTTP/1)",
-    "_http1_connection": "upstream wire (HTTP/1)",
-    "_json_chunks": "upstream wire (HTTP/1)",
+    "gateway.http.request_ids": MIDDLEWARE,
+    "gateway.auth.chain": MIDDLEWARE,
+    "gateway.accounts.routes": MIDDLEWARE,
+    "gateway.app": MIDDLEWARE,
+    "gateway.http_observer": METRICS,
+    "gateway.metrics": METRICS,
+    "gateway.http._asgi": INBOUND,
+    "gateway.http.mcp_checks": INBOUND,
+    "gateway.mcp.endpoints": INBOUND,
+    "gateway.mcp.lane": INBOUND,
+    "gateway.mcp.tasks": PEER_STATE,
+    "gateway.mcp.task_ext": PEER_STATE,
+    "gateway.mcp.call_stream": PEER_STATE,
+    "gateway.mcp.peers.sessions": PEER_STATE,
+    "gateway.mcp.peers.calls": PEER_STATE,
+    "gateway.mcp.peers.input": PEER_STATE,
+    "gateway.state.request_state": PEER_STATE,
+    "gateway.mcp.toolsets": LOOKUP,
+    "connections.turns._toolset": LOOKUP,
+    "connections.turns._turns": LOOKUP,
+    "connections.client._listing_cache": LOOKUP,
+    "connections.project._pin_guard": LOOKUP,
+    "connections.project._names": LOOKUP,
+    "connections.host._host": LOOKUP,
+    "connections.account._account": LOOKUP,
+    "gateway.mcp.tools": RESULT,
+    "gateway.http.json_pieces": RESULT,
+    "connections.client._tool_results": RESULT,
+    "connections.client._fast_answers": RESULT,
+    "connections.turns._outcomes": RESULT,
+    "connections.serving._broker": POOL,
+    "connections.pool._pool": POOL,
+    "connections.client._session_runner": POOL,
+    "connections.client._clients": POOL,
+    "connections.client._identity": POOL,
+    "connections._call_context": POOL,
+    "connections.client._input_requests": POOL,
+    "connections.client._restart": POOL,
+    "connections.client._tracing": POOL,
+    "connections.project._definitions": POOL,
+    "connections.client._fast_calls": WIRE,
+    "connections.client._keepalive": WIRE,
 }
-# Functions of `mcp_lane` that are the result's shaping, not the request's checks.
+# Functions of the lane that are the result's shaping, not the request's checks.
 RESULT_FUNCTIONS = frozenset({"_shaped", "_serialized", "_write", "_stamp", "_send_jsonrpc"})
 
 
+def _module(filename: str) -> str:
+    return Path(filename).relative_to(ROOT).with_suffix("").as_posix().replace("/", ".")
+
+
 def _job(filename: str, name: str) -> str:
-    module = Path(filename).stem
-    if module == "mcp_lane" and name in RESULT_FUNCTIONS:
-        return "result: validate, shape, serialise"
+    module = _module(filename)
+    if module.endswith(".lane") and name in RESULT_FUNCTIONS:
+        return RESULT
+    if module.startswith("connections.client._transports."):
+        return WIRE
     return JOBS.get(module, f"other ({module})")
 
 
@@ -414,15 +447,19 @@ async def profile_all(upstream: str, tmp: Path, args: argparse.Namespace) -> Non
             report_profile(profile, args.calls, args.top)
 
 
-def report_entered(rows: list[tuple[str, int]]) -> None:
+def report_entered(seen: Entered) -> None:
+    rows = seen.functions
     print(f"### our functions one plain call enters, in order ({len(rows)} distinct)\n")
     print("| # | function | entered |")
     print("|---:|---|---:|")
-    for i, (name, count) in enumerate(rows, 1):
+    for i, (name, (count, _)) in enumerate(rows.items(), 1):
         print(f"| {i} | `{name}` | {count} |")
-    plain = [name for name, _ in rows if not name.endswith(("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>"))]
-    modules = {name.split(".")[1] for name in plain}
-    print(f"\n{len(rows)} distinct functions; {len(plain)} without comprehensions, in {len(modules)} modules")
+    comprehension = ("<listcomp>", "<genexpr>", "<dictcomp>", "<setcomp>")
+    plain = [module for name, (_, module) in rows.items() if not name.endswith(comprehension)]
+    print(
+        f"\n{len(rows)} distinct functions; {len(plain)} without comprehensions, in {len(set(plain))} modules; "
+        f"consecutive entries change package {seen.crossings} times"
+    )
 
 
 async def measure_cpu(peer: Peer, floor: Peer, calls: int) -> None:
