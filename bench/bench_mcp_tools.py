@@ -212,7 +212,7 @@ def stop(procs: list[subprocess.Popen[bytes]], spied: int | None) -> None:
     if spied is not None:
         os.kill(spied, signal.SIGTERM)
     for proc in reversed(procs):
-        if spied is None or proc.args[0] != "py-spy":  # pyright: ignore[reportIndexIssue, reportUnknownMemberType]
+        if spied is None or Path(str(proc.args[0])).name != "py-spy":  # pyright: ignore[reportIndexIssue]
             proc.terminate()
         try:
             proc.wait(timeout=30)
@@ -285,7 +285,8 @@ def main() -> None:
             serve += ["--state-root", str(tmp / "state")]
             if args.py_spy:
                 assert py_spy is not None
-                serve = ["py-spy", "record", "--nonblocking", "--format", "raw", "-o", str(args.py_spy), "--", *serve]
+                spy = ["py-spy", "record", "--nonblocking", "--rate", "400", "--format", "raw", "-o", str(args.py_spy)]
+                serve = [*spy, "--", *serve]
                 serve[0] = py_spy
             gateway = start(procs, serve, gw_port, "agent-sdk serve", env={**env, "PYTHONPATH": str(ROOT)})
             if args.py_spy:

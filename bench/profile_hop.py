@@ -261,6 +261,8 @@ def _area(filename: str, name: str) -> str:
     parts = Path(filename).parts
     if "site-packages" in parts:
         return parts[parts.index("site-packages") + 1].removesuffix(".py")
+    if not filename.startswith(("/", "<")) and len(parts) > 1:  # py-spy names a file from its sys.path entry
+        return parts[0]
     return "stdlib: " + Path(filename).stem
 
 
@@ -337,7 +339,7 @@ def report_stacks(path: Path, top: int) -> None:
     """Summarise py-spy's raw (collapsed) stacks of a real `serve` (`bench_mcp_tools.py --py-spy FILE`):
     the share of the samples in which each of our functions, each job, and each library is on the stack."""
     frame = re.compile(r"^(?P<name>.*) \((?P<file>[^()]*):\d+\)$")
-    total = 0
+    total = start_up = 0
     inclusive: Counter[str] = Counter()
     jobs: Counter[str] = Counter()
     leaves: Counter[str] = Counter()
@@ -346,6 +348,9 @@ def report_stacks(path: Path, top: int) -> None:
         if not stack or not count_text.isdigit():
             continue
         count = int(count_text)
+        if any(part.startswith("<module> ") for part in stack.split(";")[1:]):
+            start_up += count  # an import: the server starting, not serving
+            continue
         total += count
         seen: set[str] = set()
         seen_jobs: set[str] = set()
@@ -354,7 +359,9 @@ def report_stacks(path: Path, top: int) -> None:
             match = frame.match(part)
             if match is None:
                 continue
-            filename = str((ROOT / match["file"]).resolve()) if not match["file"].startswith("/") else match["file"]
+            filename = match["file"]
+            if filename.startswith(("gateway/", "connections/", "oauth/")):
+                filename = str(ROOT / filename)
             name = match["name"]
             if _ours(filename):
                 seen.add(_name(filename, name))
@@ -369,7 +376,7 @@ def report_stacks(path: Path, top: int) -> None:
         leaves[leaf] += count
     if not total:
         raise SystemExit(f"{path}: no stacks (py-spy's raw format: one 'frame;frame;... count' per line)")
-    print(f"### {path.name}: {total} samples of the gateway on CPU\n")
+    print(f"### {path.name}: {total} samples of the gateway on CPU serving ({start_up} more while it started)\n")
     print("| our function on the stack | share of samples |\n|---|---:|")
     for name, count in inclusive.most_common(top):
         print(f"| `{name}` | {count / total:.1%} |")
