@@ -19,10 +19,12 @@ every path that can), `legacy` the same `Client` with `mode="legacy"` (the 2025-
 `raw` and `raw-2026` post plain JSON-RPC (2025-11-25, 2026-07-28) on one keep-alive connection each.
 For each kind, `--concurrency` clients per path are opened once and stay open for the whole run, as
 agents do. Each round then runs, for every path in a rotating order, a throughput phase (every
-client calling back to back for `--seconds`) and a sequential phase (one of those clients alone,
-the others open and idle, for `--seq-seconds`), so drift on a busy machine hits every path alike.
-Per path: calls/s, p50/p99 under load, the single client's sequential p50, and the CPU seconds per
-call of every process (`/proc/<pid>/stat` utime + stime over the phases, divided by the calls).
+client calling back to back for `--seconds`), then a sequential phase: one client per path (the
+others open and idle) making one call at a time, the paths taken in turn call by call for
+`--seq-seconds` per path, so drift on a busy machine hits every path alike. Per path: calls/s,
+p50/p99 under load, the single client's sequential p50, and the CPU seconds per call of every
+process (`/proc/<pid>/stat` utime + stime over the phases, divided by the calls; in the sequential
+phase only a hop's own process, which works for its path alone).
 Prints Markdown; `--json FILE` also writes every figure. The issue-27 targets are checked at the end.
 """
 
@@ -64,7 +66,8 @@ from bench.harness import (  # noqa: E402
 from tests.nginx import main_conf  # noqa: E402
 
 CLIENTS = ("auto", "legacy", "raw", "raw-2026")
-DIRECT, GATEWAY, NGINX = "direct", "agent-sdk /v1/mcp/tools", "nginx hop"
+DIRECT, GATEWAY, NGINX, FASTMCP = "direct", "agent-sdk /v1/mcp/tools", "nginx hop", "fastmcp create_proxy"
+HOPS = {GATEWAY: "agent-sdk", NGINX: "nginx", FASTMCP: "fastmcp"}  # each hop path's own process
 # Issue 27's "done when", on the fast upstream, for both peer generations.
 TARGET_CPU_MS, TARGET_RATE, TARGET_SEQ_P50 = 0.20, 0.85, 1.25
 
@@ -80,7 +83,8 @@ class PathFigures:
     wall: float = 0.0
     cpu: dict[str, float] = field(default_factory=dict[str, float])
     sequential: list[float] = field(default_factory=list[float])
-    seq_cpu: dict[str, float] = field(default_factory=dict[str, float])
+    seq_hop_cpu: float = 0.0
+    """CPU seconds of this path's own hop process (the gateway, nginx) in the sequential phases."""
     version: str = ""
     phases: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
     """Each throughput phase: when it started (time.time()), its calls, its CPU ms per call by role."""
@@ -95,7 +99,7 @@ class PathFigures:
             "seq_calls": seq,
             "seq_p50": statistics.median(self.sequential),
             "cpu_ms": {role: spent / calls * 1000 for role, spent in self.cpu.items()},
-            "seq_cpu_ms": {role: spent / seq * 1000 for role, spent in self.seq_cpu.items()},
+            "seq_hop_cpu_ms": self.seq_hop_cpu / seq * 1000,
             "version": self.version,
             "phases": self.phases,
         }
@@ -116,6 +120,18 @@ async def timed_phase(peers: list[Any], seconds: float, samples: list[float]) ->
         for peer in peers:
             tg.start_soon(worker, peer)
     return time.perf_counter() - start, len(samples) - before
+
+
+async def interleaved(peers: dict[str, Any], seconds: float, figures: dict[str, PathFigures]) -> None:
+    """One client per path, one call at a time, taking the paths in turn (the order rotating each
+    turn) until `seconds` have passed: a single client's sequential latency, every path within
+    milliseconds of the others, so the box's drift hits them alike."""
+    order = list(peers)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for name in order:
+            figures[name].sequential.append(await peers[name].call())
+        order = order[1:] + order[:1]
 
 
 def cpu_now(pids: dict[str, list[int]]) -> dict[str, float]:
@@ -169,10 +185,14 @@ async def measure(
                     path.cpu[role] = path.cpu.get(role, 0.0) + seconds
                 cpu_ms = {role: seconds / calls * 1000 for role, seconds in spent.items()}
                 path.phases.append({"at": at, "calls": calls, "wall": wall, "cpu_ms": cpu_ms})
-                before = cpu_now(pids)
-                await timed_phase(peers[name][:1], args.seq_seconds, path.sequential)
-                add_spent(path.seq_cpu, before, pids)
             order = order[1:] + order[:1]
+            before = cpu_now(pids)
+            await interleaved({name: peers[name][0] for name in urls}, args.seq_seconds * len(urls), figures)
+            spent = {}
+            add_spent(spent, before, pids)
+            for name, path in figures.items():  # a hop's process works only for its own path's calls
+                if (role := HOPS.get(name)) in spent:
+                    path.seq_hop_cpu += spent[role]
     return {name: path.summary() for name, path in figures.items()}
 
 
@@ -236,7 +256,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=1, help="repeat the whole measurement (same processes)")
     parser.add_argument("--rounds", type=int, default=3, help="rotations over the paths per run and client kind")
     parser.add_argument("--seconds", type=float, default=2.0, help="each throughput phase")
-    parser.add_argument("--seq-seconds", type=float, default=1.0, help="each sequential (one client) phase")
+    parser.add_argument(
+        "--seq-seconds", type=float, default=2.0, help="per path and round: one client per path, calls interleaved"
+    )
     parser.add_argument("--warm", type=float, default=1.0, help="seconds of warm-up per path and client kind")
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--upstream", choices=("fast", "everything"), default="fast")
@@ -314,7 +336,7 @@ def main() -> None:
                 )
                 cmd = [sys.executable, "-c", script, upstream, str(fm_port)]
                 pids["fastmcp"] = [start(procs, cmd, fm_port, "fastmcp proxy")]
-                urls["fastmcp create_proxy"] = f"http://127.0.0.1:{fm_port}/mcp"
+                urls[FASTMCP] = f"http://127.0.0.1:{fm_port}/mcp"
 
             pids["clients"] = [os.getpid()]
             for run in range(args.runs):
@@ -335,7 +357,8 @@ def report(run: int, kind: str, results: dict[str, Any], args: argparse.Namespac
     direct = results[DIRECT]
     print(
         f"\n### run {run + 1}, {kind} clients: tools/call echo, {args.upstream} upstream, {args.concurrency} "
-        f"clients open per path, {args.rounds} rounds of {args.seconds:g} s + {args.seq_seconds:g} s sequential"
+        f"clients open per path, {args.rounds} rounds of {args.seconds:g} s per path + {args.seq_seconds:g} s "
+        "sequential"
         f" (load average {os.getloadavg()[0]:.2f})\n"
     )
     print("| path | speaks | calls/s | vs direct | p50 ms | p99 ms | sequential p50 ms | vs direct |")
@@ -347,13 +370,16 @@ def report(run: int, kind: str, results: dict[str, Any], args: argparse.Namespac
             f"{r['seq_p50'] / direct['seq_p50']:.3f}x |"
         )
     roles = list(direct["cpu_ms"])
-    print("\nCPU ms per call, by process, while each path ran (16 clients; sequential in brackets):\n")
+    print(
+        "\nCPU ms per call, by process, while each path ran (16 clients; the hop alone with one client in brackets):\n"
+    )
     print("| path | " + " | ".join(roles) + " | all |")
     print("|---|" + "---:|" * (len(roles) + 1))
     for name, r in results.items():
-        cells = [f"{r['cpu_ms'][role]:.3f} ({r['seq_cpu_ms'][role]:.3f})" for role in roles]
-        total, seq_total = sum(r["cpu_ms"].values()), sum(r["seq_cpu_ms"].values())
-        print(f"| {name} | " + " | ".join(cells) + f" | {total:.3f} ({seq_total:.3f}) |")
+        cells = [f"{r['cpu_ms'][role]:.3f}" for role in roles]
+        if name in HOPS:  # its own process, alone with one client
+            cells[roles.index(HOPS[name])] += f" ({r['seq_hop_cpu_ms']:.3f})"
+        print(f"| {name} | " + " | ".join(cells) + f" | {sum(r['cpu_ms'].values()):.3f} |")
     sys.stdout.flush()
 
 
