@@ -218,6 +218,16 @@ def nginx_conf(tmp: Path, port: int, upstream_port: int) -> Path:
     return conf
 
 
+def workers(master: int) -> list[int]:
+    """nginx's worker processes: the master listens before it forks them, so wait for one."""
+    deadline = time.monotonic() + 10
+    while not (found := children(master)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not found:
+        raise SystemExit("nginx started no worker process")
+    return found
+
+
 def start(
     procs: list[subprocess.Popen[bytes]], cmd: list[str], port: int, what: str, env: dict[str, str] | None = None
 ) -> int:
@@ -323,7 +333,7 @@ def main() -> None:
                 ng_port = free_port()
                 conf = nginx_conf(tmp, ng_port, up_port)
                 master = start(procs, [nginx, "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], ng_port, "nginx")
-                pids["nginx"] = [master, *children(master)]
+                pids["nginx"] = [master, *workers(master)]
                 urls[NGINX] = f"http://127.0.0.1:{ng_port}/mcp"
 
             if args.fastmcp:
