@@ -277,6 +277,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--no-nginx", action="store_true", help="leave the nginx hop out")
     parser.add_argument("--py-spy", type=Path, help="record the gateway with py-spy (raw collapsed stacks) here")
     parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="pass this to agent-sdk serve (repeat; e.g. =--flag=value)"
+    )
     return parser.parse_args()
 
 
@@ -314,7 +317,7 @@ def main() -> None:
             env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
             serve = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "serve"]
             serve += ["--dir", str(project_for(tmp, upstream)), "--port", str(gw_port)]
-            serve += ["--state-root", str(tmp / "state")]
+            serve += ["--state-root", str(tmp / "state"), *args.serve_arg]
             if args.py_spy:
                 assert py_spy is not None
                 spy = ["py-spy", "record", "--nonblocking", "--rate", "400", "--format", "raw", "-o", str(args.py_spy)]
