@@ -43,6 +43,7 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
+from ..errors import GatewayError
 from ..http._asgi import header
 from ..runtime import Runtime
 from .call_stream import principal_id
@@ -62,7 +63,7 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class Refused(Exception):
+class Refused(GatewayError):
     """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
 
     def __init__(self, code: int, message: str) -> None:
