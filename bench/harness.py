@@ -132,7 +132,7 @@ class SdkPeer:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client
 
-        self.client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)  # pyright: ignore[reportArgumentType]
+        self.client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)
 
     async def call(self) -> float:
         start = time.perf_counter()
