@@ -9,8 +9,8 @@ from typing import Any
 import httpx2
 import pytest
 
-from .conftest import Served, Upstream, assert_clean, make_project, serve
-from .oauth_peers import Issuer, claims_for, mint, person_token
+from ..conftest import Served, Upstream, assert_clean, make_project, serve
+from ..oauth_peers import Issuer, claims_for, mint, person_token
 
 POLICY = """\
 permit(principal, action == AgentSdk::Action::"tools/list", resource)

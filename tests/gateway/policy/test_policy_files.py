@@ -18,7 +18,7 @@ from gateway.auth.oauth_tokens import OAuthIdentity
 from gateway.cli import main
 from gateway.policy import PolicyError, PolicyGate, connection_target, prompt_target, resource_target, tool_target
 
-from .conftest import ROOT, make_project
+from ..conftest import ROOT, make_project
 
 # Every name the issue fixes, in one file the validator must accept against the shipped schema.
 CONTRACT = """\

@@ -25,7 +25,7 @@ from gateway.mcp.endpoints import agent_server
 from gateway.mcp.task_ext import _METHODS as TASK_EXTENSION_METHODS  # pyright: ignore[reportPrivateUsage]
 from gateway.mcp.tools import tools_server
 
-from .conftest import Served, Upstream, assert_clean, make_project, serve
+from ..conftest import Served, Upstream, assert_clean, make_project, serve
 
 ALICE, EVE, TINA = "alice-token-0123456789abcdef", "eve-token-0123456789abcdef", "tina-token-0123456789abcdef"
 ARCH = "demo://resource/static/document/architecture.md"

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 
 from tests.peers import node20, node_module
 
-from .conftest import HERE, Served, Upstream, assert_clean, make_project, serve
+from ..conftest import HERE, Served, Upstream, assert_clean, make_project, serve
 
 ALICE, BOB, CAROL = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef", "carol-token-0123456789abcdef"
 DAVE = "dave-operator-token-0123456789"
