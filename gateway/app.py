@@ -31,10 +31,12 @@ from connections import Broker, Offerings, Project
 
 from ._asgi import json_error
 from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
+from .audit import guard_counters, serving_guard
 from .auth_chain import AuthChain, BodyLimit, RequestGuard
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .discovery_routes import discovery_routes
 from .http_observer import HttpObserver, RouteTemplates
+from .limits import load_limit_rules
 from .mcp_endpoints import McpEndpoint, agent_server, session_manager
 from .mcp_subscriptions import Subscriptions
 from .mcp_tools import tools_server
@@ -188,6 +190,7 @@ def create_app(
         return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    load_limit_rules(project.root)  # a bad agent/limits.toml is a ValueError here: `serve` refuses to start
     metrics = Metrics()
     if oauth is None and settings.oauth_issuers:
         oauth = oauth_gate(settings)
@@ -205,6 +208,9 @@ def create_app(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             sessions.on_turn_end = metrics.turn_finished
+            guard = await serving_guard(settings, project, stack)  # audit, limits, approvals (docs/audit.md)
+            guard_counters(guard, metrics.counted)
+            sessions.wrap_toolset = lambda toolset, caller: guard.toolset(toolset, "session", caller)
             offerings: Offerings | None = getattr(brk, "offerings", None)
             pool = getattr(brk, "pool", None)  # a test's broker may have none
             host = getattr(brk, "host", None)
@@ -243,6 +249,7 @@ def create_app(
                 request_states=await serving_request_states(settings, stack),
                 offerings=offerings,
                 subscriptions=subscriptions,
+                guard=guard,
             )
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))

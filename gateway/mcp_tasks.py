@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -43,6 +43,8 @@ from connections import TASK_METHODS, ConnectionsError, ToolTask
 from oauth import printable
 
 from ._asgi import header
+from .audit import refusal_rpc_error
+from .errors import CallRefused
 from .mcp_call_stream import principal_id
 from .mcp_tools import server_tool
 from .runtime import Runtime
@@ -104,6 +106,10 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     return True
 
 
+def _failed(created: Any) -> bool:
+    return bool(getattr(created, "isError", False))
+
+
 async def start_task(
     runtime: Runtime, principal: str, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
@@ -120,10 +126,19 @@ async def start_task(
             "(not authored tools, account connections, connections with a per-session auth callback "
             "or with upstream_sessions='per_principal')",
         )
-    try:
-        created = await runtime.host.mcp.call_tool(
+
+    def create() -> Awaitable[Any]:
+        return runtime.host.mcp.call_tool(
             connection, tool.name, arguments, task=True, ttl_ms=ttl if isinstance(ttl, int) else None
         )
+
+    try:
+        if runtime.guard is None:
+            created = await create()
+        else:  # audit, limits, approval before the task starts (docs/audit.md)
+            created = await runtime.guard.run(tool.name, connection, None, principal, arguments, create, _failed)
+    except CallRefused as exc:
+        raise refusal_rpc_error(exc) from None
     except ValueError as exc:  # an account connection: no tasks there
         raise Refused(METHOD_NOT_FOUND, str(exc)) from None
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult

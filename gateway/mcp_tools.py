@@ -30,6 +30,8 @@ from connections import (
     acting_for,
 )
 
+from .audit import refusal_rpc_error
+from .errors import CallRefused
 from .mcp_call_stream import peer_of, principal_id
 from .mcp_instructions import InstructionsMiddleware
 from .mcp_offerings import failed_closed, offering_handlers
@@ -107,6 +109,8 @@ async def tools_call_result(
     unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
     `principal`'s (`acting_for`), even where a held call runs it in a task of its own."""
     tool = await server_tool(runtime, name)
+    if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
+        tool = runtime.guard.tool(tool, None, principal)
 
     async def call() -> ToolOutcome:
         with acting_for(principal):
@@ -117,6 +121,8 @@ async def tools_call_result(
             result = (await call()).mcp_result()
         else:
             result = peer.finish(await peer.run(call))
+    except CallRefused as exc:
+        raise refusal_rpc_error(exc) from None
     except UpstreamError as exc:
         if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
             # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a

@@ -10,6 +10,7 @@ from starlette.requests import Request
 
 from connections import Offerings, Project, TurnBuilder
 
+from .audit import CallGuard
 from .auth_chain import Principal
 from .held_calls import HeldCalls
 from .mcp_subscriptions import Subscriptions
@@ -52,6 +53,8 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`peer_streams.py`)."""
+    guard: CallGuard | None = None
+    """The audit trail, rate limits and approvals every tool call passes (`gateway/audit`, docs/audit.md)."""
 
 
 def runtime_of(request: Request) -> Runtime:

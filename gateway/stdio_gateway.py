@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import os
 import sys
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -23,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from connections import Project
 
 from .app import default_broker
+from .audit import serving_guard
 from .mcp_tools import tools_server
 from .runners._select import make_runner
 from .runtime import Runtime
@@ -53,7 +55,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
     async with (
         default_broker(project, settings) as broker,
         SessionService.running(session_store(settings), broker.builder, runner) as sessions,
+        AsyncExitStack() as stack,
     ):
+        guard = await serving_guard(settings, project, stack, mcp_surface="stdio")  # docs/audit.md
         runtime = Runtime(
             settings=settings,
             project=project,
@@ -65,6 +69,7 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             mcp={},
             offerings=getattr(broker, "offerings", None),
+            guard=guard,
         )
 
         pool = getattr(broker, "pool", None)

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, TurnBuilder
+from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder
 
 from ..errors import (
     Forbidden,
@@ -112,6 +112,8 @@ class SessionService:
         self._locks: dict[str, anyio.Lock] = {}
         self.on_turn_end: Callable[[str], None] | None = None
         """Told each finished turn's status (the gateway's metrics)."""
+        self.wrap_toolset: Callable[[Toolset, Any], Toolset] | None = None
+        """Given each turn's toolset and its caller, the toolset the turn runs with (the gateway's `CallGuard`)."""
 
     @classmethod
     @asynccontextmanager

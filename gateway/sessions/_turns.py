@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from connections import TurnBuilder, TurnBuildError, acting_for
+from connections import Toolset, TurnBuilder, TurnBuildError, acting_for
 
 from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
@@ -49,6 +49,7 @@ class TurnHost(Protocol):
     lease_s: float
     closing: bool
     on_turn_end: Callable[[str], None] | None
+    wrap_toolset: Callable[[Toolset, Any], Toolset] | None
 
 
 logger = logging.getLogger("agent_sdk.sessions")
@@ -159,6 +160,8 @@ async def _body(
             "message": str(exc),
             "problems": [p.to_json() for p in exc.problems],
         }
+    if service.wrap_toolset is not None:  # audit, limits, approval (docs/audit.md)
+        toolset = service.wrap_toolset(toolset, writer.turn.caller or info.auth)
     reply = ""
     usage: dict[str, int] = {}
     async for event in service.runner.run(info, message, toolset, history=history):
