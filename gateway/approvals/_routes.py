@@ -7,9 +7,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest
-from ..http_json import error_response, read_object
-from ..roles import require_operator
+from ..http.json_answers import error_response, read_object
 from ..runtime import principal_of, runtime_of
 from ._gate import ApprovalGate
 

@@ -18,10 +18,10 @@ from mcp.shared.exceptions import MCPError
 from connections import ConnectionsError, ToolInputError, ToolOutcome, Toolset, TurnTool
 
 from ..approvals import ApprovalGate
-from ..auth_chain import Principal
+from ..auth.chain import Principal
 from ..errors import CallRefused
+from ..http.request_ids import current_request_id
 from ..limits import Limiter
-from ..request_ids import current_request_id
 from ._record import AuditRecord, argument_digest
 from ._trail import AuditTrail
 

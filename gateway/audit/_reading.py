@@ -89,8 +89,8 @@ def read_file_records(folder: Path, query: AuditQuery) -> list[dict[str, Any]]:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and query.matches(record):  # pyright: ignore[reportUnknownArgumentType]
-                found.append(record)  # pyright: ignore[reportUnknownArgumentType]
+            if isinstance(record, dict) and query.matches(record):
+                found.append(record)
                 if len(found) >= query.limit:
                     return found
     return found
@@ -115,8 +115,8 @@ async def read_stream_records(redis: Any, query: AuditQuery) -> list[dict[str, A
                 record = json.loads(fields.get("r", ""))
             except ValueError:
                 continue
-            if isinstance(record, dict) and query.matches(record):  # pyright: ignore[reportUnknownArgumentType]
-                found.append(record)  # pyright: ignore[reportUnknownArgumentType]
+            if isinstance(record, dict) and query.matches(record):
+                found.append(record)
                 if len(found) >= query.limit:
                     return found
     return found

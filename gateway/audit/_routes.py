@@ -8,9 +8,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest, StateUnavailable
-from ..http_json import error_response
-from ..roles import require_operator
+from ..http.json_answers import error_response
 from ..runtime import runtime_of
 from ._reading import AuditQuery, read_file_records, read_stream_records
 from ._sinks import audit_folder

@@ -9,10 +9,10 @@ from prometheus_client import CollectorRegistry, Counter
 
 from connections import Project
 
-from .._redis import redis_client
 from ..approvals import ApprovalGate, RedisApprovals
 from ..limits import Limiter, limits_storage, load_limit_rules
 from ..settings import ServeSettings
+from ..state._redis import redis_client
 from ._guard import CallGuard
 from ._sinks import FileSink, OtelSink, RedisSink, Sink, audit_folder
 from ._trail import AuditTrail

@@ -15,7 +15,7 @@ import anyio
 from filelock import FileLock
 from opentelemetry import _logs as otel_logs
 
-from connections import tracing_enabled
+from connections.serving import tracing_enabled
 
 from ._record import AuditRecord
 

@@ -13,10 +13,10 @@ from typing import Any
 import anyio
 import httpx2
 
-from .._redis import redis_client, safe_url
 from ..audit import OUTCOMES, AuditQuery, audit_folder, read_file_records, read_stream_records
 from ..errors import CliError
-from ..state import STATE_URL_ENV
+from ..state._redis import redis_client, safe_url
+from ..stores import STATE_URL_ENV
 from ._common import add_project_args, state_root_of
 
 __all__ = ["approvals", "audit", "register"]

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import mcp.types as mt
 
-from connections import Broker, CallContext, ConnectionDefinition, Project, calling, shown_command, shown_url
-from oauth import printable
+from connections import Broker, ConnectionDefinition, Project
+from connections.serving import CallContext, calling, shown_command, shown_url
+from oauth._shared import printable
 
 from ._broker_run import run_with_broker
 from ._common import add_project_args, json_object_arg
@@ -92,7 +93,7 @@ def mcp_call(args: argparse.Namespace) -> int:
 
     async def call(broker: Broker) -> mt.CallToolResult:
         with calling(context):
-            return await broker.host.mcp.call_tool(args.name, args.tool, arguments)  # pyright: ignore[reportUnknownArgumentType]
+            return await broker.host.mcp.call_tool(args.name, args.tool, arguments)
 
     result: mt.CallToolResult = run_with_broker(project, args, call, what=f"calling {args.tool!r} on {args.name!r}")
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))

@@ -56,10 +56,10 @@ class LimitRule:
 def _names(where: str, key: str, value: object, problems: list[str]) -> frozenset[str] | None:
     if value is None:
         return None
-    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         problems.append(f'{where}: {key} must be a list of names, e.g. {key} = ["echo"]')
         return None
-    return frozenset(value)  # pyright: ignore[reportUnknownArgumentType]
+    return frozenset(value)
 
 
 def _rule(index: int, table: Any, problems: list[str]) -> LimitRule | None:
@@ -67,7 +67,7 @@ def _rule(index: int, table: Any, problems: list[str]) -> LimitRule | None:
     if not isinstance(table, dict):
         problems.append(f"{where}: each [[limit]] must be a table")
         return None
-    entry: dict[str, Any] = table  # pyright: ignore[reportUnknownVariableType]
+    entry: dict[str, Any] = table
     unknown = sorted(set(entry) - _FIELDS)
     if unknown:
         problems.append(f"{where}: unknown field(s) {', '.join(unknown)}; a limit has {', '.join(sorted(_FIELDS))}")
@@ -83,7 +83,7 @@ def _rule(index: int, table: Any, problems: list[str]) -> LimitRule | None:
     per = entry.get("per", ["principal", "tool"])
     if isinstance(per, str):
         per = [per]
-    if not isinstance(per, list) or not per or any(p not in _KEYS for p in per):  # pyright: ignore[reportUnknownVariableType]
+    if not isinstance(per, list) or not per or any(p not in _KEYS for p in per):
         problems.append(f"{where}: per must name one or more of {', '.join(_KEYS)}")
         per = ["principal", "tool"]
     tools = _names(where, "tools", entry.get("tools"), problems)
@@ -91,7 +91,7 @@ def _rule(index: int, table: Any, problems: list[str]) -> LimitRule | None:
     principals = _names(where, "principals", entry.get("principals"), problems)
     if item is None:
         return None
-    ordered = tuple(k for k in _KEYS if k in per)  # pyright: ignore[reportUnknownMemberType]
+    ordered = tuple(k for k in _KEYS if k in per)
     return LimitRule(index, rate, item, ordered, tools, connections, principals)  # pyright: ignore[reportArgumentType]
 
 
@@ -117,7 +117,7 @@ def load_limit_rules(root: Path) -> tuple[LimitRule, ...]:
     if not isinstance(tables, list):
         problems.append("limit must be an array of tables: write [[limit]], not [limit]")
         tables = []
-    rules = [_rule(i, t, problems) for i, t in enumerate(tables)]  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+    rules = [_rule(i, t, problems) for i, t in enumerate(tables)]
     if problems:
         raise LimitsFileError("\n".join(f"{path}: error: {p}" for p in problems))
     return tuple(r for r in rules if r is not None)
