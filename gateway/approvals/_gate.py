@@ -48,7 +48,7 @@ class ApprovalGate:
         pending = PendingApproval(
             new_approval_id(), principal, surface, tool, connection, now, now + self.timeout_s, request_id
         )
-        logger.warning(
+        logger.info(  # not a failure: the console's approvals panel shows it
             "call of %r by %s waits for an operator's approval %s (agent-sdk approvals approve %s), up to %.0f s",
             tool[:64],
             principal,
