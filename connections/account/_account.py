@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from oauth._shared import Secret

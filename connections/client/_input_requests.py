@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp.client.session import ClientRequestContext, ClientResponse
 from mcp.shared.exceptions import MCPError
 

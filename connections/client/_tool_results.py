@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LoggingLevel
 from mcp_types import methods as _methods

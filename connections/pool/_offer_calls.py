@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 
 from ..client._clients import LIST_PAGE_CAP

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 

@@ -76,7 +76,7 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def canonical_definition(item: Any) -> dict[str, Any]:
-    """`item` (an `mcp.types` model or its JSON) as the JSON its digest covers: every field the upstream
+    """`item` (an `mcp_types` model or its JSON) as the JSON its digest covers: every field the upstream
     sent, `_meta` without `VOLATILE_META` (and without `_meta` when nothing else is left)."""
     data: dict[str, Any] = (
         dict(item) if isinstance(item, Mapping) else item.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import ToolInputError
 from ..project._definitions import ConnectionDefinition

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp.shared.inbound import x_mcp_header_map
 
 from .._exceptions import ConnectionsError, TurnBuildError, TurnProblem

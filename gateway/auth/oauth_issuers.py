@@ -27,6 +27,8 @@ from joserfc.jwk import ECKey, KeySet, OKPKey, RSAKey
 
 from oauth._shared import printable
 
+from ..errors import GatewayError
+
 __all__ = ["Issuer", "IssuerError", "IssuerMisconfigured", "IssuerUnavailable", "introspection_credentials"]
 
 SIGNING_KEY_TYPES = {"RSA": RSAKey, "EC": ECKey, "OKP": OKPKey}
@@ -35,7 +37,7 @@ SIGNING_KEY_TYPES = {"RSA": RSAKey, "EC": ECKey, "OKP": OKPKey}
 _TIMEOUT = 5.0
 
 
-class IssuerError(Exception):
+class IssuerError(GatewayError):
     """An issuer's metadata or keys cannot be used; the message is a sentence naming the issuer."""
 
 

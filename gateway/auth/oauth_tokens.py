@@ -30,6 +30,7 @@ from joserfc.errors import ExpiredTokenError, InvalidClaimError, JoseError, Miss
 
 from oauth._shared import printable
 
+from ..errors import GatewayError
 from .oauth_issuers import Issuer, IssuerError, IssuerUnavailable
 
 __all__ = ["ALGORITHMS", "OAuthIdentity", "TokenRefused", "TokenVerifier", "token_digest"]
@@ -66,7 +67,7 @@ class OAuthIdentity:
         object.__setattr__(self, "id", f"oauth:{digest}")
 
 
-class TokenRefused(Exception):
+class TokenRefused(GatewayError):
     """A token not admitted: `status` (401, 403, 400, 503), the RFC 6750 `error`, a sentence."""
 
     def __init__(self, status: int, error: str, description: str, *, scope: str | None = None) -> None:

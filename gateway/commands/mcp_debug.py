@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import mcp.types as mt
+import mcp_types as mt
 
 from connections import Broker, ConnectionDefinition, Project
 from connections.serving import CallContext, calling, shown_command, shown_url

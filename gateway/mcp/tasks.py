@@ -44,7 +44,7 @@ from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
 from ..audit import refusal_rpc_error
-from ..errors import CallRefused
+from ..errors import CallRefused, GatewayError
 from ..http._asgi import header
 from ..runtime import Runtime
 from .call_stream import principal_id
@@ -64,7 +64,7 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class Refused(Exception):
+class Refused(GatewayError):
     """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
 
     def __init__(self, code: int, message: str) -> None:

@@ -37,6 +37,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
+from ..errors import GatewayError
+
 __all__ = [
     "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
@@ -65,7 +67,7 @@ _AAD = b"agent-sdk requestState v1"
 _REDIS_USED = "agent-sdk:request-state:used:"
 
 
-class RequestStateRefused(MCPError):
+class RequestStateRefused(MCPError, GatewayError):
     """A `requestState` the gateway will not honour; the message names the check that failed."""
 
     def __init__(self, reason: str) -> None:
