@@ -187,6 +187,8 @@ def test_with_the_stream_down_the_gateway_keeps_serving_and_says_so_once(
 def test_limits_file_errors_stop_serve_with_a_sentence(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project")
     (project / "agent" / "limits.toml").write_text('[[limit]]\nrate = "lots"\nper = ["everyone"]\n')
+    checked = _cli("validate", "--dir", str(project), env={})
+    assert checked.returncode == 1 and "limits.toml: error: limit 1: rate 'lots' is not a rate" in checked.stdout
     done = _cli("serve", "--dir", str(project), "--port", "0", "--state-root", str(tmp_path / "s"), env={})
     assert done.returncode == 1
     assert "limits.toml: error: limit 1: rate 'lots' is not a rate" in done.stderr
