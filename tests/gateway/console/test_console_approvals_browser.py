@@ -15,7 +15,7 @@ from playwright.sync_api import expect
 
 from tests.browser import ARTIFACTS, chromium
 
-from .conftest import Served, Upstream, make_project, serve
+from ..conftest import Served, Upstream, make_project, serve
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(180)]
 

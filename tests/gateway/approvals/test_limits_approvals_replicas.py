@@ -25,8 +25,8 @@ from connections import define_connection
 from gateway.approvals import ApprovalDecided, ApprovalDenied, ApprovalGate, MemoryApprovals, RedisApprovals
 from gateway.state._redis import redis_client
 
-from .conftest import ROOT, Served, Upstream, make_project, serve
-from .replicas import BEARER, OPERATOR, STATE_KEY, RedisServer, redis_server
+from ..conftest import ROOT, Served, Upstream, make_project, serve
+from ..replicas import BEARER, OPERATOR, STATE_KEY, RedisServer, redis_server
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(180)]
 

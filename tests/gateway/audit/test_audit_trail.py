@@ -25,8 +25,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.peers import node20, node_module
 
-from .conftest import HERE, ROOT, Served, Upstream, make_project, url_connection
-from .replicas import BEARER, OPERATOR, RedisServer, redis_server, replica
+from ..conftest import HERE, ROOT, Served, Upstream, make_project, url_connection
+from ..replicas import BEARER, OPERATOR, RedisServer, redis_server, replica
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(180)]
 

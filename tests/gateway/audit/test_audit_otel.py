@@ -8,7 +8,7 @@ import json
 import subprocess
 import sys
 
-from .conftest import ROOT
+from ..conftest import ROOT
 
 _CHILD = r"""
 import json, anyio
