@@ -33,6 +33,7 @@ from connections import Broker, Project
 from connections.serving import Offerings
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
+from .audit import guard_counters, serving_guard
 from .auth.chain import AuthChain, BodyLimit, RequestGuard
 from .auth.oauth_gate import OAuthGate, oauth_gate
 from .auth.operator_grants import OperatorGrant
@@ -42,6 +43,7 @@ from .http._asgi import json_error
 from .http.proxies import TrustedProxies
 from .http.request_ids import RequestIds
 from .http_observer import HttpObserver, RouteTemplates
+from .limits import load_limit_rules
 from .mcp.endpoints import McpEndpoint, agent_server, session_manager
 from .mcp.peers.caps import stream_cap
 from .mcp.peers.streams import PeerStreams
@@ -192,6 +194,7 @@ def create_app(
         return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    load_limit_rules(project.root)  # a bad agent/limits.toml is a ValueError here: `serve` refuses to start
     metrics = Metrics()
     policy = PolicyGate.for_project(project.root)  # raises PolicyError naming each bad line (serve checks first)
     if oauth is None and settings.oauth_issuers:
@@ -210,6 +213,9 @@ def create_app(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             sessions.on_turn_end = metrics.turn_finished
+            guard = await serving_guard(settings, project, stack)  # audit, limits, approvals (docs/audit.md)
+            guard_counters(guard, metrics.counted)
+            sessions.wrap_toolset = lambda toolset, caller: guard.toolset(toolset, "session", caller)
             offerings: Offerings | None = getattr(brk, "offerings", None)
             pool = getattr(brk, "pool", None)  # a test's broker may have none
             host = getattr(brk, "host", None)
@@ -249,6 +255,7 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
                 policy=policy,
+                guard=guard,
             )
             sessions.narrow = functools.partial(turn_toolset, policy)
             watcher = await stack.enter_async_context(anyio.create_task_group())

@@ -292,6 +292,8 @@ class Metrics:
             "agent_sdk_auth_refusals", "Requests refused by the auth chain, by status and code", ["status", "code"],
             registry=counted,
         )  # fmt: skip
+        self.counted = counted
+        """The registry the counted metrics register in (None in multiprocess mode: prometheus_client's files)."""
         self._multiprocess = multiprocess
         self._watched: _BrokerCollector | None = None
 

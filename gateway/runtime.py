@@ -11,6 +11,7 @@ from starlette.requests import Request
 from connections import Project, TurnBuilder
 from connections.serving import Offerings
 
+from .audit import CallGuard
 from .auth.chain import Principal
 from .mcp.peers.asks import PeerAsks
 from .mcp.peers.calls import PeerCalls
@@ -56,6 +57,8 @@ class Runtime:
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
     policy: PolicyGate = field(default_factory=PolicyGate)
     """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
+    guard: CallGuard | None = None
+    """The audit trail, rate limits and approvals every tool call passes (`gateway/audit`, docs/audit.md)."""
 
 
 def runtime_of(request: Request) -> Runtime:

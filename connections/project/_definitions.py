@@ -94,6 +94,9 @@ class ConnectionDefinition:
     timeouts: Timeouts = field(default_factory=Timeouts)
     allow_tools: frozenset[str] | None = None
     deny_tools: frozenset[str] = frozenset()
+    require_approval: bool | frozenset[str] = False
+    """True: every call of its tools waits for an operator's approval; a set: the calls of those tools only
+    (docs/audit.md, "Human approval")."""
     protocol: ProtocolMode = "auto"
     description: str | None = None
     linkable: bool = False
@@ -136,6 +139,11 @@ class ConnectionDefinition:
         if tool in self.deny_tools:
             return False
         return self.allow_tools is None or tool in self.allow_tools
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether a call of `tool` waits for an operator's approval (`require_approval`)."""
+        approval = self.require_approval
+        return approval if isinstance(approval, bool) else tool in approval
 
     def allows_prompt(self, prompt: str) -> bool:
         """Whether `advertise_prompts` and `deny_prompts` put `prompt` on `/v1/mcp/tools` (deny wins)."""
@@ -193,6 +201,7 @@ def define_connection(
     timeouts: Timeouts | Mapping[str, float] | None = None,
     allow_tools: list[str] | tuple[str, ...] | None = None,
     deny_tools: list[str] | tuple[str, ...] | None = None,
+    require_approval: bool | list[str] | tuple[str, ...] = False,
     protocol: str = "auto",
     description: str | None = None,
     linkable: bool = False,
@@ -313,6 +322,9 @@ def define_connection(
 
     allow = str_list("allow_tools", allow_tools, bad)
     deny = str_list("deny_tools", deny_tools, bad) or ()
+    approval: bool | frozenset[str] = require_approval if isinstance(require_approval, bool) else False
+    if not isinstance(require_approval, bool):
+        approval = frozenset(str_list("require_approval", require_approval, bad) or ())
     if protocol not in ("auto", "legacy", "modern"):
         bad("protocol", protocol)
         protocol = "auto"
@@ -357,6 +369,7 @@ def define_connection(
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
+        require_approval=approval,
         protocol=protocol,
         description=description,
         linkable=linkable,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from starlette.routing import Route
 
+from ..approvals._routes import approval_routes
+from ..audit._routes import audit_routes
 from ._failures import failure_routes
 from ._login import login_routes
 from ._operator_views import operator_view_routes
@@ -14,4 +16,12 @@ __all__ = ["console_routes"]
 
 
 def console_routes() -> list[Route]:
-    return [*page_routes(), *status_routes(), *login_routes(), *failure_routes(), *operator_view_routes()]
+    return [
+        *page_routes(),
+        *status_routes(),
+        *login_routes(),
+        *failure_routes(),
+        *operator_view_routes(),
+        *audit_routes(),
+        *approval_routes(),
+    ]

@@ -15,7 +15,7 @@ __all__ = ["error_response", "read_object", "string_field"]
 
 def error_response(exc: ApiError) -> JSONResponse:
     """The refusal's JSON body (with the request's id: `_asgi.json_error`) and status."""
-    return JSONResponse(json_error(exc.code, exc.message, **exc.extra), status_code=exc.status)
+    return JSONResponse(json_error(exc.code, exc.message, **exc.extra), status_code=exc.status, headers=exc.headers())
 
 
 async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:

@@ -24,8 +24,9 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
+from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
-from ..errors import ApiError, InvalidRequest
+from ..errors import ApiError, CallRefused, InvalidRequest
 from ..http._asgi import receive_body, send_error, send_rpc_error
 from ..http.mcp_checks import envelope_problem, header_problem, serve_batch
 from ..policy import require
@@ -182,8 +183,11 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
                 args.get("input"),
                 session_id=_string(args, "sessionId"),
                 token=args.get("continuationToken"),
+                surface="mcp",
             )
             return json_result(envelope, is_error=bool(envelope["isError"]))
+        except CallRefused as exc:  # a limit, an approval, the audit trail: a JSON-RPC error (docs/audit.md)
+            raise refusal_rpc_error(exc) from None
         except ApiError as exc:
             return json_result(exc.to_json(), is_error=True)
 

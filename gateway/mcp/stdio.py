@@ -14,6 +14,7 @@ import fcntl
 import functools
 import os
 import sys
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -24,6 +25,7 @@ from mcp.server.stdio import stdio_server
 from connections import Project
 
 from ..app import default_broker
+from ..audit import serving_guard
 from ..policy import PolicyGate, turn_toolset
 from ..runners._select import make_runner
 from ..runtime import Runtime
@@ -55,7 +57,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
     async with (
         default_broker(project, settings) as broker,
         SessionService.running(session_store(settings), broker.builder, runner) as sessions,
+        AsyncExitStack() as stack,
     ):
+        guard = await serving_guard(settings, project, stack, mcp_surface="stdio")  # docs/audit.md
         runtime = Runtime(
             settings=settings,
             project=project,
@@ -68,6 +72,7 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
             mcp={},
             offerings=getattr(broker, "offerings", None),
             policy=PolicyGate.for_project(project.root),
+            guard=guard,
         )
         sessions.narrow = functools.partial(turn_toolset, runtime.policy)
 

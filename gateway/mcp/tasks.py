@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from typing import Any
 
 import mcp_types as mt
@@ -43,8 +43,9 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
+from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
-from ..errors import GatewayError
+from ..errors import CallRefused, GatewayError
 from ..http._asgi import header
 from ..policy import caller_of, connection_target
 from ..runtime import Runtime
@@ -107,6 +108,10 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     return True
 
 
+def _failed(created: Any) -> bool:
+    return bool(getattr(created, "isError", False))
+
+
 async def start_task(
     runtime: Runtime, caller: Principal, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
@@ -125,10 +130,19 @@ async def start_task(
             "(not authored tools, account connections, connections with a per-session auth callback "
             "or with upstream_sessions='per_principal')",
         )
-    try:
-        created = await runtime.host.mcp.call_tool(
+
+    def create() -> Awaitable[Any]:
+        return runtime.host.mcp.call_tool(
             connection, tool.name, arguments, task=True, ttl_ms=ttl if isinstance(ttl, int) else None
         )
+
+    try:
+        if runtime.guard is None:
+            created = await create()
+        else:  # audit, limits, approval before the task starts (docs/audit.md)
+            created = await runtime.guard.run(tool.name, connection, None, principal, arguments, create, _failed)
+    except CallRefused as exc:
+        raise refusal_rpc_error(exc) from None
     except ValueError as exc:  # an account connection: no tasks there
         raise Refused(METHOD_NOT_FOUND, str(exc)) from None
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult

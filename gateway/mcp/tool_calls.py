@@ -14,6 +14,7 @@ from ..auth.chain import Principal
 from ..errors import (
     ApiError,
     AuthorizationServerDown,
+    CallRefused,
     ConnectionFailed,
     ConnectionNeedsLogin,
     ConnectionNotListed,
@@ -112,12 +113,14 @@ async def call_tool(
     *,
     session_id: object = None,
     token: object = None,
+    surface: str = "http",
 ) -> dict[str, Any]:
     """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
 
     Raises `ApiError`s: `UnknownTool` (with the available names), `ConnectionNotListed` (the tool may be
     on a connection that could not be listed: `missing_tool`), `InvalidToolInput`,
-    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
+    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`, and the guard's `CallRefused`
+    (`RateLimited`, `ApprovalDenied`, ...: docs/audit.md). `surface` names the route in the audit trail.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
     caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
@@ -135,6 +138,8 @@ async def call_tool(
         arguments = {}
     if not isinstance(arguments, Mapping):
         raise InvalidToolInput(f"invalid input for tool {name!r}: input must be a JSON object")
+    if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
+        tool = runtime.guard.tool(tool, surface, principal)
     call_id = f"tool_{name}_{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     outcome: ToolOutcome
@@ -143,6 +148,8 @@ async def call_tool(
             outcome = await tool.call(dict(arguments))
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
+    except CallRefused:
+        raise
     except ConnectionsError as exc:
         outcome = ToolOutcome(is_error=True, result={"error": exc.code, "message": str(exc)})
     except Exception as exc:  # boundary: the tool body raised; the caller gets what the model would see

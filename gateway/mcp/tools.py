@@ -29,7 +29,9 @@ from connections import (
 )
 from connections.serving import CallContext, Offerings
 
+from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
+from ..errors import CallRefused
 from ..policy import callable_tool, caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from .call_stream import peer_of, principal_id
@@ -115,6 +117,8 @@ async def tools_call_result(
     `principal`'s (`acting_for`), even where a held call runs it in a task of its own; `caller` is whom the
     policy decides for."""
     tool = await server_tool(runtime, name, caller)
+    if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
+        tool = runtime.guard.tool(tool, None, principal)
 
     async def call() -> ToolOutcome:
         with acting_for(principal):
@@ -125,6 +129,8 @@ async def tools_call_result(
             result = (await call()).mcp_result()
         else:
             result = peer.finish(await peer.run(call))
+    except CallRefused as exc:
+        raise refusal_rpc_error(exc) from None
     except UpstreamError as exc:
         if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
             # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, TurnBuilder
+from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder
 
 from ..errors import (
     Forbidden,
@@ -114,6 +114,8 @@ class SessionService:
         """Told each finished turn's status (the gateway's metrics)."""
         self.narrow: Narrow | None = None
         """Narrows each turn's toolset to what its principal may call (the gateway's policy, `gateway/policy/`)."""
+        self.wrap_toolset: Callable[[Toolset, Any], Toolset] | None = None
+        """Given each turn's toolset and its caller, the toolset the turn runs with (the gateway's `CallGuard`)."""
 
     @classmethod
     @asynccontextmanager

@@ -50,6 +50,7 @@ class TurnHost(Protocol):
     closing: bool
     on_turn_end: Callable[[str], None] | None
     narrow: Narrow | None
+    wrap_toolset: Callable[[Toolset, Any], Toolset] | None
 
 
 Narrow = Callable[[SessionInfo, Toolset], tuple[Toolset, dict[str, Any]]]
@@ -168,6 +169,8 @@ async def _body(
     if service.narrow is not None:  # the policy's share of the toolset, said in `turn.started` (never silent)
         toolset, said = service.narrow(info, toolset)
         started.update(said)
+    if service.wrap_toolset is not None:  # audit, limits, approval (docs/audit.md)
+        toolset = service.wrap_toolset(toolset, writer.turn.caller or info.auth)
     await writer.emit("turn.started", started)
     reply = ""
     usage: dict[str, int] = {}
