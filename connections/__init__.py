@@ -52,6 +52,7 @@ from ._exceptions import EnvironmentVariableMissing as EnvironmentVariableMissin
 from ._exceptions import NotOffered as NotOffered
 from ._exceptions import ProjectError as ProjectError
 from ._exceptions import ResultTooLarge as ResultTooLarge
+from ._exceptions import SignInRequired as SignInRequired
 from ._exceptions import ToolInputError as ToolInputError
 from ._exceptions import TurnBuildError as TurnBuildError
 from ._exceptions import TurnProblem as TurnProblem
@@ -174,6 +175,7 @@ __all__ = [
     "ServerTool",
     "SessionInfo",
     "Severity",
+    "SignInRequired",
     "Timeouts",
     "ToolContext",
     "ToolInputError",

@@ -177,7 +177,7 @@ async def serve_lane(
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
-                await server_tool(runtime, params["name"])
+                await server_tool(runtime, params["name"], principal)
                 run_call = functools.partial(
                     _answer, server, runtime, ident, version, params, peer, principal, modern=modern
                 )
@@ -190,7 +190,7 @@ async def serve_lane(
                 return True
             result, found = found, None  # one reference: the answer written in pieces releases the result
         else:
-            result = await tools_list_result(runtime)
+            result = await tools_list_result(runtime, peer_of(scope)[0])
         wire = _shaped(server, method, version, result, modern=modern)
     except Exception as exc:
         await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)

@@ -22,6 +22,7 @@ from connections import (
     CallContext,
     ConnectionsError,
     Offerings,
+    SignInRequired,
     ToolInputError,
     ToolOutcome,
     TurnBuildError,
@@ -38,6 +39,7 @@ from .mcp_task_capability import TaskServer
 from .peer_input import PeerCall, peer_call
 from .peer_streams import subscribe_handlers
 from .runtime import Runtime, runtime_of
+from .sign_in import SignInLinks, sign_in_answer
 from .tool_calls import missing_tool
 
 __all__ = ["SERVER_VERSION", "json_result", "server_tool", "tools_call_result", "tools_list_result", "tools_server"]
@@ -83,10 +85,19 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
     return _error_result(f"{type(exc).__name__}: {exc}"[:500])
 
 
-async def server_tool(runtime: Runtime, name: str) -> TurnTool:
-    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool
-    and for one `mcp.lock` holds back (its sentence says what changed)."""
-    tool, toolset, problems = await runtime.catalog.tool(name, None)
+async def server_tool(runtime: Runtime, name: str, principal: str | None = None) -> TurnTool:
+    """The server tool `name` for a `tools/call` (listed as `principal`, when a listing is needed). Raises
+    `MCPError` (invalid params) for an unknown tool and for one `mcp.lock` holds back (its sentence says
+    what changed), and `SignInRequired` when `principal` must sign in to a per-user connection to list it."""
+    if principal is None:
+        tool, toolset, problems = await runtime.catalog.tool(name, None)
+    else:
+        with acting_for(principal):
+            tool, toolset, problems = await runtime.catalog.tool(name, None)
+    if tool is None and principal is not None:
+        signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
+        if signing is not None and signing.connection is not None:  # the tool may be that connection's
+            raise SignInRequired(signing.connection, principal, signing.message)
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
@@ -105,8 +116,12 @@ async def tools_call_result(
     result. With `peer` (a caller that answers input requests, `peer_input.py`) the call runs with its
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
     unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
-    `principal`'s (`acting_for`), even where a held call runs it in a task of its own."""
-    tool = await server_tool(runtime, name)
+    `principal`'s (`acting_for`), even where a held call runs it in a task of its own. A per-user connection
+    the caller has no grant for answers with a way to sign in (`sign_in.py`)."""
+    try:
+        tool = await server_tool(runtime, name, principal)  # a listing it needs first is the caller's too
+    except SignInRequired as exc:
+        return _signing_in(runtime, exc, name, peer)
 
     async def call() -> ToolOutcome:
         with acting_for(principal):
@@ -117,6 +132,8 @@ async def tools_call_result(
             result = (await call()).mcp_result()
         else:
             result = peer.finish(await peer.run(call))
+    except SignInRequired as exc:  # the caller's own grant is missing: a way to sign in, never a smaller answer
+        return _signing_in(runtime, exc, name, peer)
     except UpstreamError as exc:
         if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
             # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
@@ -130,13 +147,28 @@ async def tools_call_result(
     return result
 
 
-async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed. Raises `MCPError` naming the
-    connections that could not be listed, never a shorter list."""
+def _signing_in(runtime: Runtime, exc: SignInRequired, tool: str, peer: PeerCall | None) -> dict[str, Any]:
+    links = SignInLinks(runtime.settings, runtime.request_states)
+    declared = (peer.context.capabilities if peer is not None else None) or {}
+    modern = peer is not None and peer.held_calls is not None
+    return sign_in_answer(links, runtime.request_states, exc, tool=tool, capabilities=declared, modern=modern)
+
+
+async def tools_list_result(runtime: Runtime, principal: str = "anonymous") -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools`, as `principal`: listed live, fail-closed. Raises `MCPError` naming the
+    connections that could not be listed, never a shorter list (and the sign-in URL of each per-user
+    connection `principal` has no grant for, `sign_in.py`)."""
     try:
-        toolset = await runtime.catalog.live()
+        with acting_for(principal):
+            toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        raise failed_closed("tools/list", exc) from None
+        refusal = failed_closed("tools/list", exc)
+        signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, principal)
+        if signs:
+            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
+            data = {**(refusal.error.data or {}), "signIn": signs}
+            raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
+        raise refusal from None
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
@@ -166,7 +198,7 @@ def tools_server(
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
-        return await tools_list_result(runtime(ctx))
+        return await tools_list_result(runtime(ctx), principal_id(getattr(ctx.request, "scope", None) or {}))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)

@@ -37,6 +37,7 @@ from .held_calls import HeldCall, HeldCalls
 from .peer_asks import PeerAsks
 from .request_state import RequestStates, SealedState
 from .runtime import Runtime
+from .sign_in import SIGN_IN_KEY
 
 __all__ = ["INPUT_FEATURES", "PeerCall", "declared_input", "peer_call"]
 
@@ -131,6 +132,9 @@ async def peer_call(
     name: str = params["name"]
     tool, _, _ = await runtime.catalog.tool(name, None)
     answers = dict(responses) if isinstance(responses, Mapping) else None  # pyright: ignore[reportUnknownArgumentType]
+    if answers is not None:
+        answers.pop(SIGN_IN_KEY, None)  # the gateway's own sign-in question (sign_in.py): not the upstream's
+        answers = answers or None
     peer = PeerCall(
         context, principal, name, tool.connection if tool is not None else None, runtime.request_states, runtime.held
     )
