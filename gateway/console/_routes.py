@@ -8,10 +8,18 @@ from ._failures import failure_routes
 from ._login import login_routes
 from ._operator_views import operator_view_routes
 from ._pages import page_routes
+from ._sign_in import sign_in_routes
 from ._status import status_routes
 
 __all__ = ["console_routes"]
 
 
 def console_routes() -> list[Route]:
-    return [*page_routes(), *status_routes(), *login_routes(), *failure_routes(), *operator_view_routes()]
+    return [
+        *page_routes(),
+        *status_routes(),
+        *login_routes(),
+        *sign_in_routes(),
+        *failure_routes(),
+        *operator_view_routes(),
+    ]

@@ -13,16 +13,19 @@ from __future__ import annotations
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
 
-from oauth import OAuthError, printable, start_login
+from oauth import OAuthError, start_login
+from oauth._shared import printable
 
 from ..errors import StateUnavailable
-from ..request_state import RequestStateRefused
+from ..mcp.sign_in import SIGN_IN_PATH
 from ..runtime import principal_of, runtime_of
+from ..state.request_state import RequestStateRefused
 from ._login import bind_browser, page, redirect_uri_of
 from ._services import console_of
 
-__all__ = ["sign_in_route"]
+__all__ = ["sign_in_routes"]
 
 
 async def sign_in_route(request: Request) -> Response:
@@ -55,3 +58,7 @@ async def sign_in_route(request: Request) -> Response:
     answer = RedirectResponse(started.authorization_url, status_code=302, headers={"cache-control": "no-store"})
     bind_browser(answer, services, started.authorization_url, redirect_uri)
     return answer
+
+
+def sign_in_routes() -> list[Route]:
+    return [Route(SIGN_IN_PATH, sign_in_route, methods=["GET"])]
