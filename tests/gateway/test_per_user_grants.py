@@ -1,0 +1,148 @@
+"""Per-user grants (docs/oauth.md#per-user-grants) against real components: oidc-provider as the upstream's
+authorization server, the audience-checking `mcp` 2.x resource server whose `whoami` answers the subject of
+the token each call came with, and `agent-sdk serve` with three bearer principals.
+
+Each principal signs in through the URL its first call is answered with, then the three call interleaved:
+the upstream sees every call with its caller's own subject. A principal's grant removed (console) or
+revoked at the authorization server fails that principal's calls only, each with a new way in."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+
+from tests.oauth.peers import AuthServer, ResourceServer
+
+from .conftest import Served, assert_clean, serve
+from .per_user import (
+    OPERATOR,
+    PEERS,
+    call_body,
+    modern_headers,
+    peer_env,
+    per_user_project,
+    principal_of,
+    sign_in,
+    sign_in_url_in,
+    text_of,
+    whoami,
+)
+
+CALLS = 2000
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("per-user")
+    served = serve(per_user_project(root / "project", resource.url), root / "state", env=peer_env())
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text(), list(PEERS.values()))
+
+
+def test_without_a_grant_a_call_fails_closed_with_a_sign_in_url_for_that_principal(gateway: Served) -> None:
+    with httpx2.Client(timeout=30.0) as http:
+        result = whoami(http, gateway.url, "alice")
+    assert result["isError"] is True
+    text = text_of(result)
+    assert "sign_in_required" in text and "'docs'" in text
+    assert sign_in_url_in(text).startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
+
+
+def test_a_sign_in_url_opened_by_another_principal_is_refused_and_stays_good_for_its_own(gateway: Served) -> None:
+    with httpx2.Client(timeout=30.0) as http:
+        url = sign_in_url_in(text_of(whoami(http, gateway.url, "carol")))
+        stranger = http.get(url, headers={"authorization": f"Bearer {PEERS['bob']}"})
+        assert stranger.status_code == 403
+        assert "issued to another principal" in stranger.text
+        forged = http.get(url[:-6] + "AAAAAA", headers={"authorization": f"Bearer {PEERS['carol']}"})
+        assert forged.status_code == 400 and "not issued by this gateway" in forged.text
+    assert "Signed in" in sign_in(url, "carol").text  # the stranger's attempt did not use it up
+    with httpx2.Client(timeout=30.0) as http:
+        again = http.get(url, headers={"authorization": f"Bearer {PEERS['carol']}"})
+        assert again.status_code == 400 and "already used" in again.text
+        answered = whoami(http, gateway.url, "carol")  # the retried call succeeds, as carol
+    assert (answered["isError"], answered["structuredContent"]) == (False, {"result": "carol"})
+
+
+def _signed_in(gateway: Served, name: str) -> None:
+    with httpx2.Client(timeout=30.0) as http:
+        result = whoami(http, gateway.url, name)
+    if result["isError"]:
+        page = sign_in(sign_in_url_in(text_of(result)), name)
+        assert page.status_code == 200 and "Signed in" in page.text, page.text
+
+
+async def _interleaved(gateway: Served, calls: int) -> Counter[tuple[str, str]]:
+    """`calls` `whoami` calls, the three principals taking turns over a few concurrent lanes each; (caller, answer)."""
+    seen: Counter[tuple[str, str]] = Counter()
+    names = list(PEERS)
+    async with httpx2.AsyncClient(timeout=60.0, limits=httpx2.Limits(max_connections=12)) as http:
+
+        async def lane(start: int) -> None:
+            for i in range(start, calls, 12):
+                name = names[i % 3]
+                answer = await http.post(
+                    f"{gateway.url}/v1/mcp/tools", json=call_body("whoami", i), headers=modern_headers(name)
+                )
+                result = answer.json()["result"]
+                seen[(name, result["content"][0]["text"] if not result["isError"] else "error")] += 1
+
+        with anyio.fail_after(240):
+            async with anyio.create_task_group() as tg:
+                for start in range(12):
+                    tg.start_soon(lane, start)
+    return seen
+
+
+@pytest.mark.anyio
+async def test_three_principals_interleaved_each_call_reaches_the_upstream_as_its_caller(
+    gateway: Served, resource: ResourceServer, auth_server: AuthServer
+) -> None:
+    for name in PEERS:
+        _signed_in(gateway, name)
+    before = Counter(resource.stats()["whoami"])
+    seen = await _interleaved(gateway, CALLS)
+    assert sum(seen.values()) == CALLS
+    assert {pair for pair in seen if pair[0] != pair[1]} == set()  # 0 calls answered with another's subject
+    after = Counter(resource.stats()["whoami"])
+    assert after - before == Counter({name: seen[(name, name)] for name in PEERS})
+
+    # The operator removes alice's grant only (console, per principal): her next call is asked to sign in.
+    with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {OPERATOR}"}) as operator:
+        removed = operator.post(
+            f"{gateway.url}/v1/connections/docs/logout", params={"principal": principal_of("alice")}
+        )
+    assert removed.status_code == 200 and removed.json()["deleted"] is True, removed.text
+    seen = await _interleaved(gateway, 60)
+    assert seen == Counter({("alice", "error"): 20, ("bob", "bob"): 20, ("carol", "carol"): 20})
+
+    # bob's refresh token revoked at the authorization server (RFC 7009), and the upstream refusing his
+    # access token: his next call refreshes, the server says invalid_grant, and only bob is asked to sign in.
+    grant = _stored_grant(gateway.state_root, principal_of("bob"))
+    revoked = httpx2.post(
+        f"{auth_server.issuer}/token/revocation",
+        data={"token": grant["tokens"]["refresh_token"], "client_id": grant["client"]["client_id"]},
+    )
+    assert revoked.status_code == 200
+    httpx2.post(f"{resource.base}/_control/reject-subject", params={"sub": "bob"})
+    seen = await _interleaved(gateway, 60)
+    assert seen == Counter({("alice", "error"): 20, ("bob", "error"): 20, ("carol", "carol"): 20})
+    with httpx2.Client(timeout=30.0) as http:
+        text = text_of(whoami(http, gateway.url, "bob"))
+    assert "refused by the authorization server (invalid_grant)" in text
+    sign_in_url_in(text)
+
+
+def _stored_grant(state_root: Path, principal: str) -> dict[str, object]:
+    data = json.loads((state_root / "mcp-auth.json").read_text())
+    (record,) = data["grants"][f"docs@{principal}"].values()
+    return record
