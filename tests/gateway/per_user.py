@@ -6,19 +6,26 @@ redirect back to `/v1/oauth/callback`) done with an HTTP client, as a browser wo
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
 
+import anyio
+import anyio.to_thread
 import httpx2
+from anyio.streams.text import TextReceiveStream
 
 from tests.oauth.helpers import authorize
+from tests.peers import node20, node_module
 
 from .conftest import make_project
 
-PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in ("alice", "bob", "carol")}
-"""Each person's bearer token at the gateway: three principals, `bearer:<digest>`."""
+THREE = ("alice", "bob", "carol")
+PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave", "erin")}
+"""Each person's bearer token at the gateway: a principal each, `bearer:<digest>`."""
 OPERATOR = "per-user-operator-token-0123456789"
 MODERN = "2026-07-28"
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -97,3 +104,34 @@ def sign_in(url: str, name: str, *, callback_base: str | None = None) -> httpx2.
         if callback_base is not None:
             redirect = urljoin(callback_base, redirect[len(gateway) :])
         return browser.get(redirect)
+
+
+async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str | None = None) -> dict[str, Any]:
+    """The TypeScript SDK peer (`ts_sign_in_client.mjs`, `legacy` or `modern`) calls `whoami` as `name`; when it
+    says which URL it was given, `name` signs in there (an HTTP client as the browser); its last report."""
+    script = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_sign_in_client.mjs"
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent),
+        "MCP_CLIENT_DIR": str(node_module("@modelcontextprotocol", "client", "package.json").parent),
+        "MCP_HEADERS": json.dumps({"authorization": f"Bearer {PEERS[name]}"}),
+    }
+    reports: list[dict[str, Any]] = []
+    with anyio.fail_after(90):
+        async with await anyio.open_process([node20(), str(script), url, "whoami", era], env=env) as peer:
+            assert peer.stdout is not None and peer.stdin is not None
+            async for line in TextReceiveStream(peer.stdout):
+                for text in line.splitlines():
+                    report = json.loads(text)
+                    reports.append(report)
+                    if "asked" in report:
+                        page = await anyio.to_thread.run_sync(
+                            lambda: sign_in(report["url"], name, callback_base=callback_base)
+                        )
+                        assert page.status_code == 200 and "Signed in" in page.text, page.text
+                        await peer.stdin.send(b"signed in\n")
+            code = await peer.wait()
+            assert peer.stderr is not None
+            errors = (await peer.stderr.receive(65536)).decode(errors="replace") if code else ""
+    assert code == 0, (reports, errors)
+    return {"asked": reports[0], **reports[-1]}

@@ -23,6 +23,7 @@ from .conftest import Served, assert_clean, serve
 from .per_user import (
     OPERATOR,
     PEERS,
+    THREE,
     call_body,
     modern_headers,
     peer_env,
@@ -31,6 +32,7 @@ from .per_user import (
     sign_in,
     sign_in_url_in,
     text_of,
+    ts_peer_signs_in,
     whoami,
 )
 
@@ -84,7 +86,7 @@ def _signed_in(gateway: Served, name: str) -> None:
 async def _interleaved(gateway: Served, calls: int) -> Counter[tuple[str, str]]:
     """`calls` `whoami` calls, the three principals taking turns over a few concurrent lanes each; (caller, answer)."""
     seen: Counter[tuple[str, str]] = Counter()
-    names = list(PEERS)
+    names = list(THREE)
     async with httpx2.AsyncClient(timeout=60.0, limits=httpx2.Limits(max_connections=12)) as http:
 
         async def lane(start: int) -> None:
@@ -107,14 +109,14 @@ async def _interleaved(gateway: Served, calls: int) -> Counter[tuple[str, str]]:
 async def test_three_principals_interleaved_each_call_reaches_the_upstream_as_its_caller(
     gateway: Served, resource: ResourceServer, auth_server: AuthServer
 ) -> None:
-    for name in PEERS:
+    for name in THREE:
         _signed_in(gateway, name)
     before = Counter(resource.stats()["whoami"])
     seen = await _interleaved(gateway, CALLS)
     assert sum(seen.values()) == CALLS
     assert {pair for pair in seen if pair[0] != pair[1]} == set()  # 0 calls answered with another's subject
     after = Counter(resource.stats()["whoami"])
-    assert after - before == Counter({name: seen[(name, name)] for name in PEERS})
+    assert after - before == Counter({name: seen[(name, name)] for name in THREE})
 
     # The operator removes alice's grant only (console, per principal): her next call is asked to sign in.
     with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {OPERATOR}"}) as operator:
@@ -146,3 +148,22 @@ def _stored_grant(state_root: Path, principal: str) -> dict[str, object]:
     data = json.loads((state_root / "mcp-auth.json").read_text())
     (record,) = data["grants"][f"docs@{principal}"].values()
     return record
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("era", "name", "version"), [("legacy", "dave", "2025-11-25"), ("modern", "erin", "2026-07-28")]
+)
+async def test_the_typescript_sdk_peer_is_asked_to_sign_in_by_url_and_its_retry_succeeds(
+    gateway: Served, era: str, name: str, version: str
+) -> None:
+    report = await ts_peer_signs_in(f"{gateway.url}/v1/mcp/tools", name, era)
+    asked = report["asked"]
+    if era == "legacy":  # 2025-11-25: URLElicitationRequiredError, the call cannot wait
+        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
+    else:  # 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver
+        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
+    assert asked["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
+    assert report["protocolVersion"] == version
+    assert report["result"]["isError"] is False
+    assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
