@@ -5,6 +5,7 @@ redirect back to `/v1/oauth/callback`) done with an HTTP client, as a browser wo
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave"
 OPERATOR = "per-user-operator-token-0123456789"
 MODERN = "2026-07-28"
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+TS_SIGN_IN = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_sign_in_client.mjs"
 URL_IN_TEXT = re.compile(r"(https?://\S+/v1/oauth/sign-in\?ticket=[A-Za-z0-9._%-]+)")
 
 
@@ -109,7 +111,7 @@ def sign_in(url: str, name: str, *, callback_base: str | None = None) -> httpx2.
 async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str | None = None) -> dict[str, Any]:
     """The TypeScript SDK peer (`ts_sign_in_client.mjs`, `legacy` or `modern`) calls `whoami` as `name`; when it
     says which URL it was given, `name` signs in there (an HTTP client as the browser); its last report."""
-    script = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_sign_in_client.mjs"
+    script = TS_SIGN_IN
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent),
@@ -125,9 +127,8 @@ async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str 
                     report = json.loads(text)
                     reports.append(report)
                     if "asked" in report:
-                        page = await anyio.to_thread.run_sync(
-                            lambda: sign_in(report["url"], name, callback_base=callback_base)
-                        )
+                        opened = functools.partial(sign_in, report["url"], name, callback_base=callback_base)
+                        page = await anyio.to_thread.run_sync(opened)
                         assert page.status_code == 200 and "Signed in" in page.text, page.text
                         await peer.stdin.send(b"signed in\n")
             code = await peer.wait()
