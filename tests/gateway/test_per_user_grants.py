@@ -12,10 +12,12 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx2
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.oauth.peers import AuthServer, ResourceServer
 
@@ -167,3 +169,37 @@ async def test_the_typescript_sdk_peer_is_asked_to_sign_in_by_url_and_its_retry_
     assert report["protocolVersion"] == version
     assert report["result"]["isError"] is False
     assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
+
+
+def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_their_own_state(
+    gateway: Served,
+) -> None:
+    # By now (the tests above, in order): alice's grant removed, bob's refused at refresh (kept, dead),
+    # carol, dave and erin signed in.
+    def docs(name: str, **params: str) -> dict[str, Any]:
+        with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {name}"}) as http:
+            answer = http.get(f"{gateway.url}/v1/connections", params=params)
+        assert answer.status_code == 200, answer.text
+        assert all(principal_of(n) not in answer.text for n in PEERS)  # nobody is named
+        return next(c for c in answer.json()["connections"] if c["name"] == "docs")
+
+    mine = docs(PEERS["erin"])
+    assert (mine["state"], mine["oauth"]["loggedIn"], mine["oauth"]["principals"]) == ("ready", True, 4)
+    assert mine["oauth"]["principal"] == "you"
+    theirs = docs(PEERS["alice"])
+    assert (theirs["state"], theirs["oauth"]["loggedIn"]) == ("needs_login", False)
+    asked = docs(OPERATOR, principal=principal_of("dave"))  # an operator asks about one principal
+    assert (asked["oauth"]["principal"], asked["oauth"]["loggedIn"]) == ("asked", True)
+    ignored = docs(PEERS["alice"], principal=principal_of("dave"))  # a peer cannot look at another's
+    assert (ignored["oauth"]["principal"], ignored["oauth"]["loggedIn"]) == ("you", False)
+
+    with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {OPERATOR}"}) as operator:
+        text = operator.get(f"{gateway.url}/v1/metrics").text
+    samples = {
+        (s.name, s.labels.get("connection")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+    assert samples[("agent_sdk_oauth_grants", "docs")] == 4
+    assert samples[("agent_sdk_oauth_refresh_failures_total", "docs")] >= 1  # bob's refused refresh
+    assert all(principal_of(n) not in text for n in PEERS)
