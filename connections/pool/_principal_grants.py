@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import ConnectionUnavailable
 from ..client._identity import SessionHeaders, acting_principal, principal_partition

@@ -368,7 +368,7 @@ def define_connection(
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
-        protocol=protocol,  # type: ignore[arg-type]
+        protocol=protocol,
         description=description,
         linkable=linkable,
         max_result_bytes=max_result_bytes,
@@ -377,8 +377,8 @@ def define_connection(
         max_identities=max_identities,
         identity_idle_timeout=float(idle),
         pin=pin,
-        upstream_sessions=upstream_sessions,  # type: ignore[arg-type]  # checked above
-        grants=grants,  # type: ignore[arg-type]  # checked above
+        upstream_sessions=upstream_sessions,  # checked above
+        grants=grants,  # checked above
         source=origin,
         line=line,
         problems=tuple(problems),

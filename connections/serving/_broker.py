@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 
 from oauth import ConnectionAuth, LoginRequired, TokenStore, connection_auth
 
@@ -231,7 +231,7 @@ class Broker:
 class _NoSharedGrant(httpx2.Auth):
     """The shared pool's auth for a `grants="per_principal"` connection: refuses every request (fail closed)."""
 
-    def sync_auth_flow(self, request: httpx2.Request) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]
+    def sync_auth_flow(self, request: httpx2.Request) -> Any:
         raise LoginRequired("calls of a grants='per_principal' connection must name their principal")
 
     async def async_auth_flow(self, request: httpx2.Request) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]

@@ -75,7 +75,7 @@ def sign_in_answer(
     `InputRequiredResult`, as JSON. Raises `MCPError` -32042 for a 2025-11-25 peer that can open a URL."""
     url = links.url(exc.connection, exc.principal)
     elicitation = capabilities.get("elicitation")
-    can_open = isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)  # pyright: ignore[reportUnknownMemberType]
+    can_open = isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)
     if can_open and not modern:
         asked = {"mode": "url", "message": _message(exc.connection), "url": url, "elicitationId": secrets.token_hex(16)}
         raise MCPError(mt.URL_ELICITATION_REQUIRED, f"{exc}; sign in at {url}", data={"elicitations": [asked]})
