@@ -43,6 +43,7 @@ from .http_observer import HttpObserver, RouteTemplates
 from .mcp.endpoints import McpEndpoint, agent_server, session_manager
 from .mcp.peers.caps import stream_cap
 from .mcp.peers.streams import PeerStreams
+from .mcp.sign_in import SignInLinks
 from .mcp.subscriptions import Subscriptions
 from .mcp.tools import tools_server
 from .mcp.toolsets import BrokerLike, ToolCatalog
@@ -245,6 +246,7 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
             )
+            sessions.sign_in_links = SignInLinks(settings, runtime.request_states).for_problems  # per-user grants
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, TurnBuilder
+from connections import SessionInfo, ToolOutcome, TurnBuilder, TurnProblem
 
 from ..errors import (
     Forbidden,
@@ -112,6 +112,8 @@ class SessionService:
         self._locks: dict[str, anyio.Lock] = {}
         self.on_turn_end: Callable[[str], None] | None = None
         """Told each finished turn's status (the gateway's metrics)."""
+        self.sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None = None
+        """A failed build's sign-in URLs for the turn's owner (`gateway/mcp/sign_in.py`), set by the app."""
 
     @classmethod
     @asynccontextmanager

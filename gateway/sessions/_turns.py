@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from connections import TurnBuilder, TurnBuildError, acting_for
+from connections import TurnBuilder, TurnBuildError, TurnProblem, acting_for
 
 from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
@@ -49,6 +49,7 @@ class TurnHost(Protocol):
     lease_s: float
     closing: bool
     on_turn_end: Callable[[str], None] | None
+    sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None
 
 
 logger = logging.getLogger("agent_sdk.sessions")
@@ -153,12 +154,17 @@ async def _body(
     try:
         toolset = await service.builder.build(info)
     except TurnBuildError as exc:
-        return {
+        failed: dict[str, Any] = {
             "status": "failed",
             "error": exc.code,
             "message": str(exc),
             "problems": [p.to_json() for p in exc.problems],
         }
+        # A per-user connection the owner has not signed in to: the way in (gateway/mcp/sign_in.py).
+        signs = service.sign_in_links(exc.problems, record.owner) if service.sign_in_links is not None else []
+        if signs:
+            failed["signIn"] = signs
+        return failed
     reply = ""
     usage: dict[str, int] = {}
     async for event in service.runner.run(info, message, toolset, history=history):

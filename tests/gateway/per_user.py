@@ -25,7 +25,7 @@ from tests.peers import node20, node_module
 from .conftest import make_project
 
 THREE = ("alice", "bob", "carol")
-PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave", "erin")}
+PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave", "erin", "frank")}
 """Each person's bearer token at the gateway: a principal each, `bearer:<digest>`."""
 OPERATOR = "per-user-operator-token-0123456789"
 MODERN = "2026-07-28"
@@ -136,3 +136,30 @@ async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str 
             errors = (await peer.stderr.receive(65536)).decode(errors="replace") if code else ""
     assert code == 0, (reports, errors)
     return {"asked": reports[0], **reports[-1]}
+
+
+async def session_turn(base: str, name: str, message: str, session: dict[str, str] | None = None) -> dict[str, Any]:
+    """One turn of the session API (deterministic runner) as `name`: a new session, or a follow-up of
+    `session` (updated with the rotated token). Its closing event (`turn.completed` or `turn.failed`)."""
+    headers = {"authorization": f"Bearer {PEERS[name]}"}
+    async with httpx2.AsyncClient(base_url=base, timeout=60, headers=headers) as http:
+        with anyio.fail_after(60):
+            start = 0
+            if session is None:
+                answer = await http.post("/v1/session", json={"message": message})
+            else:
+                events = await http.get(f"/v1/session/{session['sessionId']}/events", params={"format": "json"})
+                start = len(events.json()["events"])
+                body = {"message": message, "continuationToken": session["continuationToken"]}
+                answer = await http.post(f"/v1/session/{session['sessionId']}", json=body)
+            assert answer.status_code == 200, answer.text
+            handle = answer.json()
+            if session is not None:
+                session["continuationToken"] = handle["continuationToken"]
+            stream = http.stream("GET", f"/v1/session/{handle['sessionId']}/stream", params={"startIndex": start})
+            async with stream as lines:
+                async for line in lines.aiter_lines():
+                    event = json.loads(line) if line.strip() else {}
+                    if event.get("type") in ("turn.completed", "turn.failed"):
+                        return {**event, "session": {k: handle[k] for k in ("sessionId", "continuationToken")}}
+    raise AssertionError("the session stream ended without a closing turn event")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import httpx2
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -31,6 +32,7 @@ from .per_user import (
     peer_env,
     per_user_project,
     principal_of,
+    session_turn,
     sign_in,
     sign_in_url_in,
     text_of,
@@ -171,11 +173,25 @@ async def test_the_typescript_sdk_peer_is_asked_to_sign_in_by_url_and_its_retry_
     assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
 
 
+@pytest.mark.anyio
+async def test_a_session_turn_fails_naming_the_connection_with_the_url_and_runs_once_signed_in(gateway: Served) -> None:
+    failed = await session_turn(gateway.url, "frank", "call whoami {}")
+    assert failed["type"] == "turn.failed" and failed["data"]["error"] == "turn_build_failed"
+    assert [(p["code"], p["connection"]) for p in failed["data"]["problems"]] == [("sign_in_required", "docs")]
+    [way_in] = failed["data"]["signIn"]
+    assert way_in["connection"] == "docs" and way_in["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
+    page = await anyio.to_thread.run_sync(sign_in, way_in["url"], "frank")
+    assert "Signed in" in page.text
+    done = await session_turn(gateway.url, "frank", "call whoami {}", failed["session"])
+    assert done["type"] == "turn.completed", done
+    assert "frank" in json.dumps(done["data"])  # the turn's call ran with frank's own grant
+
+
 def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_their_own_state(
     gateway: Served,
 ) -> None:
     # By now (the tests above, in order): alice's grant removed, bob's refused at refresh (kept, dead),
-    # carol, dave and erin signed in.
+    # carol, dave, erin and frank signed in.
     def docs(name: str, **params: str) -> dict[str, Any]:
         with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {name}"}) as http:
             answer = http.get(f"{gateway.url}/v1/connections", params=params)
@@ -184,7 +200,7 @@ def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_t
         return next(c for c in answer.json()["connections"] if c["name"] == "docs")
 
     mine = docs(PEERS["erin"])
-    assert (mine["state"], mine["oauth"]["loggedIn"], mine["oauth"]["principals"]) == ("ready", True, 4)
+    assert (mine["state"], mine["oauth"]["loggedIn"], mine["oauth"]["principals"]) == ("ready", True, 5)
     assert mine["oauth"]["principal"] == "you"
     theirs = docs(PEERS["alice"])
     assert (theirs["state"], theirs["oauth"]["loggedIn"]) == ("needs_login", False)
@@ -200,6 +216,6 @@ def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_t
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
-    assert samples[("agent_sdk_oauth_grants", "docs")] == 4
+    assert samples[("agent_sdk_oauth_grants", "docs")] == 5
     assert samples[("agent_sdk_oauth_refresh_failures_total", "docs")] >= 1  # bob's refused refresh
     assert all(principal_of(n) not in text for n in PEERS)
