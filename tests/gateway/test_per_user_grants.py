@@ -9,6 +9,8 @@ revoked at the authorization server fails that principal's calls only, each with
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -219,3 +221,25 @@ def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_t
     assert samples[("agent_sdk_oauth_grants", "docs")] == 5
     assert samples[("agent_sdk_oauth_refresh_failures_total", "docs")] >= 1  # bob's refused refresh
     assert all(principal_of(n) not in text for n in PEERS)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=90, check=False)
+
+
+def test_the_cli_logs_out_one_principal_and_refuses_a_logout_naming_none(gateway: Served) -> None:
+    where = ["--dir", str(gateway.state_root.parent / "project"), "--state-root", str(gateway.state_root)]
+    refused = _cli("mcp", "oauth", "docs", *where, "--logout")
+    assert refused.returncode != 0
+    assert "grants='per_principal': each principal signs in through the gateway; name one with --principal" in (
+        refused.stderr
+    )
+    assert _stored_grant(gateway.state_root, principal_of("carol"))
+    done = _cli("mcp", "oauth", "docs", *where, "--logout", "--principal", principal_of("carol"))
+    assert done.returncode == 0, done.stderr
+    assert "logged out; revoked at the authorization server" in done.stdout
+    assert all(token not in done.stdout + done.stderr for token in PEERS.values())
+    holders = json.loads((gateway.state_root / "mcp-auth.json").read_text())["grants"]
+    assert f"docs@{principal_of('carol')}" not in holders
+    assert {f"docs@{principal_of(n)}" for n in ("dave", "erin", "frank")} <= set(holders)  # the others stay
