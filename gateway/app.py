@@ -47,6 +47,7 @@ from .limits import load_limit_rules
 from .mcp.endpoints import McpEndpoint, agent_server, session_manager
 from .mcp.peers.caps import stream_cap
 from .mcp.peers.streams import PeerStreams
+from .mcp.sign_in import SignInLinks
 from .mcp.subscriptions import Subscriptions
 from .mcp.tools import tools_server
 from .mcp.toolsets import BrokerLike, ToolCatalog
@@ -261,6 +262,7 @@ def create_app(
             watcher = await stack.enter_async_context(anyio.create_task_group())
             watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
             stack.callback(watcher.cancel_scope.cancel)
+            sessions.sign_in_links = SignInLinks(settings, runtime.request_states).for_problems  # per-user grants
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

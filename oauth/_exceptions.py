@@ -137,9 +137,15 @@ class AuthorizationServerUnreachable(TokenError):
 
 
 class LoginRequired(OAuthError):
-    """No usable tokens for the connection, and this context may not start a browser login."""
+    """No usable tokens for the connection, and this context may not start a browser login.
+
+    `principal` names whose own grant is missing (`StoreKey.principal`); empty for the gateway's one grant."""
 
     error = "login_required"
+
+    def __init__(self, message: str, principal: str = "") -> None:
+        super().__init__(message)
+        self.principal = principal
 
 
 class InsufficientScope(OAuthError):

@@ -72,11 +72,14 @@ class SessionHeaders(dict[str, str]):
 
     session_id: str | None
     digest: str
+    principal: str | None
+    """A principal's partition (`principal_partition`): whose upstream session, and whose own grant."""
 
     def __init__(self, headers: Mapping[str, str], session_id: str | None = None) -> None:
         super().__init__(headers)
         self.session_id = session_id
         self.digest = identity_digest(headers)
+        self.principal = None
 
     def __repr__(self) -> str:
         # Header values are credentials: names and the digest only.
@@ -89,6 +92,7 @@ def principal_partition(principal_id: str) -> SessionHeaders:
     principal's id (never a token: the gateway's principal ids are already digests or names)."""
     partition = SessionHeaders({})
     partition.digest = identity_digest({"\x00principal": principal_id})
+    partition.principal = principal_id
     return partition
 
 

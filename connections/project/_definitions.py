@@ -38,6 +38,7 @@ ConnectionKind = Literal["stdio", "http", "sse", "account"]
 Transport = Literal["streamable-http", "sse"]
 ProtocolMode = Literal["auto", "legacy", "modern"]
 UpstreamSessions = Literal["shared", "per_principal"]
+Grants = Literal["gateway", "per_principal"]
 """How many upstream sessions a connection keeps: one for everyone, or one per calling principal."""
 AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
 """`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
@@ -113,6 +114,10 @@ class ConnectionDefinition:
     upstream_sessions: UpstreamSessions = "shared"
     """`shared`: one pooled upstream session serves every caller; `per_principal`: one per calling principal
     (kept in the identity pool, bounded by `max_identities` and `identity_idle_timeout`; docs/connections.md)."""
+    grants: Grants = "gateway"
+    """`oauth` connections: `gateway`, one grant the deployment logged in with (`agent-sdk mcp oauth NAME`);
+    `per_principal`, each calling principal signs in with its own grant, and its calls (and upstream
+    session) are its own (implies `upstream_sessions="per_principal"`; docs/oauth.md#per-user-grants)."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     name: str = ""
@@ -212,6 +217,7 @@ def define_connection(
     min_log_level: str | None = None,
     pin: bool = True,
     upstream_sessions: str = "shared",
+    grants: str = "gateway",
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -347,6 +353,11 @@ def define_connection(
     if upstream_sessions not in ("shared", "per_principal"):
         bad("upstream_sessions", upstream_sessions)
         upstream_sessions = "shared"
+    if grants not in ("gateway", "per_principal"):
+        bad("grants", grants)
+        grants = "gateway"
+    if grants == "per_principal":
+        upstream_sessions = "per_principal"  # a principal's token opens, and only serves, its own session
 
     return ConnectionDefinition(
         url=url,
@@ -380,6 +391,7 @@ def define_connection(
         identity_idle_timeout=float(idle),
         pin=pin,
         upstream_sessions=upstream_sessions,  # checked above
+        grants=grants,  # checked above
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -79,6 +79,18 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
     if defn.oauth is not None and defn.url is None:
         yield Problem("oauth-needs-url", "oauth=... needs url=...: OAuth protects remote servers only")
+    if defn.grants == "per_principal" and defn.oauth is None:
+        yield Problem(
+            "grants-need-oauth",
+            "grants='per_principal' needs oauth=True: each principal's own grant is an OAuth login; add oauth=True "
+            "or remove grants",
+        )
+    if defn.grants == "per_principal" and defn.oauth is not None and defn.oauth.grant == "client_credentials":
+        yield Problem(
+            "grants-with-client-credentials",
+            "grants='per_principal' cannot be combined with OAuthConfig(grant='client_credentials'): a client "
+            "credentials token is the deployment's own, not a person's; drop one",
+        )
     if defn.oauth is not None and any(k.lower() == "authorization" for k in defn.headers):
         yield Problem(
             "oauth-with-authorization-header",

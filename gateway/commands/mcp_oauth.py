@@ -69,6 +69,12 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
     action.add_argument(
         "--logout", action="store_true", help="revoke the tokens where supported, then delete every copy"
     )
+    parser.add_argument(
+        "--principal",
+        metavar="ID",
+        help="with --status or --logout on a grants='per_principal' connection: that principal's own grant "
+        "(its id as the gateway names it, e.g. bearer:1a2b... or oauth:...)",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--no-browser",
@@ -140,7 +146,25 @@ def _interaction(args: argparse.Namespace) -> Interaction:
 
 def run(args: argparse.Namespace) -> int:
     """Run `mcp oauth` for parsed `args`; raises `CliError`."""
-    _definition, url, config = find_oauth_connection(Path(args.dir), args.name)
+    definition, url, config = find_oauth_connection(Path(args.dir), args.name)
+    principal = getattr(args, "principal", None)
+    if principal is not None:
+        if definition.grants != "per_principal":
+            raise CliError(
+                f"--principal is for a grants='per_principal' connection; {args.name!r} has one grant for the gateway"
+            )
+        if not (args.status or args.logout):
+            raise CliError(
+                "--principal works with --status or --logout; a principal signs in itself, through the URL the "
+                "gateway answers its call with"
+            )
+        if not principal.strip() or len(principal) > 200:
+            raise CliError("--principal needs the principal's id, e.g. bearer:1a2b3c4d5e6f7a8b")
+    elif definition.grants == "per_principal" and not args.status:
+        raise CliError(
+            f"connection {args.name!r} has grants='per_principal': each principal signs in through the gateway; "
+            "name one with --principal ID (with --status or --logout)"
+        )
     state_root = state_root_of(args)
     try:
         return anyio.run(_run, args, url, config, state_root)
@@ -152,7 +176,7 @@ async def _run(args: argparse.Namespace, url: str, config: OAuthConfig, state_ro
     if warning := insecure_transport_warning():
         print(warning, file=sys.stderr)
     async with LocalStore(state_root) as local:
-        key = StoreKey(args.name, url)
+        key = StoreKey(args.name, url, getattr(args, "principal", None) or "")
         if args.status:
             return await _status(local, key)
         if args.logout:
@@ -178,7 +202,7 @@ async def _logout(local: LocalStore, key: StoreKey, everywhere: bool) -> int:
             results.append((target.name, await logout(target, key)))
         finally:
             await target.aclose()
-    name = key.connection
+    name = key.connection + (f" (principal {printable(key.principal, 200)})" if key.principal else "")
     deleted = [where for where, result in results if result.deleted]
     if not deleted:
         print(f"{name}: nothing stored in {' or '.join(where for where, _ in results)}")

@@ -10,6 +10,7 @@ from ._failures import failure_routes
 from ._login import login_routes
 from ._operator_views import operator_view_routes
 from ._pages import page_routes
+from ._sign_in import sign_in_routes
 from ._status import status_routes
 
 __all__ = ["console_routes"]
@@ -20,6 +21,7 @@ def console_routes() -> list[Route]:
         *page_routes(),
         *status_routes(),
         *login_routes(),
+        *sign_in_routes(),
         *failure_routes(),
         *operator_view_routes(),
         *audit_routes(),

@@ -25,6 +25,7 @@ unchanged. `tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to t
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 from collections.abc import Mapping
@@ -59,7 +60,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from connections.serving import tracing_enabled
+from connections.serving import SignInRequired, tracing_enabled
 
 from ..auth.chain import Principal
 from ..http.json_pieces import answer_pieces
@@ -179,7 +180,8 @@ async def serve_lane(
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
-                await server_tool(runtime, params["name"], caller_of(scope))
+                with contextlib.suppress(SignInRequired):  # answered by the call itself: a way to sign in
+                    await server_tool(runtime, params["name"], caller_of(scope))
                 run_call = functools.partial(
                     _answer, server, runtime, ident, version, params, peer, principal, caller_of(scope), modern=modern
                 )

@@ -27,7 +27,7 @@ from connections import (
     UpstreamError,
     acting_for,
 )
-from connections.serving import CallContext, Offerings
+from connections.serving import CallContext, Offerings, SignInRequired
 
 from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
@@ -39,6 +39,7 @@ from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
 from .peers.input import PeerCall, peer_call
 from .peers.streams import subscribe_handlers
+from .sign_in import SignInLinks, sign_in_answer
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
 from .tool_calls import missing_tool
@@ -87,12 +88,17 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
 
 
 async def server_tool(runtime: Runtime, name: str, caller: Principal) -> TurnTool:
-    """The server tool `name` for `caller`'s `tools/call`. Raises `MCPError` (invalid params) for an unknown
-    tool, one the policy hides from `caller` (the same answer) and one `mcp.lock` holds back (its sentence
-    says what changed)."""
-    tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name)  # hidden: as unknown
+    """The server tool `name` for `caller`'s `tools/call` (listed as `caller`, when a listing is needed).
+    Raises `MCPError` (invalid params) for an unknown tool, one the policy hides from `caller` (the same
+    answer) and one `mcp.lock` holds back (its sentence says what changed), and `SignInRequired` when
+    `caller` must sign in to a per-user connection to list it."""
+    with acting_for(caller.id):  # hidden: as unknown (gateway/policy/)
+        tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name)
     if tool is not None:
         return tool
+    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
+    if signing is not None and signing.connection is not None:  # the tool may be that connection's
+        raise SignInRequired(signing.connection, caller.id, signing.message)
     held = toolset.held_back.get(name)
     if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
@@ -115,8 +121,12 @@ async def tools_call_result(
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
     unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
     `principal`'s (`acting_for`), even where a held call runs it in a task of its own; `caller` is whom the
-    policy decides for."""
-    tool = await server_tool(runtime, name, caller)
+    policy decides for. A per-user connection the caller has no grant for answers with a way to sign in
+    (`sign_in.py`)."""
+    try:
+        tool = await server_tool(runtime, name, caller)  # a listing it needs first is the caller's too
+    except SignInRequired as exc:
+        return _signing_in(runtime, exc, name, peer)
     if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
         tool = runtime.guard.tool(tool, None, principal)
 
@@ -131,6 +141,8 @@ async def tools_call_result(
             result = peer.finish(await peer.run(call))
     except CallRefused as exc:
         raise refusal_rpc_error(exc) from None
+    except SignInRequired as exc:  # the caller's own grant is missing: a way to sign in, never a smaller answer
+        return _signing_in(runtime, exc, name, peer)
     except UpstreamError as exc:
         if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
             # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
@@ -144,13 +156,27 @@ async def tools_call_result(
     return result
 
 
+def _signing_in(runtime: Runtime, exc: SignInRequired, tool: str, peer: PeerCall | None) -> dict[str, Any]:
+    links = SignInLinks(runtime.settings, runtime.request_states)
+    declared = (peer.context.capabilities if peer is not None else None) or {}
+    modern = peer is not None and peer.held_calls is not None
+    return sign_in_answer(links, runtime.request_states, exc, tool=tool, capabilities=declared, modern=modern)
+
+
 async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
     """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
     filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
     try:
-        toolset = await runtime.catalog.live()
+        with acting_for(caller.id):
+            toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        raise failed_closed("tools/list", exc) from None
+        refusal = failed_closed("tools/list", exc)
+        signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
+        if signs:
+            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
+            data = {**(refusal.error.data or {}), "signIn": signs}
+            raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
+        raise refusal from None
     toolset = visible_tools(runtime.policy, caller, toolset)[0]
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).

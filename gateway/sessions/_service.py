@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder
+from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder, TurnProblem
 
 from ..errors import (
     Forbidden,
@@ -116,6 +116,8 @@ class SessionService:
         """Narrows each turn's toolset to what its principal may call (the gateway's policy, `gateway/policy/`)."""
         self.wrap_toolset: Callable[[Toolset, Any], Toolset] | None = None
         """Given each turn's toolset and its caller, the toolset the turn runs with (the gateway's `CallGuard`)."""
+        self.sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None = None
+        """A failed build's sign-in URLs for the turn's owner (`gateway/mcp/sign_in.py`), set by the app."""
 
     @classmethod
     @asynccontextmanager

@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from connections import SessionInfo, Toolset, TurnBuilder, TurnBuildError, acting_for
+from connections import SessionInfo, Toolset, TurnBuilder, TurnBuildError, TurnProblem, acting_for
 
 from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
@@ -51,6 +51,7 @@ class TurnHost(Protocol):
     on_turn_end: Callable[[str], None] | None
     narrow: Narrow | None
     wrap_toolset: Callable[[Toolset, Any], Toolset] | None
+    sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None
 
 
 Narrow = Callable[[SessionInfo, Toolset], tuple[Toolset, dict[str, Any]]]
@@ -160,12 +161,17 @@ async def _body(
         toolset = await service.builder.build(info)
     except TurnBuildError as exc:
         await writer.emit("turn.started", started)
-        return {
+        failed: dict[str, Any] = {
             "status": "failed",
             "error": exc.code,
             "message": str(exc),
             "problems": [p.to_json() for p in exc.problems],
         }
+        # A per-user connection the owner has not signed in to: the way in (gateway/mcp/sign_in.py).
+        signs = service.sign_in_links(exc.problems, record.owner) if service.sign_in_links is not None else []
+        if signs:
+            failed["signIn"] = signs
+        return failed
     if service.narrow is not None:  # the policy's share of the toolset, said in `turn.started` (never silent)
         toolset, said = service.narrow(info, toolset)
         started.update(said)

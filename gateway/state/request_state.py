@@ -42,6 +42,7 @@ from ..errors import GatewayError
 __all__ = [
     "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
+    "SIGN_IN_TTL_S",
     "MemoryUsedStates",
     "RedisUsedStates",
     "RequestStateRefused",
@@ -63,6 +64,9 @@ _BARE_SESSION_PREFIX = "agent-sdk.ps0."
 alone, so its `tools/call`s cost no decryption (`gateway/mcp/peers/sessions.py`)."""
 _TASK_PREFIX = "agent-sdk.task1."
 _LOGIN_PREFIX = "agent-sdk.login1."
+_SIGN_IN_PREFIX = "agent-sdk.signin1."
+SIGN_IN_TTL_S = 600.0
+"""Seconds a principal's sign-in link (`seal_sign_in`) may be opened in."""
 _AAD = b"agent-sdk requestState v1"
 _REDIS_USED = "agent-sdk:request-state:used:"
 
@@ -72,6 +76,7 @@ class RequestStateRefused(MCPError, GatewayError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(code=mt.INVALID_PARAMS, message=f"requestState refused: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +227,31 @@ class RequestStates:
             return self._decrypt(token, _LOGIN_PREFIX)
         except RequestStateRefused:
             return None
+
+    def seal_sign_in(self, connection: str, principal: str) -> str:
+        """The ticket of a principal's sign-in link for its own grant of `connection` (`sign_in.py`): sealed,
+        expiring after `SIGN_IN_TTL_S`, good once."""
+        payload = {"c": connection, "p": principal, "e": self._clock() + SIGN_IN_TTL_S, "j": secrets.token_hex(16)}
+        return self._sealed(_SIGN_IN_PREFIX, payload)
+
+    async def open_sign_in(self, token: object, principal: str) -> str:
+        """The connection a sign-in ticket is for, when `principal` opens it; claimed, so it opens once.
+
+        Raises `RequestStateRefused` naming the check that failed: forged or altered, expired, issued to
+        another principal (not claimed then: its own principal can still use it), or already used."""
+        payload = self._decrypt(token, _SIGN_IN_PREFIX)
+        connection, expires = payload.get("c"), payload.get("e")
+        if not isinstance(connection, str) or not isinstance(expires, int | float):
+            raise RequestStateRefused("it was not issued by this gateway, or it was altered")
+        if expires < self._clock():
+            raise RequestStateRefused("it has expired: retry the call to get a new sign-in link")
+        if payload.get("p") != principal:
+            raise RequestStateRefused("it was issued to another principal: each sign-in link is its caller's own")
+        if not await self._used.claim("signin:" + str(payload.get("j")), float(expires)):
+            raise RequestStateRefused(
+                "it was already used (each sign-in link opens once): retry the call for a new one"
+            )
+        return connection
 
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)

@@ -27,7 +27,7 @@ from .._exceptions import (
     LoginRequired,
     TokenError,
 )
-from .._grant import Grant, StoreKey, TokenSet
+from .._grant import Grant, StoreKey, TokenSet, check_holder
 from ..discovery._discovery import Challenge, Discovery, parse_www_authenticate
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
@@ -79,8 +79,9 @@ class ConnectionAuth(httpx2.Auth):
         refresh_margin: float = 60.0,
         max_step_ups: int = 2,
         http: httpx2.AsyncClient | None = None,
+        principal: str = "",
     ) -> None:
-        self.key = StoreKey(connection, resource_url)
+        self.key = StoreKey(connection, resource_url, principal)
         self.config = config
         self.store = store
         self.stats = AuthStats()
@@ -178,7 +179,7 @@ class ConnectionAuth(httpx2.Auth):
         """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
         grant = self._grant
         if grant is None or grant.tokens is None:
-            grant = await self.store.load(self.key)
+            grant = await self._load()
             self._grant = grant
         if grant is None or grant.tokens is None:
             return None
@@ -194,7 +195,7 @@ class ConnectionAuth(httpx2.Auth):
     async def refresh(self, stale: TokenSet | None) -> Grant | None:
         """Single-flight refresh: None when there is nothing to refresh with (or the grant was rejected)."""
         async with self.store.lock(self.key):
-            current = await self.store.load(self.key)
+            current = await self._load()
             if current is None or current.tokens is None:
                 self._grant = current
                 return None
@@ -245,6 +246,10 @@ class ConnectionAuth(httpx2.Auth):
             self._grant = grant
             return grant
 
+    async def _load(self) -> Grant | None:
+        grant = await self.store.load(self.key)
+        return None if grant is None else check_holder(grant, self.key)
+
     async def _recover(self, used: TokenSet | None, challenge: Challenge | None) -> TokenSet | None:
         refreshed = await self.refresh(stale=used)
         if refreshed is not None and refreshed.tokens is not None:
@@ -254,6 +259,14 @@ class ConnectionAuth(httpx2.Auth):
     def _login_required(self) -> LoginRequired:
         name, resource = self.key.connection, self.key.resource
         dead = self._grant.dead if self._grant is not None else None
+        if self.key.principal:
+            # A principal's own grant: the gateway asks that principal to sign in (docs/oauth.md#per-user-grants).
+            why = f"was refused by the authorization server ({dead})" if dead else "is missing"
+            return LoginRequired(
+                f"connection {name!r} needs your own sign-in: your grant for {resource} {why}; open the sign-in "
+                "URL the gateway answers with, then retry",
+                self.key.principal,
+            )
         if dead == "invalid_client":
             state = f"has a dead grant for {resource}: the authorization server no longer knows its client ({dead})"
         elif dead:
@@ -286,6 +299,7 @@ def connection_auth(
     max_step_ups: int = 2,
     login_timeout: float = 300.0,
     http: httpx2.AsyncClient | None = None,
+    principal: str = "",
 ) -> ConnectionAuth:
     """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
 
@@ -294,12 +308,13 @@ def connection_auth(
     a connection without usable tokens raises
     `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
     a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
-    for token and metadata requests (default: one of its own, closed by `aclose()`).
+    for token and metadata requests (default: one of its own, closed by `aclose()`). `principal`: the grant
+    is that principal's own (`StoreKey.principal`; it never logs in by itself, whatever `interaction`).
     """
     auth: ConnectionAuth
     discovery_box: list[Discovery] = []
     machine = config.grant == "client_credentials"
-    chosen = None if machine else interaction
+    chosen = None if machine or principal else interaction
 
     async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
         client = auth._client  # pyright: ignore[reportPrivateUsage]
@@ -330,7 +345,7 @@ def connection_auth(
             discovery=finder,
         )
 
-    handler: LoginHandler | None = handler_impl if machine or chosen is not None else None
+    handler: LoginHandler | None = handler_impl if (machine and not principal) or chosen is not None else None
     auth = ConnectionAuth(
         connection,
         resource_url,
@@ -340,5 +355,6 @@ def connection_auth(
         refresh_margin=refresh_margin,
         max_step_ups=max_step_ups,
         http=http,
+        principal=principal,
     )
     return auth

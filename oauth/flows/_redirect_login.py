@@ -52,6 +52,7 @@ class LoginStart:
             "version": _LOGIN_VERSION,
             "connection": self.key.connection,
             "resource_url": self.key.resource,
+            "principal": self.key.principal,
             "server": {
                 "issuer": server.issuer,
                 "authorization_endpoint": server.authorization_endpoint,
@@ -88,7 +89,11 @@ class LoginStart:
             scopes = server["scopes_supported"]
             client = _object(record["client"])
             return cls(
-                key=StoreKey(text_field(record["connection"]), text_field(record["resource_url"])),
+                key=StoreKey(
+                    text_field(record["connection"]),
+                    text_field(record["resource_url"]),
+                    text_field(record.get("principal", "")),
+                ),
                 server=ServerMetadata(
                     issuer=text_field(server["issuer"]),
                     authorization_endpoint=text_field(server["authorization_endpoint"]),
@@ -148,13 +153,15 @@ async def start_login(
     redirect_uri: str,
     http: httpx2.AsyncClient,
     challenge: Challenge | None = None,
+    principal: str = "",
 ) -> LoginStart:
-    """Discovery and the client for a login that comes back to `redirect_uri`.
+    """Discovery and the client for a login that comes back to `redirect_uri`; with `principal`, a login
+    for that principal's own grant (`StoreKey.principal`), which `finish_login` saves under its key.
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StoreError`."""
     found = await discover(http, resource_url, challenge)
     asm = found.asm
-    key = StoreKey(connection, resource_url)
+    key = StoreKey(connection, resource_url, principal)
     client = declared_client(config, asm)
     if client is None:
         previous = await store.load(key)

@@ -2,29 +2,36 @@
 
     python tests/oauth/resource_server.py PORT ISSUER
 
-- `POST /mcp`: stateless Streamable HTTP MCP (tools `echo`, `whoami`); every request needs
+- `POST /mcp`: stateless Streamable HTTP MCP (tools `echo`, and `whoami`, which answers the token's `sub`:
+  whose grant the call came with); every request needs
   `Authorization: Bearer <JWT>` signed by ISSUER's JWKS with `iss` = ISSUER, `aud` = this server's
   `/mcp` URL (RFC 8707 audience binding) and `exp` in the future, else 401 with an RFC 9728
   `WWW-Authenticate` challenge.
 - `GET /.well-known/oauth-protected-resource/mcp`: RFC 9728 metadata naming ISSUER.
 - `POST /_control/reject-next`: the next authenticated MCP request gets a 401 anyway (a token revoked
   mid-session, as far as the client can tell).
-- `GET /_control/stats`: `{"ok": n, "unauthorized": n, "tokens": distinct tokens accepted}`.
+- `POST /_control/reject-subject?sub=S`: from now on tokens of subject S get a 401 (as a resource server that
+  learned the user's grant was revoked).
+- `GET /_control/stats`: `{"ok": n, "unauthorized": n, "tokens": distinct tokens accepted,
+  "whoami": {subject: calls answered}}`.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import sys
 import time
+from collections import Counter
 from typing import Any
+from urllib.parse import parse_qs
 
 import httpx2
 import uvicorn
 from authlib.jose import JsonWebKey, JsonWebToken
 from authlib.jose.errors import JoseError
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 PORT = int(sys.argv[1])
@@ -42,10 +49,17 @@ def echo(text: str) -> str:
     return text
 
 
+CALLS: Counter[str] = Counter()
+
+
 @mcp.tool()
-def whoami() -> str:
-    """A fixed answer (the caller is authenticated by the JWT check)."""
-    return "authenticated"
+def whoami(ctx: Context) -> str:
+    """The subject (`sub`) of the access token this call came with (the gate verified the token)."""
+    token = (ctx.headers or {})["authorization"][7:]
+    body = token.split(".")[1]
+    subject = str(json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["sub"])
+    CALLS[subject] += 1
+    return subject
 
 
 class BearerGate:
@@ -58,6 +72,7 @@ class BearerGate:
         self.reject_next = False
         self.stats: dict[str, Any] = {"ok": 0, "unauthorized": 0}
         self.tokens: set[str] = set()
+        self.rejected: set[str] = set()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -77,8 +92,12 @@ class BearerGate:
             self.reject_next = True
             await _json(send, 200, {"ok": True})
             return
+        if path == "/_control/reject-subject":
+            self.rejected.update(parse_qs(scope["query_string"].decode()).get("sub", []))
+            await _json(send, 200, {"ok": True})
+            return
         if path == "/_control/stats":
-            await _json(send, 200, {**self.stats, "tokens": len(self.tokens)})
+            await _json(send, 200, {**self.stats, "tokens": len(self.tokens), "whoami": dict(CALLS)})
             return
         headers = dict(scope["headers"])
         value = headers.get(b"authorization", b"").decode()
@@ -105,6 +124,8 @@ class BearerGate:
             )
             claims.validate(now=int(time.time()), leeway=0)
         except (JoseError, ValueError):
+            return False
+        if str(claims.get("sub")) in self.rejected:
             return False
         audience = claims.get("aud")
         audiences = audience if isinstance(audience, list) else [audience]

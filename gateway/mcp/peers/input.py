@@ -36,6 +36,7 @@ from connections.serving import CallContext, InputHandler, calling
 
 from ...runtime import Runtime
 from ...state.request_state import RequestStates, SealedState
+from ..sign_in import SIGN_IN_KEY
 from .asks import PeerAsks
 from .held import HeldCall, HeldCalls
 
@@ -132,6 +133,9 @@ async def peer_call(
     name: str = params["name"]
     tool, _, _ = await runtime.catalog.tool(name, None)
     answers = dict(responses) if isinstance(responses, Mapping) else None
+    if answers is not None:
+        answers.pop(SIGN_IN_KEY, None)  # the gateway's own sign-in question (sign_in.py): not the upstream's
+        answers = answers or None
     peer = PeerCall(
         context, principal, name, tool.connection if tool is not None else None, runtime.request_states, runtime.held
     )

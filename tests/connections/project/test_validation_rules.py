@@ -253,6 +253,20 @@ RULES: dict[str, Expected] = {
         "upstream_sessions='per_principal' on a connection with auth=...: its upstream sessions are already one "
         "per identity (per set of headers auth returns); remove upstream_sessions",
     ),
+    "grants-need-oauth": Expected(
+        "agent/mcp-connections/linear.py", 3, "error", "grants-need-oauth",
+        "grants='per_principal' needs oauth=True: each principal's own grant is an OAuth login; add oauth=True "
+        "or remove grants",
+    ),
+    "grants-with-client-credentials": Expected(
+        "agent/mcp-connections/reports.py", 4, "error", "grants-with-client-credentials",
+        "grants='per_principal' cannot be combined with OAuthConfig(grant='client_credentials'): a client "
+        "credentials token is the deployment's own, not a person's; drop one",
+    ),
+    "grants-bad-value": Expected(
+        "agent/mcp-connections/linear.py", 3, "error", "bad-field-type",
+        "field 'grants' must be 'gateway' or 'per_principal', got 'per_user'",
+    ),
     "upstream-sessions-account": Expected(
         "agent/mcp-connections/team.py", 3, "error", "upstream-sessions-account",
         "upstream_sessions='per_principal' cannot be combined with account=True: an account connection's sessions "
