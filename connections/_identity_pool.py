@@ -42,6 +42,7 @@ import anyio
 import mcp.types as mt
 from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
+from ._caller_auth import by_caller
 from ._clients import OpenedClient, list_all_tools
 from ._definitions import ConnectionDefinition
 from ._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection, UnknownTool
@@ -144,7 +145,7 @@ class IdentityPool(ClientPool):
         self._conns = {
             d.name: _Connection(d, IdentityBook(d.name, d.max_identities, d.identity_idle_timeout, self._retire))
             for d in connections.values()
-            if d.auth is not None or d.upstream_sessions == "per_principal"
+            if d.auth is not None or d.upstream_sessions == "per_principal" or by_caller(d)
         }
 
     async def __aenter__(self) -> IdentityPool:
@@ -246,7 +247,10 @@ class IdentityPool(ClientPool):
         if shared is not None:
             return shared
         if entry.client is None:
-            entry.client = self._new_slot(conn, entry, IdentityAuth(headers) if conn.defn.auth is not None else None)
+            own = conn.defn.auth is not None or by_caller(
+                conn.defn
+            )  # headers of its own: a callback's, a caller's token
+            entry.client = self._new_slot(conn, entry, IdentityAuth(headers) if own else None)
         slot: _Slot = entry.client
         return slot
 

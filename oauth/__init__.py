@@ -11,20 +11,27 @@ from ._auth import ConnectionAuth as ConnectionAuth
 from ._auth import LoginHandler as LoginHandler
 from ._auth import connection_auth as connection_auth
 from ._callback import CallbackListener as CallbackListener
+from ._caller_grants import CALLER_GRANTS as CALLER_GRANTS
+from ._caller_grants import CallerGrants as CallerGrants
+from ._caller_grants import UpstreamToken as UpstreamToken
 from ._config import OAuthConfig as OAuthConfig
 from ._discovery import Challenge as Challenge
 from ._discovery import Discovery as Discovery
 from ._discovery import ResourceMetadata as ResourceMetadata
 from ._discovery import ServerMetadata as ServerMetadata
 from ._discovery import parse_www_authenticate as parse_www_authenticate
+from ._exceptions import AssertionRefused as AssertionRefused
 from ._exceptions import AuthorizationDenied as AuthorizationDenied
 from ._exceptions import AuthorizationError as AuthorizationError
 from ._exceptions import AuthorizationServerUnreachable as AuthorizationServerUnreachable
+from ._exceptions import CallerTokenRequired as CallerTokenRequired
 from ._exceptions import DiscoveryError as DiscoveryError
+from ._exceptions import DpopNonceLoop as DpopNonceLoop
 from ._exceptions import InsecureTransport as InsecureTransport
 from ._exceptions import InsufficientScope as InsufficientScope
 from ._exceptions import InvalidClient as InvalidClient
 from ._exceptions import InvalidGrant as InvalidGrant
+from ._exceptions import InvalidTarget as InvalidTarget
 from ._exceptions import IssuerMismatch as IssuerMismatch
 from ._exceptions import KeyringUnavailable as KeyringUnavailable
 from ._exceptions import LoginRequired as LoginRequired
@@ -56,6 +63,9 @@ from ._manage import GrantStatus as GrantStatus
 from ._manage import LogoutResult as LogoutResult
 from ._manage import grant_status as grant_status
 from ._manage import logout as logout
+from ._presented import PresentedToken as PresentedToken
+from ._presented import present as present
+from ._presented import presented as presented
 from ._redirect_login import LoginStart as LoginStart
 from ._redirect_login import finish_login as finish_login
 from ._redirect_login import start_login as start_login
@@ -66,16 +76,21 @@ from ._text import printable as printable
 from ._transport import insecure_transport_warning as insecure_transport_warning
 
 __all__ = [
+    "CALLER_GRANTS",
+    "AssertionRefused",
     "AuthStats",
     "AuthorizationDenied",
     "AuthorizationError",
     "AuthorizationServerUnreachable",
     "CallbackListener",
+    "CallerGrants",
+    "CallerTokenRequired",
     "Challenge",
     "ClientRegistration",
     "ConnectionAuth",
     "Discovery",
     "DiscoveryError",
+    "DpopNonceLoop",
     "FileTokenStore",
     "Grant",
     "GrantStatus",
@@ -84,6 +99,7 @@ __all__ = [
     "Interaction",
     "InvalidClient",
     "InvalidGrant",
+    "InvalidTarget",
     "IssuerMismatch",
     "KeyringTokenStore",
     "KeyringUnavailable",
@@ -96,6 +112,7 @@ __all__ = [
     "OAuthConfig",
     "OAuthError",
     "PkceUnsupported",
+    "PresentedToken",
     "RedisTokenStore",
     "RegistrationError",
     "ResourceMetadata",
@@ -108,6 +125,7 @@ __all__ = [
     "TokenError",
     "TokenSet",
     "TokenStore",
+    "UpstreamToken",
     "check_store",
     "connection_auth",
     "deployment_store",
@@ -119,6 +137,8 @@ __all__ = [
     "logout",
     "open_browser",
     "parse_www_authenticate",
+    "present",
+    "presented",
     "print_url",
     "printable",
     "serving_store",

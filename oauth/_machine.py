@@ -56,7 +56,7 @@ def _alg_of(pem: str, name: str) -> str:
 def machine_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistration:
     """The deployment's own client from the definition and the environment; raises `RegistrationError`."""
     if not config.client_id:
-        raise RegistrationError("grant='client_credentials' needs client_id=... (the client registered for it)")
+        raise RegistrationError(f"grant={config.grant!r} needs client_id=... (the client registered for it)")
     if config.private_key_env:
         pem = _env(config.private_key_env, "private key")
         alg = config.assertion_alg or _alg_of(pem, config.private_key_env)
@@ -73,7 +73,7 @@ def machine_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistrati
         )
         return ClientRegistration(config.client_id, secret, method, "configured")
     raise RegistrationError(
-        "grant='client_credentials' needs client_secret_env=... or private_key_env=... (the variable holding the "
+        f"grant={config.grant!r} needs client_secret_env=... or private_key_env=... (the variable holding the "
         "client's secret or PEM private key)"
     )
 
