@@ -97,7 +97,14 @@ def call(gateway_url: str, token: str, tool: str, *, version: str = "2025-11-25"
         "Accept": "application/json, text/event-stream",
         "MCP-Protocol-Version": version,
     }
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": {}}}
+    params: dict[str, Any] = {"name": tool, "arguments": {}}
+    if version >= "2026":  # the stateless generation: the envelope travels in every request's `_meta`
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": version,
+            "io.modelcontextprotocol/clientCapabilities": {},
+        }
+        headers.update({"Mcp-Method": "tools/call", "Mcp-Name": tool})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
     answer = httpx2.post(f"{gateway_url}/v1/mcp/tools", json=body, headers=headers, timeout=60)
     assert answer.status_code == 200, answer.text
     return answer.json()
