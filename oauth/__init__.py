@@ -45,9 +45,9 @@ from .flows._auth import ConnectionAuth as ConnectionAuth
 from .flows._auth import LoginHandler as LoginHandler
 from .flows._auth import connection_auth as connection_auth
 from .flows._callback import CallbackListener as CallbackListener
-from .flows._caller_grants import CALLER_GRANTS as CALLER_GRANTS
 from .flows._caller_grants import CallerGrants as CallerGrants
 from .flows._caller_grants import UpstreamToken as UpstreamToken
+from .flows._caller_grants import is_caller_grant as is_caller_grant
 from .flows._interaction import Interaction as Interaction
 from .flows._interaction import follow_redirects as follow_redirects
 from .flows._interaction import open_browser as open_browser
@@ -73,7 +73,6 @@ from .stores._redis_store import RedisTokenStore as RedisTokenStore
 from .stores._store import TokenStore as TokenStore
 
 __all__ = [
-    "CALLER_GRANTS",
     "AssertionRefused",
     "AuthStats",
     "AuthorizationDenied",
@@ -129,6 +128,7 @@ __all__ = [
     "follow_redirects",
     "grant_status",
     "insecure_transport_warning",
+    "is_caller_grant",
     "login",
     "logout",
     "open_browser",

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator
 
 import httpx2
 
-from oauth import CALLER_GRANTS, CallerGrants, CallerTokenRequired, OAuthError, PresentedToken, presented
+from oauth import CallerGrants, CallerTokenRequired, OAuthError, PresentedToken, is_caller_grant, presented
 
 from .._exceptions import AuthorizationUnavailable, ConnectionsError, ConnectionUnauthorized
 from ..client._identity import SessionHeaders
@@ -28,7 +28,7 @@ __all__ = ["CallerCredentials", "CallerOnly", "by_caller"]
 
 def by_caller(defn: ConnectionDefinition) -> bool:
     """Whether `defn`'s upstream token is each caller's own (token exchange, ID-JAG)."""
-    return defn.oauth is not None and defn.oauth.grant in CALLER_GRANTS
+    return defn.oauth is not None and is_caller_grant(defn.oauth.grant)
 
 
 class CallerOnly(httpx2.Auth):

@@ -35,10 +35,15 @@ from ._login import probe_challenge
 from ._machine import machine_client
 from ._presented import PresentedToken, presented
 
-__all__ = ["CALLER_GRANTS", "CallerGrants", "CallerStats", "UpstreamToken"]
+__all__ = ["CallerGrants", "CallerStats", "UpstreamToken", "is_caller_grant"]
 
-CALLER_GRANTS = ("token_exchange", "id_jag")
-"""The `OAuthConfig.grant` values whose upstream token is made from each caller's own."""
+_CALLER_GRANTS = ("token_exchange", "id_jag")
+
+
+def is_caller_grant(grant: str) -> bool:
+    """Whether `OAuthConfig.grant` makes the upstream token from each caller's own (token exchange, ID-JAG)."""
+    return grant in _CALLER_GRANTS
+
 
 _UNKNOWN_LIFETIME = 300.0
 """How long a token whose server named no `expires_in` is kept (never past the caller's own token)."""
@@ -86,7 +91,7 @@ class CallerGrants:
         margin: float = 60.0,
         max_principals: int = 10_000,
     ) -> None:
-        if config.grant not in CALLER_GRANTS:
+        if not is_caller_grant(config.grant):
             raise ValueError(f"grant {config.grant!r} is not a caller's own credential")
         self.connection = connection
         self.resource_url = resource_url

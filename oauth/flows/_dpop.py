@@ -34,7 +34,7 @@ from joserfc.jwk import ECKey
 from .._exceptions import AuthorizationServerUnreachable, DpopNonceLoop, StoreCorrupt
 from .._shared import Secret
 
-__all__ = ["DPOP_ALG", "DpopKey", "dpop_post", "nonce_demanded", "supports_dpop"]
+__all__ = ["DPOP_ALG", "DpopKey", "bound_key", "dpop_post", "new_key", "nonce_demanded", "supports_dpop"]
 
 DPOP_ALG = "ES256"
 """The one algorithm this client signs proofs with (P-256: every DPoP server supports it in practice)."""
@@ -43,6 +43,16 @@ DPOP_ALG = "ES256"
 def supports_dpop(algorithms: Iterable[str] | None) -> bool:
     """Whether an authorization server's `dpop_signing_alg_values_supported` lets this client bind tokens."""
     return algorithms is not None and DPOP_ALG in algorithms
+
+
+def new_key(algorithms: Iterable[str] | None) -> DpopKey | None:
+    """A fresh key for a new grant when the server binds tokens (`supports_dpop`), else None."""
+    return DpopKey.generate() if supports_dpop(algorithms) else None
+
+
+def bound_key(token_type: str, key: DpopKey | None) -> Secret | None:
+    """What a grant keeps of `key`: the key when the server did bind the token (`token_type` DPoP), else nothing."""
+    return key.to_secret() if key is not None and token_type == "DPoP" else None
 
 
 def _b64(data: bytes) -> str:

@@ -12,8 +12,11 @@ API) and audience-checking MCP servers that report the subject they saw (`caller
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+from tests.oauth.test_cli import agent_sdk
 
 from .caller_world import (
     ELSEWHERE,
@@ -166,3 +169,14 @@ def test_an_upstream_the_idp_issues_nothing_for_and_an_id_jag_for_another_audien
         assert "it was not sent there" in causes["misdirected"]
     assert world.behind.stats()["ok"] == 0
     assert world.upstream_as.stats()["grants"].get(JWT_BEARER, 0) == redeemed
+
+
+def test_the_cli_has_no_login_to_run_for_a_callers_own_credential(tmp_path: Path) -> None:
+    definition = caller_connection(
+        "https://docs.example.com/mcp", grant="token_exchange", client_id="gateway", client_secret_env="X_SECRET"
+    )
+    project = make_project(tmp_path / "project", {"docs": definition}, tools=False)
+    refused = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--no-browser")
+    assert refused.returncode != 0
+    assert "acts with each caller's own OAuth token (grant='token_exchange')" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr

@@ -108,7 +108,8 @@ class BearerGate:
         scheme, _, token = value.partition(" ")
         scheme = scheme.lower()
         claims = await self.valid(token) if scheme in ("bearer", "dpop") and token else None
-        refusal = self.bound(claims, scheme, token, headers.get(b"dpop", b"").decode()) if claims else None
+        proof = headers.get(b"dpop", b"").decode()
+        refusal = self.bound(claims, scheme, token, proof, scope["method"]) if claims else None
         if refusal == "use_dpop_nonce":
             self.stats["nonce_demands"] += 1
             self.nonce = secrets.token_urlsafe(12)
@@ -132,7 +133,7 @@ class BearerGate:
         SUBJECT.set(subject)
         await self.app(scope, receive, send)
 
-    def bound(self, claims: Any, scheme: str, token: str, proof: str) -> str | None:
+    def bound(self, claims: Any, scheme: str, token: str, proof: str, method: str) -> str | None:
         """RFC 9449 §7: None when the token may be used as presented, else why not (or "use_dpop_nonce")."""
         cnf = claims.get("cnf") if isinstance(claims.get("cnf"), dict) else {}
         jkt = cnf.get("jkt")
@@ -151,7 +152,7 @@ class BearerGate:
         if key.thumbprint() != jkt:
             return "the proof is signed by another key than the token is bound to"
         ath = base64.urlsafe_b64encode(hashlib.sha256(token.encode()).digest()).rstrip(b"=").decode()
-        if payload.get("htm") != "POST" or payload.get("htu") != RESOURCE or payload.get("ath") != ath:
+        if payload.get("htm") != method or payload.get("htu") != RESOURCE or payload.get("ath") != ath:
             return "the proof is for another request or token"
         if abs(time.time() - float(payload.get("iat", 0))) > 300 or payload.get("jti") in self.jtis:
             return "the proof is stale or replayed"
