@@ -142,7 +142,7 @@ def nonce_demanded(response: httpx2.Response) -> bool:
         data = json.loads(response.content)
     except ValueError:
         return False
-    return isinstance(data, dict) and data.get("error") == "use_dpop_nonce"  # pyright: ignore[reportUnknownMemberType]
+    return isinstance(data, dict) and data.get("error") == "use_dpop_nonce"
 
 
 async def dpop_post(

@@ -118,12 +118,12 @@ async def request_id_jag(
         data = response.json()
     except ValueError:
         data = None
-    if not isinstance(data, dict) or data.get("issued_token_type") != ID_JAG_TYPE:  # pyright: ignore[reportUnknownMemberType]
+    if not isinstance(data, dict) or data.get("issued_token_type") != ID_JAG_TYPE:
         raise AssertionRefused(
             f"the identity provider's token endpoint {token_endpoint} answered with something that is not an ID-JAG "
             "(issued_token_type is not urn:ietf:params:oauth:token-type:id-jag)"
         )
-    assertion = data.get("access_token")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    assertion = data.get("access_token")
     if not isinstance(assertion, str) or not assertion:
         raise AssertionRefused(f"the identity provider's token endpoint {token_endpoint} issued an empty ID-JAG")
     check_id_jag(assertion, authorization_server)
@@ -141,15 +141,15 @@ def check_id_jag(assertion: str, authorization_server: str) -> None:
     typ = compact.protected.get("typ")
     if not isinstance(claims, dict) or typ != "oauth-id-jag+jwt":
         raise AssertionRefused(f"the identity provider issued a JWT of type {printable(str(typ), 40)!r}, not an ID-JAG")
-    audience = claims.get("aud")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    audiences: list[object] = audience if isinstance(audience, list) else [audience]  # pyright: ignore[reportUnknownVariableType]
+    audience = claims.get("aud")
+    audiences: list[object] = audience if isinstance(audience, list) else [audience]
     if authorization_server not in audiences:
         shown = ", ".join(printable(str(a), 100) for a in audiences)
         raise AssertionRefused(
             f"the identity provider issued an ID-JAG for {shown}, not for the upstream's authorization server "
             f"{authorization_server}; it was not sent there (check the IdP's audience mapping for this client)"
         )
-    expires = claims.get("exp")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    expires = claims.get("exp")
     if not isinstance(expires, int | float) or expires <= time.time():
         raise AssertionRefused("the identity provider issued an ID-JAG that has already expired (or names no exp)")
 
