@@ -18,6 +18,7 @@ from .mcp.peers.held import HeldCalls
 from .mcp.peers.streams import PeerStreams
 from .mcp.subscriptions import Subscriptions
 from .mcp.toolsets import ToolCatalog
+from .policy import PolicyGate
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -53,6 +54,8 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`gateway/mcp/subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
+    policy: PolicyGate = field(default_factory=PolicyGate)
+    """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -36,9 +36,10 @@ from starlette.types import Scope, Send
 from connections import ConnectionsError
 from oauth._shared import printable
 
+from ..auth.chain import Principal
 from ..http._asgi import header
+from ..policy import caller_of
 from ..runtime import Runtime
-from .call_stream import principal_id
 from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
 from .task_capability import TASKS_EXTENSION
 from .tasks import Refused, error_answer, open_task, start_task, write_answer
@@ -77,7 +78,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     if rejection is not None:
         await _write(send, ident, error=(rejection.code, rejection.message))
         return True
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if method == "tools/call":
             result = await _create(runtime, principal, params)
@@ -88,7 +89,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
                 "tasks/result stream, which this gateway does not bridge yet",
             )
         else:
-            connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
+            connection, upstream_id = open_task(runtime, principal, params.get("taskId"), str(method))
             if method == "tasks/cancel":
                 await runtime.host.mcp.task_request(connection, "tasks/cancel", {"taskId": upstream_id})
                 result = {"resultType": "complete"}
@@ -105,8 +106,8 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     return True
 
 
-async def _create(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    await server_tool(runtime, params["name"])  # an unknown name: -32602 as on the lane
+async def _create(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
+    await server_tool(runtime, params["name"], principal)  # an unknown (or hidden) name: -32602 as on the lane
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}

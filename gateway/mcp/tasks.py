@@ -43,10 +43,11 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
+from ..auth.chain import Principal
 from ..errors import GatewayError
 from ..http._asgi import header
+from ..policy import caller_of, connection_target
 from ..runtime import Runtime
-from .call_stream import principal_id
 from .tools import server_tool
 
 __all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
@@ -83,7 +84,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if is_task_call:
             _methods.validate_client_request("tools/call", version, params)
@@ -107,11 +108,13 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
 
 
 async def start_task(
-    runtime: Runtime, principal: str, name: str, arguments: Any, ttl: Any
+    runtime: Runtime, caller: Principal, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
-    """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
-    the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
-    tool = await server_tool(runtime, name)
+    """Start `name` as a task of `caller`'s on its connection: the handle and the task as JSON with its sealed
+    id, or (None, the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`
+    (an unknown tool, or one the policy hides from `caller`), `ConnectionsError`."""
+    principal = caller.id
+    tool = await server_tool(runtime, name, caller)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")
@@ -134,29 +137,30 @@ async def start_task(
     return created, {**task_json, "taskId": runtime.request_states.seal_task(connection, created.task_id, principal)}
 
 
-def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]:
-    """The connection and the upstream's task id sealed in `task_id`, if `principal` made it. Raises `Refused`."""
-    opened = runtime.request_states.open_task(task_id, principal)
-    if opened is None:
+def open_task(runtime: Runtime, caller: Principal, task_id: Any, action: str) -> tuple[str, str]:
+    """The connection and the upstream's task id sealed in `task_id`, if `caller` made it and the policy lets it
+    perform `action` (`tasks/get`, ...) on that connection. Raises `Refused` (the same answer for both)."""
+    opened = runtime.request_states.open_task(task_id, caller.id)
+    if opened is None or not runtime.policy.decide(caller, action, connection_target(opened[0])).allowed:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
     return opened
 
 
-async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _start(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
     ttl = task.get("ttl") if isinstance(task, dict) else None
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
 
-async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _follow(runtime: Runtime, principal: Principal, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if method == "tasks/list":
         raise Refused(
             METHOD_NOT_FOUND,
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
+    connection, upstream_id = open_task(runtime, principal, params.get("taskId"), method)
     answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
     sealed_id = params["taskId"]
     if method == "tasks/result":

@@ -24,6 +24,7 @@ from ..errors import (
     ToolHeldBack,
     UnknownTool,
 )
+from ..policy import as_principal, callable_tool
 from ..runtime import Runtime
 from ..sessions import LiveSession, parse_continuation_token
 
@@ -119,7 +120,10 @@ async def call_tool(
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
-    tool, toolset, problems = await runtime.catalog.tool(name, info)
+    caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
+    tool, toolset, problems = await callable_tool(
+        runtime.policy, caller, runtime.catalog, name, info
+    )  # hidden: unknown
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
