@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.oauth.test_cli import agent_sdk
+from tests.oauth.flows.test_cli import agent_sdk
 
-from .caller_world import (
+from ..caller_world import (
     ELSEWHERE,
     JWT_BEARER,
     SECRETS,
@@ -30,8 +30,8 @@ from .caller_world import (
     digest,
     text_of,
 )
-from .conftest import Served, assert_clean, make_project, serve
-from .oauth_peers import person_token
+from ..conftest import Served, assert_clean, make_project, serve
+from ..oauth_peers import person_token
 
 BEARER = "static-bearer-token-0123456789abcdef"
 

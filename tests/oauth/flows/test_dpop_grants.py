@@ -34,13 +34,13 @@ from oauth import (
 from tests.conftest import free_port
 from tests.processes import wait_for_port
 
-from .helpers import call_echo
-from .peers import AuthServer, ResourceServer, exchange_provider, resource_server
+from ..helpers import call_echo
+from ..peers import AuthServer, ResourceServer, exchange_provider, resource_server
 from .test_cli import agent_sdk
 
 CLI = Path(sys.executable).parent / "agent-sdk"
 ACCESS_TOKEN_TTL = 60
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
 
