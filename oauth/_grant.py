@@ -117,6 +117,8 @@ class Grant:
     dead: str | None = None
     """Why the server refused this grant (`invalid_grant`, `invalid_client`); None while it is alive.
     A dead grant keeps no tokens: nothing is spent twice, and the next step is a new login."""
+    dpop_key: Secret | None = None
+    """RFC 9449: the private JWK this grant's tokens are bound to (`flows/_dpop.py`), kept like the tokens."""
 
     def with_tokens(self, tokens: TokenSet | None) -> Grant:
         """A copy holding `tokens` (alive again), stamped now."""
@@ -144,6 +146,7 @@ class Grant:
             "revocation_endpoint": self.revocation_endpoint,
             "updated_at": self.updated_at,
             "dead": self.dead,
+            "dpop_key": self.dpop_key.reveal() if self.dpop_key else None,
             "client": client_json(self.client),
             "tokens": None
             if tokens is None
@@ -200,6 +203,7 @@ class Grant:
                 revocation_endpoint=optional_text(record.get("revocation_endpoint")),
                 updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
                 dead=optional_text(record.get("dead")),
+                dpop_key=Secret(text_field(record["dpop_key"])) if record.get("dpop_key") else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(

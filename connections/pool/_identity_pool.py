@@ -51,6 +51,7 @@ from ..client._restart import RestartPolicy, RestartState
 from ..client._session_runner import OpenSettings, PooledSession, SessionSlot
 from ..client._tool_results import call_tool_json
 from ..project._definitions import ConnectionDefinition
+from ._caller_auth import by_caller
 from ._identity_book import Identity, IdentityBook
 from ._pool import AuthFor, ClientPool
 
@@ -149,7 +150,7 @@ class IdentityPool(ClientPool):
         self._conns = {
             d.name: _Connection(d, IdentityBook(d.name, d.max_identities, d.identity_idle_timeout, self._retire))
             for d in connections.values()
-            if d.auth is not None or d.upstream_sessions == "per_principal"
+            if d.auth is not None or d.upstream_sessions == "per_principal" or by_caller(d)
         }
         self._grant_auth_for = grant_auth_for
 
@@ -252,8 +253,12 @@ class IdentityPool(ClientPool):
         if shared is not None:
             return shared
         if entry.client is None:
-            auth = IdentityAuth(headers) if conn.defn.auth is not None else None
-            entry.client = self._new_slot(conn, entry, auth, getattr(headers, "principal", None))
+            own = conn.defn.auth is not None or by_caller(
+                conn.defn
+            )  # headers of its own: a callback's, a caller's token
+            entry.client = self._new_slot(
+                conn, entry, IdentityAuth(headers) if own else None, getattr(headers, "principal", None)
+            )
         slot: _Slot = entry.client
         return slot
 

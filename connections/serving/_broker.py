@@ -19,6 +19,7 @@ from ..account._account import AccountConnections
 from ..client._listing_cache import DEFAULT_LISTING_TTL
 from ..client._upstream_changes import Change
 from ..host._host import HostMcp
+from ..pool._caller_auth import CallerCredentials, CallerOnly, by_caller
 from ..pool._identity_pool import IdentityPool
 from ..pool._offerings import Offerings
 from ..pool._pool import ClientPool
@@ -73,9 +74,14 @@ class Broker:
         self._auths: dict[str, ConnectionAuth] = {}
         self._grants: dict[tuple[str, str], ConnectionAuth] = {}
         """`grants="per_principal"`: one `ConnectionAuth` per (connection, principal), for the broker's life."""
+        self._callers: CallerCredentials | None = None
         pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
         self.identities = IdentityPool(
-            {name: d for name, d in pooled.items() if d.auth is not None or d.upstream_sessions == "per_principal"},
+            {
+                name: d
+                for name, d in pooled.items()
+                if d.auth is not None or d.upstream_sessions == "per_principal" or by_caller(d)
+            },
             environ=self.environ,
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
@@ -164,6 +170,8 @@ class Broker:
         return totals
 
     def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
+        if defn.oauth is not None and by_caller(defn):
+            return CallerOnly(defn.name, defn.oauth.grant)  # its calls go as their callers (`_as_caller`)
         if defn.oauth is None or defn.url is None or self._store is None:
             return None
         if defn.grants == "per_principal":
@@ -207,7 +215,26 @@ class Broker:
         """The hub connectors account connection `name` last resolved to (None before its first use)."""
         return self.accounts.resolved(name)
 
+    def _caller_credentials(self) -> CallerCredentials:
+        if self._callers is None:
+            if self._oauth_http is None:
+                self._oauth_http = httpx2.AsyncClient(timeout=30.0)
+            self._callers = CallerCredentials(self._oauth_http)
+        return self._callers
+
+    async def _list_as_caller(self, defn: ConnectionDefinition) -> list[mt.Tool]:
+        headers = await self._caller_credentials().headers(defn)
+        return await self.identities.list_identity_tools(defn.name, headers, use_cache=True)
+
+    async def _call_as_caller(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        headers = await self._caller_credentials().headers(defn)
+        return await self.identities.call_identity_tool(defn.name, tool, arguments, headers)
+
     async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
+        if headers is None and by_caller(defn):
+            return await self._list_as_caller(defn)  # docs/oauth.md: token exchange, ID-JAG
         if headers is None:
             if defn.grants == "per_principal":  # each principal lists with its own grant
                 return await self.identities.list_identity_tools(defn.name, partition_of(defn), use_cache=True)
@@ -222,6 +249,8 @@ class Broker:
         if headers is None:
             if defn.kind == "account":
                 return self.accounts.call_tool(defn.name, tool, arguments)
+            if by_caller(defn):
+                return self._call_as_caller(defn, tool, arguments)
             if defn.upstream_sessions == "per_principal":
                 return self.identities.call_identity_tool(defn.name, tool, arguments, partition_of(defn))
             return self.pool.call_tool(defn.name, tool, arguments)

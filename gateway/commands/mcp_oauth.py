@@ -32,6 +32,7 @@ from oauth import (
     follow_redirects,
     grant_status,
     insecure_transport_warning,
+    is_caller_grant,
     login,
     logout,
     open_browser,
@@ -230,6 +231,11 @@ async def _login(args: argparse.Namespace, url: str, config: OAuthConfig, local:
         raise CliError(
             f"connection {args.name!r} logs in as the deployment itself (grant='client_credentials'), so there is "
             f"nothing to log in to here; `agent-sdk mcp tools {args.name}` checks its credentials"
+        )
+    if is_caller_grant(config.grant):
+        raise CliError(
+            f"connection {args.name!r} acts with each caller's own OAuth token (grant={config.grant!r}), so there is "
+            "no login of the gateway's own to run; a peer signed in at the gateway's --oauth-issuer calls it"
         )
     # Reach the store the grant will live in before anyone opens a browser: a bad
     # AGENT_SDK_SECRETS_URL, Redis down or no keyring is a sentence now, not after the login.

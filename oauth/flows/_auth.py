@@ -21,6 +21,7 @@ import httpx2
 from .._config import OAuthConfig
 from .._exceptions import (
     AuthorizationServerUnreachable,
+    DpopNonceLoop,
     InsufficientScope,
     InvalidClient,
     InvalidGrant,
@@ -28,9 +29,11 @@ from .._exceptions import (
     TokenError,
 )
 from .._grant import Grant, StoreKey, TokenSet, check_holder
+from .._shared import Secret
 from ..discovery._discovery import Challenge, Discovery, parse_www_authenticate
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
+from ._dpop import DpopKey, nonce_demanded
 from ._interaction import Interaction
 from ._login import login
 from ._machine import machine_login
@@ -90,6 +93,7 @@ class ConnectionAuth(httpx2.Auth):
         self._max_step_ups = max_step_ups
         self._step_ups_in_a_row = 0
         self._grant: Grant | None = None
+        self._dpop: tuple[Secret, DpopKey] | None = None
         self._login_lock = anyio.Lock()
         self._http = http
         self._owns_http = http is None
@@ -128,6 +132,18 @@ class ConnectionAuth(httpx2.Auth):
         self._apply(request, tokens)
         response = yield request
 
+        key = self._dpop_key(tokens)
+        if key is not None and response.status_code == 401 and nonce_demanded(response):
+            # RFC 9449 §9: the resource wants its nonce in the proof. One retry; a second demand is a loop.
+            key.remember(str(request.url), response)
+            self._apply(request, tokens)
+            response = yield request
+            if response.status_code == 401 and nonce_demanded(response):
+                raise DpopNonceLoop(
+                    f"{self.key.resource} demanded a new DPoP nonce again right after one was sent "
+                    f"(use_dpop_nonce twice in a row) for connection {self.key.connection!r}; the call was given up"
+                )
+
         if response.status_code == 401:
             challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
             tokens = await self._recover(tokens, challenge)
@@ -161,8 +177,30 @@ class ConnectionAuth(httpx2.Auth):
             self._step_ups_in_a_row = 0
 
     def _apply(self, request: httpx2.Request, tokens: TokenSet | None) -> None:
-        if tokens is not None:
+        if tokens is None:
+            return
+        key = self._dpop_key(tokens)
+        if key is None:
             request.headers["Authorization"] = f"Bearer {tokens.access_token.reveal()}"
+            return
+        # RFC 9449 §7.1: a bound token travels as `DPoP`, with a proof for this very request and token.
+        request.headers["Authorization"] = f"DPoP {tokens.access_token.reveal()}"
+        request.headers["DPoP"] = key.proof(request.method, str(request.url), access_token=tokens.access_token)
+
+    def _dpop_key(self, tokens: TokenSet | None) -> DpopKey | None:
+        """The grant's DPoP key when `tokens` is a `DPoP` token, else None."""
+        if tokens is None or tokens.token_type != "DPoP" or self._grant is None:
+            return None
+        return self._key_of(self._grant)
+
+    def _key_of(self, grant: Grant) -> DpopKey | None:
+        """`grant`'s DPoP key (RFC 9449; a bound grant also refreshes with a proof of it, §5), one object per key
+        so that the nonces it learnt are kept."""
+        if grant.dpop_key is None:
+            return None
+        if self._dpop is None or self._dpop[0] != grant.dpop_key:
+            self._dpop = (grant.dpop_key, DpopKey.from_secret(grant.dpop_key, str(self.key)))
+        return self._dpop[1]
 
     # -- tokens --
 
@@ -217,6 +255,7 @@ class ConnectionAuth(httpx2.Auth):
                         current.client,
                         tokens,
                         resource=current.resource_indicator,
+                        dpop=self._key_of(current),
                     )
             except TimeoutError:
                 self.stats.refresh_failures += 1

@@ -64,6 +64,9 @@ class LoginStart:
                 "client_id_metadata_document_supported": server.client_id_metadata_document_supported,
                 "iss_parameter_supported": server.iss_parameter_supported,
                 "url": server.url,
+                "dpop_signing_alg_values_supported": None
+                if server.dpop_signing_alg_values_supported is None
+                else list(server.dpop_signing_alg_values_supported),
             },
             "client": {
                 **client_json(self.client),
@@ -87,6 +90,7 @@ class LoginStart:
                 raise ValueError("unknown version")
             server = _object(record["server"])
             scopes = server["scopes_supported"]
+            dpop_algs = server.get("dpop_signing_alg_values_supported")
             client = _object(record["client"])
             return cls(
                 key=StoreKey(
@@ -105,6 +109,8 @@ class LoginStart:
                     client_id_metadata_document_supported=_flag(server["client_id_metadata_document_supported"]),
                     iss_parameter_supported=_flag(server["iss_parameter_supported"]),
                     url=text_field(server["url"]),
+                    # Absent in a login started by an older version: no DPoP binding for it.
+                    dpop_signing_alg_values_supported=None if dpop_algs is None else _texts(dpop_algs),
                 ),
                 client=replace(
                     client_from_json(client),

@@ -50,6 +50,16 @@ RULES: dict[str, Expected] = {
         "auth=... cannot be combined with oauth=...: the OAuth provider owns the Authorization header; "
         "keep one of them",
     ),
+    "oauth-grant-unknown": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "oauth-grant",
+        "OAuthConfig(grant='token-exchange') is not a grant this gateway runs; use one of authorization_code, "
+        "client_credentials, token_exchange, id_jag",
+    ),
+    "id-jag-without-idp-client": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "oauth-grant-client",
+        "OAuthConfig(grant='id_jag') needs idp_client_id=... and idp_client_secret_env=...: the gateway's "
+        "client at the identity provider that issues the ID-JAGs",
+    ),
     "oauth-needs-url": Expected(
         "agent/mcp-connections/files.py", 3, "error", "oauth-needs-url",
         "oauth=... needs url=...: OAuth protects remote servers only",
