@@ -40,8 +40,11 @@ _MODERN_KEYS = _HANDSHAKE_KEYS | {"resultType"}
 _MEMBER = rb'\s*"(?:jsonrpc|id)"\s*:\s*(?:"[^"\\]*"|-?\d+)\s*'
 _HEAD = re.compile(rb"\s*\{((?:" + _MEMBER + rb',)*)\s*"result"\s*:')
 _TAIL = re.compile(rb"((?:," + _MEMBER + rb")*)\}\s*\Z")
+_MCP_HEAD = b'{"jsonrpc":"2.0","id":"'
+_MCP_RESULT = b'","result":'
+_ID_CHARS = 128
 _KEY = re.compile(rb'"(?:jsonrpc|id)"\s*:')
-_TAIL_WINDOW = 512
+_TAIL_WINDOW = 256
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
 _COLON = re.compile(rb"\s*:")
 _MAX_TOKENS = 4096
@@ -83,12 +86,19 @@ def result_text(message: bytes) -> bytes | None:
     """The bytes of the `result` member of `message`, a plain JSON-RPC response (`plain_message_result`
     accepted its parse); None when its other members are not spelled as this wire's are (then nothing is
     spliced). Inside a JSON string a quote is escaped, so neither pattern can match inside one."""
+    close = len(message.rstrip()) - 1  # the response object's closing brace
+    if message.startswith(_MCP_HEAD):  # `mcp`'s own order and spelling, with a string id: no pattern needed
+        at = message.find(_MCP_RESULT, len(_MCP_HEAD), len(_MCP_HEAD) + _ID_CHARS)
+        if at != -1 and b'"' not in message[len(_MCP_HEAD) : at]:
+            return message[at + len(_MCP_RESULT) : close].strip()
     head = _HEAD.match(message)
     if head is None:
         return None
-    start = max(head.end(), len(message) - _TAIL_WINDOW)
-    tail = _TAIL.search(message, start)
-    if tail is None or len(_KEY.findall(head.group(1))) + len(_KEY.findall(tail.group(1))) != 2:
+    before = len(_KEY.findall(head.group(1)))
+    if before == 2:  # `result` is the last member (as `mcp` writes it): the rest is the closing brace
+        return message[head.end() : close].strip()
+    tail = _TAIL.search(message, max(head.end(), close - _TAIL_WINDOW))
+    if tail is None or before + len(_KEY.findall(tail.group(1))) != 2:
         return None
     return message[head.end() : tail.start()].strip()
 
