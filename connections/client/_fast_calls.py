@@ -62,7 +62,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
-from .._exceptions import ResultTooLarge
+from .._exceptions import ConnectionsError, ResultTooLarge
 from ..project._definitions import ConnectionDefinition
 from ._fast_answers import PROGRESS, AnswerReader, plain_message_result, sse_parser_found
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
@@ -142,7 +142,7 @@ def install_fast_calls(
     return fast
 
 
-class _Redirected(Exception):
+class _Redirected(ConnectionsError):
     """The upstream redirected the POST: the request was not processed, so the SDK path sends it."""
 
 

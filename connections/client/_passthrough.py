@@ -69,8 +69,8 @@ def plain_call_result(result: Any, version: str) -> bool:
     content = result.get("content")
     if type(content) is not list:
         return False
-    for item in content:  # pyright: ignore[reportUnknownVariableType]
-        if type(item) is not dict or item.keys() != _TEXT_ITEM:  # pyright: ignore[reportUnknownMemberType]
+    for item in content:
+        if type(item) is not dict or item.keys() != _TEXT_ITEM:
             return False
         if item["type"] != "text" or type(item["text"]) is not str:
             return False
@@ -79,7 +79,7 @@ def plain_call_result(result: Any, version: str) -> bool:
     if "structuredContent" in result and type(result["structuredContent"]) is not dict:
         return False
     meta = result.get("_meta", {})
-    return type(meta) is dict and None not in meta.values()  # pyright: ignore[reportUnknownMemberType]
+    return type(meta) is dict and None not in meta.values()
 
 
 def result_text(message: bytes) -> bytes | None:
@@ -131,7 +131,7 @@ class UpstreamResult:
             return None
         head = b'{"jsonrpc":"2.0","id":' + pydantic_core.to_json(request_id) + b',"result":'
         meta: Any = self.result.get("_meta")
-        reserved = type(meta) is dict and any(str(key).startswith(RESERVED_META) for key in meta)  # pyright: ignore[reportUnknownArgumentType, reportUnknownVariableType]
+        reserved = type(meta) is dict and any(str(key).startswith(RESERVED_META) for key in meta)
         stamp = self.modern and server_info is not None
         if not reserved and not stamp:
             return head + text + b"}"  # the usual handshake-era answer: nothing but the id changes
@@ -140,7 +140,7 @@ class UpstreamResult:
             body = _without_member(text, b"_meta")
             if body is None:
                 return None
-        kept: dict[str, Any] = {k: v for k, v in (meta or {}).items() if not str(k).startswith(RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        kept: dict[str, Any] = {k: v for k, v in (meta or {}).items() if not str(k).startswith(RESERVED_META)}
         if stamp:
             kept[SERVER_INFO_META_KEY] = server_info
         added = b""

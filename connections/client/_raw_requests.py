@@ -16,4 +16,4 @@ async def send_request(client: Client, method: str, params: dict[str, Any]) -> A
     version's headers) and sent by its dispatcher: the answer's `result` as the wire has it, unvalidated."""
     session = client.session
     stamped, opts = stamp(session, method, params)
-    return await session._dispatcher.send_raw_request(method, stamped, opts)  # pyright: ignore[reportPrivateUsage, reportUnknownMemberType, reportArgumentType]
+    return await session._dispatcher.send_raw_request(method, stamped, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]

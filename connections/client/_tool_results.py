@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LoggingLevel
 from mcp_types import methods as _methods
@@ -128,7 +128,7 @@ async def _send_call(
     params, opts = stamp(session, "tools/call", params)
     meta = params.get("_meta")
     if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: per request
-        meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])  # pyright: ignore[reportUnknownArgumentType]
+        meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])
     logs = await prepare_call(client, context, params, opts, log_cap)
     try:
         with in_flight(session, context):
@@ -146,12 +146,12 @@ def as_call_tool_result(result: Mapping[str, Any]) -> mt.CallToolResult:
 def holds_long_text(result: object) -> bool:
     """Whether `result` (a `tools/call` result as JSON) has a content item holding a string of at least
     `LONG_TEXT` characters: the large results whose copies are worth avoiding. Cheap: nothing is serialized."""
-    content = result.get("content") if isinstance(result, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    content = result.get("content") if isinstance(result, dict) else None
     if not isinstance(content, list):
         return False
-    for part in content:  # pyright: ignore[reportUnknownVariableType]
+    for part in content:
         if isinstance(part, dict):
-            for value in part.values():  # pyright: ignore[reportUnknownVariableType]
+            for value in part.values():
                 if isinstance(value, str) and len(value) >= LONG_TEXT:
                     return True
     return False

@@ -1,4 +1,4 @@
-"""The two stateless Streamable HTTP MCP endpoints (DESIGN.md §8).
+"""The two stateless Streamable HTTP MCP endpoints (docs/http-api.md).
 
 - `/v1/mcp/tools`: the deterministic server tools (authored + advertised connections without
   per-session `auth`) as native MCP tools. `tools/list` lists live and fails closed: a connection

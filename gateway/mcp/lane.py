@@ -225,7 +225,7 @@ async def _param_rejection(
     tool, _, _ = await runtime.catalog.tool(name, None)
     if tool is None or not tool.header_params:
         return None  # no annotated parameter: no header can be out of line
-    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))  # pyright: ignore[reportUnknownArgumentType]
+    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))
     if rejection is not None and not _envelope_lists(params["_meta"]):
         return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
     return rejection
@@ -283,7 +283,7 @@ def _shaped(server: Server[Any], method: str, version: str, result: dict[str, An
         meta = wire.get("_meta")
         if meta is None:
             wire["_meta"] = {SERVER_INFO_META_KEY: _stamp(server)}
-        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:  # pyright: ignore[reportUnknownMemberType]
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
             wire["_meta"] = {**meta, SERVER_INFO_META_KEY: _stamp(server)}
     return wire
 

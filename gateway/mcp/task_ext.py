@@ -53,8 +53,8 @@ _STATUS_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdated
 
 def _declares_tasks(params: Mapping[str, Any]) -> bool:
     meta = params.get("_meta")
-    caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    extensions = caps.get("extensions") if isinstance(caps, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
     return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 

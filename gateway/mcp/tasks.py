@@ -43,6 +43,7 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
+from ..errors import GatewayError
 from ..http._asgi import header
 from ..runtime import Runtime
 from .call_stream import principal_id
@@ -62,7 +63,7 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class Refused(Exception):
+class Refused(GatewayError):
     """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -143,7 +144,7 @@ def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]
 
 async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
-    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    ttl = task.get("ttl") if isinstance(task, dict) else None
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
@@ -160,9 +161,9 @@ async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping
     sealed_id = params["taskId"]
     if method == "tasks/result":
         meta = answer.get("_meta")
-        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
         if isinstance(related, dict):
-            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}  # pyright: ignore[reportUnknownArgumentType]
+            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}
         return answer
     return {**answer, "taskId": sealed_id}
 

@@ -1,4 +1,4 @@
-"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (reference/tools.md)."""
+"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (docs/http-api.md)."""
 
 from __future__ import annotations
 
@@ -136,7 +136,7 @@ async def call_tool(
     outcome: ToolOutcome
     try:
         with acting_for(principal if isinstance(principal, str) else principal.id):
-            outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
+            outcome = await tool.call(dict(arguments))
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
     except ConnectionsError as exc:
@@ -147,7 +147,7 @@ async def call_tool(
         )
     duration_ms = round((time.perf_counter() - started) * 1000)
     if live is not None:
-        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
+        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)
     return {
         "ok": True,
         "toolName": name,

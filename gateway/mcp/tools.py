@@ -186,7 +186,7 @@ def tools_server(
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        server = TaskServer(  # pyright: ignore[reportDeprecated]
+        server = TaskServer(
             "agent-sdk-tools",
             version=SERVER_VERSION,
             relays_changes=subscriptions,  # the GET stream carries list_changed (gateway/mcp/peers/streams.py)

@@ -1,4 +1,4 @@
-"""`SessionService`: chat sessions, their turns and their event streams (reference/sessions.md).
+"""`SessionService`: chat sessions, their turns and their event streams (docs/http-api.md).
 
 Sessions live in a `SessionStore` (files, or Redis shared by replicas); this service keeps only
 the turns running in this process. A turn runs on the process that accepted it, under a lease in

@@ -1,4 +1,4 @@
-"""Every validation rule of DESIGN.md §3, one fixture project each (tests/fixtures/projects/<rule>/).
+"""Every validation rule of docs/connections.md, one fixture project each (tests/fixtures/projects/<rule>/).
 
 Each case loads the project in-process and asserts the one diagnostic it must produce: file, line
 (where the loader can know it), severity, stable code and the sentence the user reads. The same

@@ -1,4 +1,4 @@
-"""Account connections end to end (DESIGN.md §6, docs/accounts.md): two real `agent-sdk serve` processes.
+"""Account connections end to end (docs/accounts.md): two real `agent-sdk serve` processes.
 
 The hub holds a connection to the reference `everything` server (Streamable HTTP) and one to the
 audience-checking OAuth resource server of tests/oauth (tokens from a non-interactive login into

@@ -1,4 +1,4 @@
-"""`/v1/tools` over real HTTP: the catalog, direct calls and every error code of reference/tools.md."""
+"""`/v1/tools` over real HTTP: the catalog, direct calls and every error code of docs/http-api.md."""
 
 from __future__ import annotations
 

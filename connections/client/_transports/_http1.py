@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 
+from ..._exceptions import ConnectionsError
 from ._http1_connection import MAX_HEAD_BYTES, Connection, readable
 from ._json_chunks import JsonChunks
 
@@ -45,7 +46,7 @@ def valid_header_value(value: str) -> bool:
     return not any(c in value for c in "\r\n\0")
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(ConnectionsError):
     """A response body over the reader's limit; the rest is left unread (the connection is not reused)."""
 
 
