@@ -11,6 +11,13 @@ and times `--calls` calls of `pool.call_tool` from 16 concurrent callers: that p
 call (`time.process_time`, the pool, its wire and the result check; the upstream runs apart). Rounds
 alternate the checkouts so that drift on a busy machine hits both alike. Prints the median per
 checkout and generation, and B/A.
+
+    .venv/bin/python bench/bench_pool_calls.py --splice       # what writing the peer's answer costs, in process
+
+`--splice` takes one echo result from the upstream at each generation (`ClientPool.call_tool_upstream`)
+and times, in this process, the answer a forwarding server writes two ways: spliced from the
+upstream's bytes (`UpstreamResult.answer`), and as the `/v1/mcp/tools` lane writes it today
+(`serialize_server_result` for the peer's version, the 2026-07-28 stamp, `pydantic_core.to_json`).
 """
 
 from __future__ import annotations
@@ -23,7 +30,11 @@ import statistics
 import subprocess
 import sys
 import time
+import timeit
+from collections.abc import Generator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 FAST_UPSTREAM = ROOT / "bench" / "fast_upstream.py"
@@ -81,22 +92,19 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--splice", action="store_true", help="time the answer writing, spliced and re-encoded")
     args = parser.parse_args()
+    if args.splice:
+        with _upstream() as url:
+            splice(url)
+        return
     if args.child:
         url, protocol, calls, concurrency = args.child
         child(url, protocol, int(calls), int(concurrency))
         return
     if args.base is None:
         parser.error("--base is required")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
-    upstream = subprocess.Popen(
-        [sys.executable, str(FAST_UPSTREAM), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
-    try:
-        time.sleep(3)
+    with _upstream() as url:
         seen: dict[tuple[str, str], list[float]] = {}
         for _ in range(args.rounds):
             for version, protocol in GENERATIONS.items():
@@ -111,9 +119,58 @@ def main() -> None:
             a = statistics.median(seen[("A", version)])
             b = statistics.median(seen[("B", version)])
             print(f"| {version} | {a:.3f} | {b:.3f} | {b / a:.2f} |")
+
+
+@contextmanager
+def _upstream() -> Generator[str]:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
+    upstream = subprocess.Popen(
+        [sys.executable, str(FAST_UPSTREAM), str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         upstream.terminate()
         upstream.wait()
+
+
+def splice(url: str) -> None:
+    import anyio
+    import pydantic_core
+    from mcp_types import SERVER_INFO_META_KEY, methods
+
+    from connections import ClientPool, define_connection
+
+    stamp = {"name": "agent-sdk", "version": "0"}
+
+    async def result(protocol: str) -> Any:
+        defn = define_connection(url=url, protocol=protocol).named("up", None)
+        async with ClientPool({"up": defn}) as pool:
+            return await pool.call_tool_upstream("up", "echo", {"message": "benchmark é"})
+
+    def rewritten(passed: Any) -> bytes:
+        wire = methods.serialize_server_result("tools/call", passed.version, passed.result)
+        if passed.modern:
+            meta = {k: v for k, v in (wire.get("_meta") or {}).items() if not k.startswith("io.modelcontextprotocol/")}
+            wire["_meta"] = {**meta, SERVER_INFO_META_KEY: stamp}
+        return pydantic_core.to_json({"jsonrpc": "2.0", "id": "peer-1", "result": wire})
+
+    print("| generation | spliced µs | re-encoded µs |")
+    print("|---|---:|---:|")
+    for version, protocol in GENERATIONS.items():
+        passed = anyio.run(result, protocol)
+        n = 20000
+        spliced = timeit.timeit(lambda p=passed: p.answer("peer-1", server_info=stamp), number=n) / n * 1e6
+        encoded = timeit.timeit(lambda p=passed: rewritten(p), number=n) / n * 1e6
+        print(f"| {version} | {spliced:.1f} | {encoded:.1f} |")
 
 
 if __name__ == "__main__":

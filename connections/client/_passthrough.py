@@ -45,7 +45,7 @@ _MCP_RESULT = b'","result":'
 _ID_CHARS = 128
 _KEY = re.compile(rb'"(?:jsonrpc|id)"\s*:')
 _TAIL_WINDOW = 256
-_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]]', re.DOTALL)
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[{}\[\]]', re.DOTALL)
 _COLON = re.compile(rb"\s*:")
 _MAX_TOKENS = 4096
 """A result whose `_meta` sits behind more strings and brackets than this is rewritten, not spliced."""
@@ -137,7 +137,8 @@ class UpstreamResult:
             return head + text + b"}"  # the usual handshake-era answer: nothing but the id changes
         body = text
         if meta is not None:
-            body = _without_member(text, b"_meta")
+            last = next(reversed(self.result)) == "_meta"  # the parsed dict keeps the text's member order
+            body = _without_last_member(text, b"_meta", meta) if last else _without_member(text, b"_meta")
             if body is None:
                 return None
         kept: dict[str, Any] = {k: v for k, v in (meta or {}).items() if not str(k).startswith(RESERVED_META)}
@@ -152,6 +153,28 @@ class UpstreamResult:
         if added and body[:close].rstrip().endswith(b"{"):
             added = added[1:]  # the result had no other member
         return head + body[:close] + added + body[close:] + b"}"
+
+
+def _without_last_member(text: bytes, key: bytes, value: Any) -> bytes | None:
+    """`text` (a JSON object whose last member is `key`, holding `value`) without that member: the last
+    `"key"` that starts a member whose text up to the closing brace is `value`'s (a `"key"` nested in the
+    value comes later in the text, and what follows it does not parse as the whole value)."""
+    close = len(text.rstrip()) - 1
+    quoted = b'"' + key + b'"'
+    end = close
+    while (at := text.rfind(quoted, 0, end)) != -1:
+        end = at
+        colon = _COLON.match(text, at + len(quoted))
+        before = text[:at].rstrip()
+        if colon is None or not before.endswith((b",", b"{")):
+            continue
+        try:
+            if pydantic_core.from_json(text[colon.end() : close]) != value:
+                continue
+        except ValueError:
+            continue
+        return _cut(text, at, close)
+    return None
 
 
 def _without_member(text: bytes, key: bytes) -> bytes | None:
