@@ -21,7 +21,7 @@ same headers, 202 and error-status answers mapped to the same JSON-RPC errors, t
 parser and event-size limit, the same resumption (GET with `Last-Event-ID`, the same attempts
 and delays) when a stream ends without an answer, and a courtesy `notifications/cancelled` when
 the caller gives up. A redirect is handed back to the SDK path whole (the server did not process
-the request). `tests/connections/test_fast_calls.py` runs each case both ways against real
+the request). `tests/connections/client/test_fast_calls.py` runs each case both ways against real
 upstreams and requires the same result or error.
 
 Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in the environment, no

@@ -20,7 +20,7 @@ the same handlers (`mcp_tools.tools_call_result`, `tools_list_result`), writing 
 
 Anything else (another method, a notification, an envelope with extra members, a server whose
 middleware or tracing would observe the request) returns False and goes to the SDK's manager,
-unchanged. `tests/gateway/test_mcp_lane.py` requires every answer equal to the SDK's.
+unchanged. `tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to the SDK's.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ idle connections, one `httptools` parser (uvicorn's C parser) per connection, bo
 to the reader as they arrive (`docs/performance.md`). Failures are raised as the `httpx2`
 exceptions the SDK path would surface, so `_translate.translate` maps both paths alike. Not here,
 on purpose: proxies, redirects, compression, HTTP/2, request streaming (the caller only uses this
-leg where none of them applies). Framing edge cases: `tests/connections/test_http1.py`.
+leg where none of them applies). Framing edge cases: `tests/connections/client/test_http1.py`.
 """
 
 from __future__ import annotations

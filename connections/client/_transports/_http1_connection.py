@@ -1,6 +1,6 @@
 """One keep-alive HTTP/1.1 connection on an asyncio protocol with `httptools` (uvicorn's C parser):
 the connection half of the fast wire (`client/_transports/_http1.py` holds the response and the origin's pool).
-Framing edge cases: `tests/connections/test_http1.py`."""
+Framing edge cases: `tests/connections/client/test_http1.py`."""
 
 from __future__ import annotations
 
