@@ -57,7 +57,7 @@ def plain_call_result(result: Any, version: str) -> bool:
 
     Plain: text content items only (`type` and `text`, nothing else), `isError` a boolean when present,
     `structuredContent` an object when present, `_meta` an object without null members, and at
-    2026-07-28 `resultType` "complete". `tests/connections/test_passthrough.py` holds the predicate to
+    2026-07-28 `resultType` "complete". `tests/connections/client/test_passthrough.py` holds the predicate to
     the schema's own verdict for every version."""
     if type(result) is not dict:
         return False

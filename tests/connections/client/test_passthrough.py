@@ -34,7 +34,7 @@ from tests.processes import running
 
 pytestmark = pytest.mark.anyio
 
-BOTH_ERAS = Path(__file__).resolve().parent.parent / "fixtures" / "upstreams" / "both_eras.py"
+BOTH_ERAS = Path(__file__).resolve().parents[2] / "fixtures" / "upstreams" / "both_eras.py"
 MODERN, HANDSHAKE = "2026-07-28", "2025-11-25"
 STAMP = {"name": "agent-sdk", "version": "9.9.9"}
 """The forwarding server's `serverInfo` stamp a 2026-07-28 answer carries."""
