@@ -47,9 +47,11 @@ from .._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnec
 from ..client._clients import OpenedClient, list_all_tools
 from ..client._identity import IdentityAuth, speak_as, speaking_as, stop_speaking
 from ..client._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+from ..client._passthrough import UpstreamResult
 from ..client._restart import RestartPolicy, RestartState
 from ..client._session_runner import OpenSettings, PooledSession, SessionSlot
-from ..client._tool_results import call_tool_json
+from ..client._tool_results import call_upstream_tool
+from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
 from ._caller_auth import by_caller
 from ._identity_book import Identity, IdentityBook
@@ -213,10 +215,11 @@ class IdentityPool(ClientPool):
                 slot = await self._slot_for(conn, entry, headers)
             args = self._call_arguments(slot, tool, arguments)
 
-            def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-                return call_tool_json(opened.client, tool, args, conn.defn.min_log_level)
+            def run(opened: OpenedClient) -> Awaitable[UpstreamResult]:
+                wire = opened.wire or SdkWire(opened.client.session)
+                return call_upstream_tool(opened.client, wire, tool, args, conn.defn.min_log_level)
 
-            result = await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+            result = (await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)).result
             if result.get("isError") and await self._lacks_tool(name, tool):
                 raise UnknownTool(name, tool)  # as `ClientPool.call_tool`: this identity's listing lacks it
             return result
