@@ -52,7 +52,7 @@ from .scrape_token import ScrapeToken
 from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import serving_hub_keys, serving_request_states, session_store, token_store
+from .state import serving_hub_keys, serving_request_states, serving_task_owners, session_store, token_store
 from .tool_routes import tool_routes
 from .toolsets import BrokerLike, ToolCatalog
 
@@ -244,6 +244,8 @@ def create_app(
                 offerings=offerings,
                 subscriptions=subscriptions,
             )
+            if runtime.host is not None:
+                runtime.task_owners = await serving_task_owners(settings, runtime.host.mcp.task_request, stack)
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as mt
@@ -45,9 +46,21 @@ from oauth import printable
 from ._asgi import header
 from .mcp_call_stream import principal_id
 from .mcp_tools import server_tool
+from .request_state import SealedTask
 from .runtime import Runtime
+from .task_owners import TaskGone
 
-__all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
+__all__ = [
+    "RELATED_TASK_META_KEY",
+    "Refused",
+    "error_answer",
+    "gone_task",
+    "open_task",
+    "serve_tasks",
+    "start_task",
+    "task_request",
+    "write_answer",
+]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -129,15 +142,41 @@ async def start_task(
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
         return None, created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return created, {**task_json, "taskId": runtime.request_states.seal_task(connection, created.task_id, principal)}
+    owner = runtime.task_owners.me if runtime.task_owners is not None else ""
+    sealed = runtime.request_states.seal_task(
+        connection, created.task_id, principal, owner=owner, created_at=created.task.created_at, ttl=created.task.ttl
+    )
+    return created, {**task_json, "taskId": sealed}
 
 
-def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]:
-    """The connection and the upstream's task id sealed in `task_id`, if `principal` made it. Raises `Refused`."""
-    opened = runtime.request_states.open_task(task_id, principal)
+def open_task(runtime: Runtime, principal: str, task_id: Any) -> SealedTask:
+    """What `task_id` seals, if `principal` made it. Raises `Refused`."""
+    opened = runtime.request_states.task_facts(task_id, principal)
     if opened is None:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
     return opened
+
+
+async def task_request(runtime: Runtime, task: SealedTask, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`method` for `task` where it lives (`task_owners.py`), `params` with the upstream's id. Raises `TaskGone`
+    (its session ended with its replica or child), `MCPError`, `ConnectionsError`."""
+    upstream = {**params, "taskId": task.upstream_id}
+    if runtime.task_owners is None:
+        return await runtime.host.mcp.task_request(task.connection, method, upstream)
+    return await runtime.task_owners.request(task.owner, task.connection, method, upstream)
+
+
+def gone_task(task: SealedTask, sealed_id: str, reason: str) -> dict[str, Any]:
+    """A task whose upstream session ended (`TaskGone`), as the 2025-11-25 `Task` the peer polls: `failed`."""
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {
+        "taskId": sealed_id,
+        "status": "failed",
+        "statusMessage": reason,
+        "createdAt": task.created_at or now,
+        "lastUpdatedAt": now,
+        "ttl": task.ttl,
+    }
 
 
 async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -154,13 +193,21 @@ async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
-    answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
+    task = open_task(runtime, principal, params.get("taskId"))
     sealed_id = params["taskId"]
+    try:
+        answer = await task_request(runtime, task, method, params)
+    except TaskGone as exc:
+        if method == "tasks/cancel":  # 2025-11-25: a terminal task cannot be cancelled (-32602)
+            raise Refused(INVALID_PARAMS, f"the task already ended failed: {exc}") from None
+        if method == "tasks/result":  # what the call returns, for a call that failed
+            stamp = {RELATED_TASK_META_KEY: {"taskId": sealed_id}}
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True, "_meta": stamp}
+        return gone_task(task, sealed_id, str(exc))
     if method == "tasks/result":
         meta = answer.get("_meta")
         related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if isinstance(related, dict):
+        if isinstance(meta, dict) and isinstance(related, dict):
             answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}  # pyright: ignore[reportUnknownArgumentType]
         return answer
     return {**answer, "taskId": sealed_id}

@@ -20,6 +20,7 @@ from .request_state import RequestStates
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
+from .task_owners import TaskOwners
 from .toolsets import ToolCatalog
 
 __all__ = ["Runtime", "principal_of", "runtime_of"]
@@ -52,6 +53,8 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`peer_streams.py`)."""
+    task_owners: TaskOwners | None = None
+    """Where each task a peer started lives, and the other replicas' follow-ups for ours (`task_owners.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:
