@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from connections import Broker, SessionInfo, load_project  # noqa: E402
-from connections._identity import SessionHeaders  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from connections.client._identity import SessionHeaders  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port  # noqa: E402
 from tests.processes import identity_upstream, running  # noqa: E402
 

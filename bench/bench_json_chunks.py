@@ -25,8 +25,8 @@ import pydantic_core
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connections._json_chunks import JsonChunks  # noqa: E402
-from gateway.memory import return_large_blocks  # noqa: E402
+from connections.client._transports._json_chunks import JsonChunks  # noqa: E402
+from gateway.commands.memory import return_large_blocks  # noqa: E402
 
 CHUNK = 65536
 MB = 1024 * 1024

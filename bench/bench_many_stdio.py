@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_mcp_tools import HANDSHAKE, RawPeer, _decode, start_serve  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 
 from connections import ClientPool, define_connection  # noqa: E402
-from connections._pool import default_start_limit  # noqa: E402
+from connections.pool._pool import default_start_limit  # noqa: E402
 
 SERVER = str(Path(__file__).with_name("stdio_tool_server.py"))
 

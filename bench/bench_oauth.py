@@ -35,8 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_mcp_tools as bench  # noqa: E402
 
-from gateway.auth_chain import AuthChain  # noqa: E402
-from gateway.oauth_gate import oauth_gate  # noqa: E402
+from gateway.auth.chain import AuthChain  # noqa: E402
+from gateway.auth.oauth_gate import oauth_gate  # noqa: E402
 from gateway.settings import ServeSettings  # noqa: E402
 from tests.oauth.peers import oidc_provider  # noqa: E402
 

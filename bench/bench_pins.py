@@ -23,8 +23,9 @@ import mcp.types as mt
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from connections import PinGuard, define_connection, lock_of, write_lock  # noqa: E402
-from connections._pins import canonical_definition  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from connections import define_connection  # noqa: E402
+from connections.project._pins import canonical_definition  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from connections.serving import PinGuard, lock_of, write_lock  # noqa: E402
 
 
 def tools(count: int) -> list[mt.Tool]:

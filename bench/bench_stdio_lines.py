@@ -1,7 +1,7 @@
 """How long the stdio transport takes to read one long answer line, by its size.
 
 A real child (`python -c ...`) writes one JSON-RPC response whose result holds N MB of text, on one
-line, through `connections._stdio.stdio_transport`; we time from the child's start to the parsed
+line, through `connections.client._transports._stdio.stdio_transport`; we time from the child's start to the parsed
 message. Linear reading means the time per MB stays flat as N grows (the ratio column near 1).
 
     .venv/bin/python bench/bench_stdio_lines.py            # 5, 10, 20 MB, best of 3
@@ -17,7 +17,7 @@ import time
 
 import anyio
 
-from connections._stdio import stdio_transport  # pyright: ignore[reportPrivateUsage]
+from connections.client._transports._stdio import stdio_transport  # pyright: ignore[reportPrivateUsage]
 
 _CHILD = (
     "import sys\n"

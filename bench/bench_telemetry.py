@@ -2,7 +2,7 @@
 
 Two pieces run on every `tools/call` through `/v1/mcp/tools`:
 
-- `RequestIds` (gateway/request_ids.py), the outermost ASGI middleware: an id, a context variable,
+- `RequestIds` (gateway/http/request_ids.py), the outermost ASGI middleware: an id, a context variable,
   a header on the answer;
 - the turn builder's `CallObserver` wrap (`connections.observed`) reporting to `Metrics.call_finished`
   (a counter, a histogram);
@@ -25,10 +25,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from connections import ToolOutcome, TurnTool, observed
+from connections import ToolOutcome, TurnTool
+from connections.serving import observed
+from gateway.http.request_ids import RequestIds
 from gateway.http_observer import HttpObserver, RouteTemplates
 from gateway.metrics import Metrics
-from gateway.request_ids import RequestIds
 
 _BODY = b'{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":false}}'
 

@@ -135,13 +135,17 @@ async def chaos(
             final = await _final_state(http, load)
         log = read_access_log(c.access_log)
         if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            shutil.copy(c.access_log, keep / "access.log")
-            for i, served in enumerate(c.replicas):
-                shutil.copy(served.log, keep / f"replica-{i}.log")
+            _keep(c, keep)
         report = _report(c, schedule, load, final, log)
         report["replica_logs_clean"] = all("Traceback" not in s.log_text() for s in c.replicas)
     return report
+
+
+def _keep(c: Cluster, keep: Path) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    shutil.copy(c.access_log, keep / "access.log")
+    for i, served in enumerate(c.replicas):
+        shutil.copy(served.log, keep / f"replica-{i}.log")
 
 
 async def _final_state(http: httpx2.AsyncClient, load: Load) -> dict[str, dict[str, Any]]:

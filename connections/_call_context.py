@@ -4,7 +4,7 @@ A caller (the `/v1/mcp/tools` lane for a peer, `host.mcp.call_tool` for host cod
 call and runs the call inside `calling(context)`. Every layer below reads it from `current_call()`
 instead of growing a parameter: `TurnTool.call`, `Broker`, `ClientPool.call_tool`,
 `AccountConnections`, `call_tool_json` and whichever wire serves the call (the fast wire of
-`_fast_calls.py`, the SDK's dispatcher for stdio, SSE and the SDK transport). The pool's hot path
+`connections/client/_fast_calls.py`, the SDK's dispatcher for stdio, SSE and the SDK transport). The pool's hot path
 pays one `ContextVar.get()` when no context is set.
 
 What it holds:
@@ -24,7 +24,7 @@ What it holds:
   upstream) or its POST closed (2026-07-28), as for a timeout.
 
 - `elicitation`, `sampling`: the caller's handlers for an upstream's mid-call requests
-  (`_input_requests.py`); None: the caller cannot answer them, and the upstream is told so.
+  (`connections/client/_input_requests.py`); None: the caller cannot answer them, and the upstream is told so.
 - `pass_input_required`: the caller speaks 2026-07-28 itself (a modern peer), so a modern upstream's
   `InputRequiredResult` goes back to it instead of being driven here; `input_responses` and
   `request_state` are that peer's retry, forwarded to the upstream.

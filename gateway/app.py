@@ -27,34 +27,35 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from connections import Broker, Offerings, Project
+from connections import Broker, Project
+from connections.serving import Offerings
 
-from ._asgi import json_error
-from .accounts import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
-from .auth_chain import AuthChain, BodyLimit, RequestGuard
+from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
+from .auth.chain import AuthChain, BodyLimit, RequestGuard
+from .auth.oauth_gate import OAuthGate, oauth_gate
+from .auth.operator_grants import OperatorGrant
+from .auth.scrape_token import ScrapeToken
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
-from .discovery_routes import discovery_routes
+from .http._asgi import json_error
+from .http.proxies import TrustedProxies
+from .http.request_ids import RequestIds
 from .http_observer import HttpObserver, RouteTemplates
-from .mcp_endpoints import McpEndpoint, agent_server, session_manager
-from .mcp_subscriptions import Subscriptions
-from .mcp_tools import tools_server
+from .mcp.endpoints import McpEndpoint, agent_server, session_manager
+from .mcp.peers.caps import stream_cap
+from .mcp.peers.streams import PeerStreams
+from .mcp.subscriptions import Subscriptions
+from .mcp.tools import tools_server
+from .mcp.toolsets import BrokerLike, ToolCatalog
 from .metrics import Metrics, metrics_routes
-from .oauth_gate import OAuthGate, oauth_gate
-from .operator_grants import OperatorGrant
-from .peer_streams import PeerStreams
-from .principal_caps import stream_cap
-from .proxies import TrustedProxies
-from .request_ids import RequestIds
+from .rest.discovery_routes import discovery_routes
+from .rest.session_routes import session_routes
+from .rest.tool_routes import tool_routes
 from .runners import TurnRunner
 from .runners._select import make_runner
 from .runtime import Runtime
-from .scrape_token import ScrapeToken
-from .session_routes import session_routes
 from .sessions import SessionService
 from .settings import ServeSettings
-from .state import serving_hub_keys, serving_request_states, serving_task_owners, session_store, token_store
-from .tool_routes import tool_routes
-from .toolsets import BrokerLike, ToolCatalog
+from .stores import serving_hub_keys, serving_request_states, serving_task_owners, session_store, token_store
 
 __all__ = ["BrokerFactory", "create_app", "default_broker"]
 
@@ -171,7 +172,7 @@ def create_app(
 ) -> ASGIApp:
     """The gateway app for a loaded project. `broker` defaults to `connections.Broker`; `runner` to `settings.runner`.
     The lifespan adds to `stopping` what the server must call when it starts shutting down, before it waits
-    for open connections: ending the endless streams (handshake-era peers' GET streams, `peer_streams.py`).
+    for open connections: ending the endless streams (handshake-era peers' GET streams, `gateway/mcp/peers/streams.py`).
 
     `oauth`: the OAuth step of the auth chain (`serve` passes one it loaded; else one is made from
     `settings.oauth_issuers` and loaded in the lifespan).
@@ -213,7 +214,7 @@ def create_app(
                     project.connections,
                     host.mcp if host is not None else None,
                     offerings,
-                    max_streams=stream_cap(settings.max_connections),  # principal_caps.py
+                    max_streams=stream_cap(settings.max_connections),  # gateway/mcp/peers/caps.py
                 ).watching(pool.listing_cache, stack)
                 if pool is not None
                 else None
@@ -297,7 +298,7 @@ def create_app(
     # the request guard (Host, Origin, content type, trusted proxies) runs before every route, and
     # the bridge also passes the loopback Host guard a loopback-bound server's routes pass.
     bridge_guard = AuthChain(limited, mode="anonymous", loopback_bound=True)
-    # A scrape credential opens GET /v1/metrics only (scrape_token.py).
+    # A scrape credential opens GET /v1/metrics only (gateway/auth/scrape_token.py).
     admitted: ASGIApp = (
         ScrapeToken(chained, limited, settings.metrics_tokens, loopback_bound=settings.loopback_bound)
         if settings.metrics_tokens

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import NoReturn
 
-from connections import redact
+from connections.serving import redact
 
 from .commands import register_all
 from .errors import CliError

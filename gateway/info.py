@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from connections import ConnectionDefinition, Project, redact, shown_command, shown_url
+from connections import ConnectionDefinition, Project
+from connections.serving import redact, shown_command, shown_url
 
 __all__ = ["connection_info", "project_info"]
 

@@ -9,8 +9,8 @@ session and turn, passed as `extra={...}` by the code that logs. What the gatewa
 | a turn that did not complete (`turn_failed`) | `agent_sdk.turns` | WARNING |
 | a tool call that raised (`tool_failed`) | `agent_sdk.tools` | WARNING |
 | an auth refusal (401, 403, 421), or the request guard's (400, 403, 415) | `agent_sdk.auth` | WARNING |
-| an upstream session reopened after a failure (`upstream_restart`) | `connections._session_runner` | WARNING |
-| an OAuth access token refreshed (`oauth_refresh`) | `oauth._auth` | INFO |
+| an upstream session reopened after a failure (`upstream_restart`) | `connections.client._session_runner` | WARNING |
+| an OAuth access token refreshed (`oauth_refresh`) | `oauth.flows._auth` | INFO |
 | each request, with `--access-log` (`http_request`: method, path, status, latency) | `agent_sdk.access` | INFO |
 | a line a stdio child wrote to its stderr (`upstream_stderr`, with `connection`) | `connections.stderr` | INFO |
 | the CLI's own line: a refusal (`error`), Ctrl-C (`interrupted`), a notice (`tell`) | `agent_sdk.cli` | any |
@@ -20,7 +20,7 @@ A stdio child's stderr is never copied raw: each line is one record (one JSON ob
 WARNING (`serve --stdio`), as a desktop client shows a server's stderr.
 
 No secret reaches these lines: the messages are the gateway's own error sentences (which never
-hold a header, token or environment value), and text from outside goes through `oauth.printable`.
+hold a header, token or environment value), and text from outside goes through `oauth._shared.printable`.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import sys
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from connections import STDERR_LOGGER, RedactingFilter
-from oauth import printable
+from connections.serving import STDERR_LOGGER, RedactingFilter
+from oauth._shared import printable
 
-from .request_ids import current_request_id
+from .http.request_ids import current_request_id
 
 __all__ = ["CLI_LOGGER", "CONTEXT_FIELDS", "LogFormat", "configure_logging", "tell"]
 

@@ -51,9 +51,9 @@ from starlette.routing import Route
 from connections import ConnectionDefinition, ConnectionsError, ToolInputError, TurnProblem, TurnTool
 from oauth import OAuthError, StoreKey, TokenStore
 
+from .auth.roles import require_operator
 from .errors import ApiError
-from .http_json import error_response
-from .roles import require_operator
+from .http.json_answers import error_response
 from .runtime import principal_of
 
 __all__ = ["BUCKETS", "REPLICA_HEADER", "Metrics", "metrics_routes", "replica_id"]
@@ -374,6 +374,6 @@ async def _metrics(request: Request) -> Response:
 
 
 def metrics_routes() -> list[Route]:
-    """`GET /v1/metrics`: operators only (`roles.py`), or a `--metrics-token` that opens this route and no
-    other (`scrape_token.py`)."""
+    """`GET /v1/metrics`: operators only (`gateway/auth/roles.py`), or a `--metrics-token` that opens this route and no
+    other (`gateway/auth/scrape_token.py`)."""
     return [Route("/v1/metrics", _metrics, methods=["GET"])]

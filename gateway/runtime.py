@@ -8,20 +8,21 @@ from typing import Any
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 
-from connections import Offerings, Project, TurnBuilder
+from connections import Project, TurnBuilder
+from connections.serving import Offerings
 
-from .auth_chain import Principal
-from .held_calls import HeldCalls
-from .mcp_subscriptions import Subscriptions
-from .peer_asks import PeerAsks
-from .peer_calls import PeerCalls
-from .peer_streams import PeerStreams
-from .request_state import RequestStates
+from .auth.chain import Principal
+from .mcp.peers.asks import PeerAsks
+from .mcp.peers.calls import PeerCalls
+from .mcp.peers.held import HeldCalls
+from .mcp.peers.streams import PeerStreams
+from .mcp.subscriptions import Subscriptions
+from .mcp.task_owners import TaskOwners
+from .mcp.toolsets import ToolCatalog
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
-from .task_owners import TaskOwners
-from .toolsets import ToolCatalog
+from .state.request_state import RequestStates
 
 __all__ = ["Runtime", "principal_of", "runtime_of"]
 
@@ -41,20 +42,20 @@ class Runtime:
     peers: PeerCalls = field(default_factory=PeerCalls)
     """Peers' `tools/call` requests in flight on `/v1/mcp/tools` and their `logging/setLevel` levels."""
     asks: PeerAsks = field(default_factory=PeerAsks)
-    """Questions put to handshake-era peers mid-call, waiting for their POSTed answers (`peer_asks.py`)."""
+    """Questions put to handshake-era peers mid-call, waiting for their POSTed answers (`gateway/mcp/peers/asks.py`)."""
     held: HeldCalls = field(default_factory=HeldCalls)
-    """2026-07-28 peers' calls held open while an upstream's mid-call question waits for a retry (`held_calls.py`)."""
+    """2026-07-28 peers' calls held open while an upstream's mid-call question waits (`mcp/peers/held.py`)."""
     request_states: RequestStates = field(default_factory=RequestStates.for_one_process)
-    """Seals and opens the `requestState` a 2026-07-28 peer retries with (`request_state.py`); a served
+    """Seals and opens the `requestState` a 2026-07-28 peer retries with (`gateway/state/request_state.py`); a served
     app's is the deployment's (`state.serving_request_states`)."""
     offerings: Offerings | None = None
-    """The advertised resources and prompts (`mcp_offerings.py`); None when the broker has none."""
+    """The advertised resources and prompts (`gateway/mcp/offerings.py`); None when the broker has none."""
     subscriptions: Subscriptions | None = None
-    """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`mcp_subscriptions.py`)."""
+    """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`gateway/mcp/subscriptions.py`)."""
     streams: PeerStreams | None = None
-    """Handshake-era peers' GET streams and resource subscriptions on this replica (`peer_streams.py`)."""
+    """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
     task_owners: TaskOwners | None = None
-    """Where each task a peer started lives, and the other replicas' follow-ups for ours (`task_owners.py`)."""
+    """Where each task a peer started lives, and other replicas' follow-ups for ours (`gateway/mcp/task_owners.py`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

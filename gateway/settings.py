@@ -10,8 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator, model_validator
 
-from .oauth_issuers import require_https
-from .operator_grants import parse_claim
+from .auth.oauth_issuers import require_https
+from .auth.operator_grants import parse_claim
 
 __all__ = ["AuthMode", "ServeSettings"]
 
@@ -35,7 +35,7 @@ class ServeSettings(BaseModel):
     (docs/http-api.md, "Roles"); admitted beside whichever chain runs. Under loopback-strict the local user is
     an operator without one."""
     metrics_tokens: tuple[SecretStr, ...] = ()
-    """`--metrics-token`: each reads `GET /v1/metrics` and nothing else (a scrape credential, `scrape_token.py`)."""
+    """`--metrics-token`: each reads `GET /v1/metrics` and nothing else (`auth/scrape_token.py`)."""
     allow_anonymous: bool = False
     runner: str = "deterministic"
     max_body_bytes: int = Field(default=4 * 1024 * 1024, gt=0)

@@ -6,17 +6,7 @@ Serving: `httpx2.AsyncClient(auth=connection_auth(name, url, config, store))`.
 Logging in: `await login(name, url, config, store, interaction=open_browser())`.
 """
 
-from ._auth import AuthStats as AuthStats
-from ._auth import ConnectionAuth as ConnectionAuth
-from ._auth import LoginHandler as LoginHandler
-from ._auth import connection_auth as connection_auth
-from ._callback import CallbackListener as CallbackListener
 from ._config import OAuthConfig as OAuthConfig
-from ._discovery import Challenge as Challenge
-from ._discovery import Discovery as Discovery
-from ._discovery import ResourceMetadata as ResourceMetadata
-from ._discovery import ServerMetadata as ServerMetadata
-from ._discovery import parse_www_authenticate as parse_www_authenticate
 from ._exceptions import AuthorizationDenied as AuthorizationDenied
 from ._exceptions import AuthorizationError as AuthorizationError
 from ._exceptions import AuthorizationServerUnreachable as AuthorizationServerUnreachable
@@ -36,34 +26,41 @@ from ._exceptions import StateMismatch as StateMismatch
 from ._exceptions import StoreCorrupt as StoreCorrupt
 from ._exceptions import StoreError as StoreError
 from ._exceptions import TokenError as TokenError
-from ._file_store import FileTokenStore as FileTokenStore
-from ._files import write_private as write_private
 from ._grant import ClientRegistration as ClientRegistration
 from ._grant import Grant as Grant
 from ._grant import StoreKey as StoreKey
 from ._grant import TokenSet as TokenSet
-from ._home import LocalStore as LocalStore
-from ._home import check_store as check_store
-from ._home import deployment_store as deployment_store
-from ._home import serving_store as serving_store
-from ._interaction import Interaction as Interaction
-from ._interaction import follow_redirects as follow_redirects
-from ._interaction import open_browser as open_browser
-from ._interaction import print_url as print_url
-from ._keyring_store import KeyringTokenStore as KeyringTokenStore
-from ._login import login as login
-from ._manage import GrantStatus as GrantStatus
-from ._manage import LogoutResult as LogoutResult
-from ._manage import grant_status as grant_status
-from ._manage import logout as logout
-from ._redirect_login import LoginStart as LoginStart
-from ._redirect_login import finish_login as finish_login
-from ._redirect_login import start_login as start_login
-from ._redis_store import RedisTokenStore as RedisTokenStore
-from ._secret import Secret as Secret
-from ._store import TokenStore as TokenStore
-from ._text import printable as printable
-from ._transport import insecure_transport_warning as insecure_transport_warning
+from .discovery._discovery import Challenge as Challenge
+from .discovery._discovery import Discovery as Discovery
+from .discovery._discovery import ResourceMetadata as ResourceMetadata
+from .discovery._discovery import ServerMetadata as ServerMetadata
+from .discovery._discovery import parse_www_authenticate as parse_www_authenticate
+from .discovery._transport import insecure_transport_warning as insecure_transport_warning
+from .flows._auth import AuthStats as AuthStats
+from .flows._auth import ConnectionAuth as ConnectionAuth
+from .flows._auth import LoginHandler as LoginHandler
+from .flows._auth import connection_auth as connection_auth
+from .flows._callback import CallbackListener as CallbackListener
+from .flows._interaction import Interaction as Interaction
+from .flows._interaction import follow_redirects as follow_redirects
+from .flows._interaction import open_browser as open_browser
+from .flows._interaction import print_url as print_url
+from .flows._login import login as login
+from .flows._manage import GrantStatus as GrantStatus
+from .flows._manage import LogoutResult as LogoutResult
+from .flows._manage import grant_status as grant_status
+from .flows._manage import logout as logout
+from .flows._redirect_login import LoginStart as LoginStart
+from .flows._redirect_login import finish_login as finish_login
+from .flows._redirect_login import start_login as start_login
+from .stores._file_store import FileTokenStore as FileTokenStore
+from .stores._home import LocalStore as LocalStore
+from .stores._home import check_store as check_store
+from .stores._home import deployment_store as deployment_store
+from .stores._home import serving_store as serving_store
+from .stores._keyring_store import KeyringTokenStore as KeyringTokenStore
+from .stores._redis_store import RedisTokenStore as RedisTokenStore
+from .stores._store import TokenStore as TokenStore
 
 __all__ = [
     "AuthStats",
@@ -99,7 +96,6 @@ __all__ = [
     "RedisTokenStore",
     "RegistrationError",
     "ResourceMetadata",
-    "Secret",
     "ServerMetadata",
     "StateMismatch",
     "StoreCorrupt",
@@ -120,8 +116,6 @@ __all__ = [
     "open_browser",
     "parse_www_authenticate",
     "print_url",
-    "printable",
     "serving_store",
     "start_login",
-    "write_private",
 ]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from ._exceptions import StoreCorrupt
-from ._secret import Secret
+from ._shared import Secret
 
 __all__ = ["ClientRegistration", "Grant", "StoreKey", "TokenSet"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ["connections", "gateway", "gateway.commands", "oauth"]
+PACKAGES = ["connections", "connections.serving", "gateway", "gateway.commands", "oauth"]
 OURS = ("connections", "gateway", "oauth")
 FORBIDDEN = {"oauth": {"connections", "gateway"}, "connections": {"gateway"}}
 
@@ -219,3 +219,64 @@ def test_the_cycle_scan_sees_a_cycle_through_type_checking_and_function_imports(
     (pkg / "_c.py").write_text("from pkg._a import A\n")
     (pkg / "_d.py").write_text("from . import _a\n")
     assert cycles(package_graph("pkg", tmp_path)) == [["pkg._a", "pkg._b", "pkg._c"]]
+
+
+def folder_graph(package: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Folder -> the other folders of the same package its modules import. A folder is a subpackage
+    directly under the package (its own subfolders count as part of it); the package's root modules
+    are the package itself, not a folder, and are left out."""
+    top = root / package
+    folders = {p.parent.name for p in top.glob("*/__init__.py")}
+    known = {module_name(p, root) for p in top.rglob("*.py")}
+
+    def folder_of(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 and parts[1] in folders else None
+
+    graph: dict[str, set[str]] = {folder: set() for folder in folders}
+    for path in top.rglob("*.py"):
+        here = folder_of(module_name(path, root))
+        if here is None:
+            continue
+        for target in imported_modules(path, known, root):
+            there = folder_of(target)
+            if there is not None and there != here:
+                graph[here].add(there)
+    return graph
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_package_has_an_import_cycle_among_its_folders(package: str) -> None:
+    assert cycles(folder_graph(package)) == []
+
+
+def test_the_folder_scan_sees_a_cycle_between_two_folders(tmp_path: Path) -> None:
+    for folder in ("pkg", "pkg/a", "pkg/b", "pkg/b/deep"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "__init__.py").write_text("")
+    (tmp_path / "pkg" / "a" / "_x.py").write_text("from ..b.deep import _y\n")
+    (tmp_path / "pkg" / "b" / "deep" / "_y.py").write_text("def f():\n    from pkg.a import _x\n")
+    (tmp_path / "pkg" / "_root.py").write_text("from .a import _x\nfrom .b.deep import _y\n")
+    assert folder_graph("pkg", tmp_path) == {"a": {"b"}, "b": {"a"}}
+    assert cycles(folder_graph("pkg", tmp_path)) == [["a", "b"]]
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_folder_holds_more_than_25_modules(package: str) -> None:
+    crowded = {
+        str(folder.relative_to(ROOT)): count
+        for folder in [ROOT / package, *(p.parent for p in (ROOT / package).rglob("*/__init__.py"))]
+        if (count := len(list(folder.glob("*.py")))) > 25
+    }
+    assert crowded == {}
+
+
+def test_the_author_api_stays_small() -> None:
+    # `connections.__all__` is what a project's author uses and the exception tree; the gateway's
+    # plumbing is `connections.serving`, not the author's contract.
+    import connections
+
+    assert len(connections.__all__) <= 50, len(connections.__all__)
+    roots = [n for n in connections.__all__ if isinstance(getattr(connections, n), type)]
+    errors = [n for n in roots if issubclass(getattr(connections, n), BaseException)]
+    assert [n for n in errors if not issubclass(getattr(connections, n), connections.ConnectionsError)] == []

@@ -11,7 +11,8 @@ from typing import TypeVar
 
 import anyio
 
-from connections import REOPEN_NOTE, STDERR_LOGGER, Broker, ConnectionsError, Project, RedactingFilter
+from connections import Broker, ConnectionsError, Project
+from connections.serving import REOPEN_NOTE, STDERR_LOGGER, RedactingFilter
 from oauth import LocalStore, OAuthError
 
 from ..errors import CliError

@@ -11,10 +11,10 @@ import json
 import sys
 from typing import Any
 
-from ..accounts import linkable_connections
+from ..accounts.hub_keys import HubKeyError
+from ..accounts.routes import linkable_connections
 from ..errors import CliError
-from ..hub_keys import HubKeyError
-from ..state import hub_key_store
+from ..stores import hub_key_store
 from ._common import add_project_args, state_root_of
 from .project import load
 

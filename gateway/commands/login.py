@@ -20,12 +20,12 @@ from urllib.parse import urlsplit
 
 import httpx2
 
-from connections import (
+from connections import AccountSetupError
+from connections.serving import (
     ACCOUNT_URL_ENV,
     API_KEY_ENV,
     HUB_CONNECTORS_PATH,
     KEYRING_SERVICE,
-    AccountSetupError,
     account_file,
     forget_account_login,
     keyring_user,
@@ -35,7 +35,7 @@ from connections import (
     saved_hub_url,
     transport_failure,
 )
-from oauth import Secret, printable
+from oauth._shared import Secret, printable
 
 from ..errors import CliError
 from ._keyring_backend import describe_keyring

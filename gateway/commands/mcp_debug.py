@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 
 import mcp.types as mt
 
-from connections import Broker, CallContext, ConnectionDefinition, Project, calling, shown_command, shown_url
-from oauth import printable
+from connections import Broker, ConnectionDefinition, Project
+from connections.serving import CallContext, calling, shown_command, shown_url
+from oauth._shared import printable
 
 from ._broker_run import run_with_broker
 from ._common import add_project_args, json_object_arg

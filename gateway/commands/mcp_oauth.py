@@ -4,7 +4,7 @@ A thin layer over the `oauth` package: find the connection in the project, pick 
 (browser, `--no-browser`, `--non-interactive`), log in and save the grant in its one home:
 `<state root>/mcp-auth.json`, or with `--store` the deployment secret store (OS keyring, or Redis when
 `AGENT_SDK_SECRETS_URL=redis://...`), leaving only a pointer in `mcp-auth.json`. Every failure is a
-`CliError` sentence; tokens are never printed, and server text passes through `oauth.printable`.
+`CliError` sentence; tokens are never printed, and server text passes through `oauth._shared.printable`.
 """
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from oauth import (
     logout,
     open_browser,
     print_url,
-    printable,
 )
+from oauth._shared import printable
 
 from ..errors import CliError
 from ._common import add_project_args, state_root_of

@@ -2,7 +2,7 @@
 
 Like `mcp tools` and `mcp call` (`mcp_debug.py`): the serving client pool with static headers, one
 sentence and exit 1 on a failure, `--json` for the MCP JSON. Text that came from the upstream goes
-through `oauth.printable` line by line before it reaches the terminal.
+through `oauth._shared.printable` line by line before it reaches the terminal.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import mcp.types as mt
 
 from connections import Broker, Project
-from oauth import printable
+from oauth._shared import printable
 
 from ..errors import CliError
 from ._broker_run import run_with_broker

@@ -15,12 +15,11 @@ import json
 import sys
 from typing import Any
 
-from connections import (
+from connections import Broker, Project
+from connections.serving import (
     LOCK_FILE,
-    Broker,
     Drift,
     Lock,
-    Project,
     compare_pins,
     definition_diff,
     lock_of,

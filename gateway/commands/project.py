@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connections import Project, ProjectError, check_account_servers, load_project, unset_variables
+from connections import Project, ProjectError, load_project
+from connections.serving import check_account_servers, unset_variables
 
 from ..errors import CliError
 from ..info import project_info

@@ -12,19 +12,20 @@ from typing import Any, BinaryIO
 
 import anyio
 
-from connections import Project, RedactingFilter, unset_variables
+from connections import Project
+from connections.serving import RedactingFilter, unset_variables
 from oauth import OAuthError
 
-from .._redis import check_reachable
+from ..auth.oauth_gate import OAuthGate, oauth_gate
+from ..auth.oauth_issuers import IssuerError, introspection_credentials
 from ..errors import CliError, StateUnavailable
-from ..http_protocol import HttpLimits, limited_protocol
+from ..http.protocol import HttpLimits, limited_protocol
 from ..logs import configure_logging, tell
-from ..memory import return_large_blocks
-from ..oauth_gate import OAuthGate, oauth_gate
-from ..oauth_issuers import IssuerError, introspection_credentials
 from ..settings import ServeSettings
-from ..state import token_store
-from ..state_key import StateKeyInvalid, check_state_key
+from ..state._redis import check_reachable
+from ..state.state_key import StateKeyInvalid, check_state_key
+from ..stores import token_store
+from .memory import return_large_blocks
 from .project import load
 from .serve_flags import add_serve_flags, log_format_of, settings_from_args
 
@@ -103,7 +104,7 @@ def serve(args: argparse.Namespace) -> int:
     except ValueError as exc:
         sock.close()
         raise CliError(str(exc)) from None
-    return_large_blocks()  # a large tool result's memory goes back to the system after the call (gateway/memory.py)
+    return_large_blocks()  # a large tool result's memory goes back to the system after the call (commands/memory.py)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     # The SDK logs every stateless request at INFO ("Terminating session: None"): noise, and a cost per call.
     logging.getLogger("mcp").setLevel(logging.WARNING)
@@ -152,8 +153,8 @@ def _loaded_oauth(settings: ServeSettings) -> OAuthGate | None:
         return None
     seen = None
     if settings.state_url is not None:
-        from .._redis import redis_client
-        from ..dpop import RedisJtis
+        from ..auth.dpop import RedisJtis
+        from ..state._redis import redis_client
 
         seen = RedisJtis(redis_client(settings.state_url.get_secret_value()))
     gate = oauth_gate(settings, introspection=introspection_credentials(os.environ), seen=seen)
@@ -165,20 +166,20 @@ def _loaded_oauth(settings: ServeSettings) -> OAuthGate | None:
 
 
 def _redacted(url: str) -> str:
-    from .._redis import safe_url
+    from ..state._redis import safe_url
 
     return safe_url(url)
 
 
 def _claim_stdout() -> BinaryIO:
-    from ..stdio_gateway import claim_protocol_stdout
+    from ..mcp.stdio import claim_protocol_stdout
 
     return claim_protocol_stdout()
 
 
 def _serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> int:
     """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
-    from ..stdio_gateway import serve_stdio
+    from ..mcp.stdio import serve_stdio
 
     tell(f"agent-sdk: serving {project.root.name}'s tools over stdio", event="serving")
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CliError
-from ..state_key import StateKeyInvalid, new_state_key, write_state_key
+from ..state.state_key import StateKeyInvalid, new_state_key, write_state_key
 
 __all__ = ["register", "state_key"]
 

@@ -7,7 +7,7 @@ revocation where offered, then deleted from the serving store) and restarts the 
 with this server's own callback as its exact redirect URI (`<origin>/v1/oauth/callback`), and answers
 the authorization URL (PKCE S256, `state`, RFC 8707 `resource`). The page sends the browser there;
 the authorization server sends it back to `GET /v1/oauth/callback` (on any replica: the started
-login waits in `pending_logins.py`'s store), which checks `state` (one use, `LOGIN_TTL`), `iss`
+login waits in `gateway/state/pending_logins.py`'s store), which checks `state` (one use, `LOGIN_TTL`), `iss`
 (RFC 9207), exchanges the code with the verifier, stores the grant in the store `serve` reads, and
 restarts the connection so its next use opens with the new token.
 
@@ -34,14 +34,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import ConnectionDefinition, UnknownConnection, remember_secret
-from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, printable, start_login
+from connections import ConnectionDefinition, UnknownConnection
+from connections.serving import remember_secret
+from oauth import OAuthConfig, OAuthError, StoreKey, finish_login, logout, start_login
+from oauth._shared import printable
 
+from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest, StateUnavailable
-from ..http_json import error_response
-from ..pending_logins import LOGIN_TTL
-from ..roles import require_operator
+from ..http.json_answers import error_response
 from ..runtime import runtime_of
+from ..state.pending_logins import LOGIN_TTL
 from ._pages import CSP
 from ._services import ConsoleServices, console_of, record_action
 from ._status import ConnectionNotFound

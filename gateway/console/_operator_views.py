@@ -9,9 +9,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from ..auth.roles import require_operator
 from ..errors import ApiError
-from ..http_json import error_response
-from ..roles import require_operator
+from ..http.json_answers import error_response
 from ..runtime import runtime_of
 from ._services import console_of
 

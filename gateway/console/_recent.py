@@ -4,7 +4,7 @@ It keeps what the log already says, from the gateway's, the connections' and the
 the console can show it beside the request id an operator greps the log for. Three of them run per
 process (`ConsoleServices`): the last 100 warnings and errors (*Last failures*), the last 200
 records at INFO and above but the access lines (*Recent log*), and the last 50 operator actions
-(`event: operator_action`). Each message goes through the one redaction rule and `oauth.printable`.
+(`event: operator_action`). Each message goes through the one redaction rule and `oauth._shared.printable`.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
 
-from connections import redact
-from oauth import printable
+from connections.serving import redact
+from oauth._shared import printable
 
-from ..request_ids import current_request_id
+from ..http.request_ids import current_request_id
 
 __all__ = ["WATCHED_LOGGERS", "RecentRecords"]
 

@@ -2,7 +2,7 @@
 
 The token store is the one `serve` reads (`state.token_store(settings)`: `mcp-auth.json`, the
 keyring or Redis, as `--state-url` and `AGENT_SDK_TOKEN_STORE` choose), so a browser login is
-stored where the connections read it. Started browser logins wait in `pending` (`pending_logins.py`:
+stored where the connections read it. Started browser logins wait in `pending` (`gateway/state/pending_logins.py`:
 in memory, or with `--state-url` sealed in the Redis every replica shares) for `LOGIN_TTL` seconds.
 """
 
@@ -18,11 +18,11 @@ from starlette.requests import Request
 
 from oauth import TokenStore
 
-from ..pending_logins import PendingLogins
-from ..request_state import RequestStates
 from ..runtime import principal_of
 from ..settings import ServeSettings
-from ..state import serving_pending_logins, token_store
+from ..state.pending_logins import PendingLogins
+from ..state.request_state import RequestStates
+from ..stores import serving_pending_logins, token_store
 from ._recent import RecentRecords
 
 __all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action"]

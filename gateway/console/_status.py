@@ -18,19 +18,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from connections import (
-    ConnectionDefinition,
-    ConnectionsError,
-    ConnectionUnauthorized,
-    PinGuard,
-    UnknownConnection,
-    definition_diff,
-)
-from oauth import OAuthError, StoreKey, grant_status, printable
+from connections import ConnectionDefinition, ConnectionsError, ConnectionUnauthorized, UnknownConnection
+from connections.serving import PinGuard, definition_diff
+from oauth import OAuthError, StoreKey, grant_status
+from oauth._shared import printable
 
+from ..auth.roles import is_operator, require_operator
 from ..errors import ApiError, InvalidRequest
-from ..http_json import error_response
-from ..roles import is_operator, require_operator
+from ..http.json_answers import error_response
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
 

@@ -17,7 +17,7 @@ import anyio
 
 from connections import ConnectionsError, SessionInfo, Toolset
 
-from .._asgi import JsonRefused, loads_bounded
+from ..http._asgi import JsonRefused, loads_bounded
 from ._events import FinalText, MessageDelta, ToolCalled, ToolReturned, TurnEvent, Usage
 
 __all__ = ["DeterministicRunner", "RunnerError"]

@@ -22,7 +22,7 @@ from pydantic import SecretStr
 
 from connections import ConnectionsError, SessionInfo, Toolset
 
-from .._asgi import loads_bounded
+from ..http._asgi import loads_bounded
 from ._events import FinalText, MessageDelta, ToolCalled, ToolReturned, TurnEvent, Usage
 from .deterministic import RunnerError
 

@@ -35,7 +35,7 @@ from typing import Any
 
 from pydantic_core import from_json
 
-from oauth import write_private
+from oauth._shared import write_private
 
 from ._records import SESSION_ID, SessionRecord, created_ms
 

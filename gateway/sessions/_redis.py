@@ -28,9 +28,9 @@ from typing import Any, TypeVar
 
 import anyio
 
-from .._asgi import loads_stored
-from .._redis import redis_client, safe_url
 from ..errors import StateUnavailable
+from ..http._asgi import loads_stored
+from ..state._redis import redis_client, safe_url
 from . import _redis_scripts as lua
 from ._records import SessionRecord, created_ms, unreadable_event
 

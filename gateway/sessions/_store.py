@@ -27,9 +27,9 @@ from typing import Any
 import anyio
 from cachetools import LRUCache
 
-from oauth import printable
+from oauth._shared import printable
 
-from .._asgi import loads_stored
+from ..http._asgi import loads_stored
 from ._index import SessionIndex, stamp_of, token_digest
 from ._records import SessionRecord, closing_events, interrupted_outcome, with_index
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from connections import AccountUnauthorized, UpstreamError, define_connection
-from connections._account import AccountConnections
+from connections.account._account import AccountConnections
 
 pytestmark = pytest.mark.anyio
 

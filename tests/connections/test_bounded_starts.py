@@ -23,7 +23,7 @@ from connections import (
     TurnBuildError,
     define_connection,
 )
-from connections._loader import Project
+from connections.project._loader import Project
 from tests.connections.test_pool_faults import eventually
 from tests.fixtures.upstreams.proctable import matching
 

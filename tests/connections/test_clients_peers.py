@@ -16,7 +16,7 @@ from connections import (
     ConnectionDefinition,
     define_connection,
 )
-from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
+from connections.pool._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin, py_peer
 from tests.processes import running

@@ -15,8 +15,8 @@ from connections import (
     ToolInputError,
     define_connection,
     define_tool,
-    expand_map,
 )
+from connections.serving import expand_map
 
 
 def codes(defn: ConnectionDefinition) -> list[str]:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from connections import Broker, EnvironmentVariableMissing, load_project, unset_variables
+from connections import Broker, EnvironmentVariableMissing, load_project
+from connections.serving import unset_variables
 from tests.peers import py_peer
 
 pytestmark = pytest.mark.anyio

@@ -1,4 +1,4 @@
-"""The fast `tools/call` leg (`connections/_fast_calls.py`, `_http1.py`) against real upstreams.
+"""The fast `tools/call` leg (`client/_fast_calls.py`, `client/_transports/_http1.py`) against real upstreams.
 
 Every case runs twice, once with the fast leg (the default) and once with `fast_calls=False`
 (the SDK's Streamable HTTP transport), and requires the same result or the same typed error.
@@ -33,10 +33,10 @@ from connections import (
     UpstreamTimeout,
     define_connection,
 )
-from connections._clients import shared_ssl_context
-from connections._definitions import ConnectionDefinition
-from connections._fast_calls import fast_calls_apply
-from connections._http1 import Http1Origin
+from connections.client._clients import shared_ssl_context
+from connections.client._fast_calls import fast_calls_apply
+from connections.client._transports._http1 import Http1Origin
+from connections.project._definitions import ConnectionDefinition
 from tests.conftest import free_port
 from tests.nginx import main_conf
 from tests.peers import debian_bin, node20, node_bin, node_module

@@ -1,4 +1,4 @@
-"""Answers only a scripted upstream gives on demand, on both wires (`connections/_fast_calls.py` and the SDK's).
+"""Answers only a scripted upstream gives on demand, on both wires (`connections/client/_fast_calls.py` and the SDK's).
 
 The upstream is `tests/scripted.py`'s handshake-era endpoint: a real TCP server that answers
 `initialize` and `tools/list` as an MCP server does and writes the exact bytes under test for

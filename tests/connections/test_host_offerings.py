@@ -11,13 +11,13 @@ from connections import (
     ConnectionDefinition,
     HostMcp,
     NotOffered,
-    Offerings,
     TurnBuildError,
     UnknownConnection,
     UpstreamError,
     define_connection,
 )
-from connections._account import AccountConnections
+from connections.account._account import AccountConnections
+from connections.serving import Offerings
 from tests.peers import node_bin
 
 pytestmark = [pytest.mark.anyio, pytest.mark.peers]

@@ -1,4 +1,4 @@
-"""The keep-alive HTTP/1.1 wire (`connections/_http1.py`) against scripted servers.
+"""The keep-alive HTTP/1.1 wire (`connections/client/_transports/_http1.py`) against scripted servers.
 
 Each server here is a real asyncio TCP server on loopback whose script writes exact bytes: the
 edge cases of HTTP/1.1 framing (RFC 9112 §6.3) that a reference MCP server never produces on
@@ -15,7 +15,7 @@ import anyio
 import httpx2
 import pytest
 
-from connections._http1 import MAX_HEAD_BYTES, Http1Origin
+from connections.client._transports._http1 import MAX_HEAD_BYTES, Http1Origin
 from tests.scripted import Peer, Scripted, ok, scripted
 
 pytestmark = pytest.mark.anyio

@@ -14,8 +14,8 @@ import httpx2
 import pytest
 
 from connections import Broker, SessionInfo, UnknownTool, define_connection, load_project
-from connections._identity import SessionHeaders  # pyright: ignore[reportPrivateUsage]
-from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
+from connections.client._identity import SessionHeaders  # pyright: ignore[reportPrivateUsage]
+from connections.pool._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.connections.test_turns import project
 from tests.peers import node_bin

@@ -9,8 +9,8 @@ from typing import Any
 import pydantic_core
 import pytest
 
-import connections._json_chunks as json_chunks
-from connections._json_chunks import JsonChunks
+import connections.client._transports._json_chunks as json_chunks
+from connections.client._transports._json_chunks import JsonChunks
 
 _ALPHABET = ["a", '"', "\\", "é", "😀", "\n", "x", " ", "\u2028", "\x00", ":", "/"]
 

@@ -9,7 +9,7 @@ import httpx2
 import pytest
 
 from connections import ClientPool, define_connection
-from connections._keepalive import DrainingTransport, _DrainOnClose  # pyright: ignore[reportPrivateUsage]
+from connections.client._keepalive import DrainingTransport, _DrainOnClose  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
 from tests.processes import recording_server, running
@@ -43,7 +43,7 @@ def everything() -> Iterator[tuple[str, int]]:
 async def test_sequential_calls_share_one_upstream_connection(everything: tuple[str, int], fast: str) -> None:
     url, port = everything
     defn = define_connection(url=url).named("everything", None)
-    # Both wires keep the connection: the fast leg (connections/_http1.py) and the SDK's transport.
+    # Both wires keep the connection: the fast leg (connections/client/_transports/_http1.py) and the SDK's transport.
     async with ClientPool({"everything": defn}, fast_calls=fast == "1") as pool:
         assert pool.status("everything").fast_calls is False  # not open yet
         await pool.call_tool("everything", "echo", {"message": "warm"})

@@ -13,8 +13,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from connections import Broker, define_connection, definition_diff, load_project, lock_of, pin_snapshot, write_lock
-from connections._pins import canonical_definition, digest_of, drifts, read_lock  # pyright: ignore[reportPrivateUsage]
+from connections import Broker, define_connection, load_project
+from connections.project._pins import canonical_definition, digest_of, drifts, read_lock  # pyright: ignore[reportPrivateUsage]
+from connections.serving import definition_diff, lock_of, pin_snapshot, write_lock
 
 RUG = Path(__file__).resolve().parents[1] / "fixtures" / "upstreams" / "rug_pull_server.py"
 

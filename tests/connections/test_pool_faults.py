@@ -30,8 +30,8 @@ from connections import (
     UpstreamTimeout,
     define_connection,
 )
-from connections._account import AccountConnections
-from connections._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
+from connections.account._account import AccountConnections
+from connections.pool._identity_pool import IdentityPool  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.fixtures.upstreams.proctable import alive, matching
 from tests.processes import running

@@ -6,16 +6,8 @@ import logging
 
 import pytest
 
-from connections import (
-    EnvironmentVariableMissing,
-    RedactingFilter,
-    UpstreamError,
-    expand_map,
-    redact,
-    remember_secret,
-    shown_command,
-    shown_url,
-)
+from connections import EnvironmentVariableMissing, UpstreamError
+from connections.serving import RedactingFilter, expand_map, redact, remember_secret, shown_command, shown_url
 
 
 @pytest.mark.parametrize(

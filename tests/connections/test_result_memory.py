@@ -32,7 +32,7 @@ _CALLER = textwrap.dedent(
     """
     import json, sys, anyio
     from connections import ClientPool, define_connection
-    from gateway.memory import return_large_blocks
+    from gateway.commands.memory import return_large_blocks
     from tests.memory import reset_peak, status_bytes as status
 
     async def main():

@@ -1,6 +1,6 @@
 """The private parts of `mcp` and `httpx2` the fast wire stands on are where it expects.
 
-The fast wire is `connections/_fast_calls.py` and `_fast_answers.py`.
+The fast wire is `connections/client/_fast_calls.py` and `connections/client/_fast_answers.py`.
 
 `pyproject.toml` pins both to the minor release this was checked against. A new release may move
 any of them; this test then fails naming each one that moved, instead of the fast wire quietly
@@ -22,7 +22,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared import jsonrpc_dispatcher
 from mcp.shared.exceptions import MCPError
 
-from connections import _fast_answers, _restart, _translate
+from connections.client import _fast_answers, _restart, _translate
 
 pytestmark = pytest.mark.anyio
 
@@ -81,7 +81,7 @@ def test_the_pins_hold_the_installed_releases() -> None:
 
 
 def test_the_sdks_own_connection_closed_texts_are_the_ones_made_here_recognises() -> None:
-    # `made_here` (`_translate.py`) and `alive_after` (`_restart.py`) tell the SDK's own -32000 from an upstream's
+    # `made_here` (`client/_translate.py`) and `alive_after` (`client/_restart.py`) tell the SDK's -32000 from another's
     # by these texts and the transport's state: a release that rewords them must fail here, not mislabel errors.
     closed = jsonrpc_dispatcher._CLOSED_OUTCOME  # pyright: ignore[reportPrivateUsage]
     assert (closed.code, closed.message) == (-32000, _restart._SDK_CLOSED)  # pyright: ignore[reportPrivateUsage]

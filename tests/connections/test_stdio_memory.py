@@ -34,8 +34,8 @@ _CHILD = textwrap.dedent(
 _READER = textwrap.dedent(
     """
     import json, os, sys, anyio
-    from connections._stdio import stdio_transport
-    from gateway.memory import return_large_blocks
+    from connections.client._transports._stdio import stdio_transport
+    from gateway.commands.memory import return_large_blocks
     from tests.memory import reset_peak, status_bytes as status
 
     async def main():

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from connections import Broker, SessionInfo, ToolInputError, TurnBuildError, load_project
-from connections._auth_threads import AUTH_THREADS  # pyright: ignore[reportPrivateUsage]
+from connections.turns._auth_threads import AUTH_THREADS  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
 from tests.processes import recording_server, running

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from gateway.state_key import new_state_key
+from gateway.state.state_key import new_state_key
 from tests.conftest import free_port
 from tests.nginx import main_conf
 from tests.peers import debian_bin, node_bin

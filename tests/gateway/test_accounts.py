@@ -534,8 +534,9 @@ async def test_hub_restart_mid_session_fails_cleanly_then_reconnects(edge: Edge,
         assert down.json()["isError"] is True
         assert down.json()["result"]["error"] == "connection_unavailable", down.text
         assert "connection 'linked': connector 'everything': " in down.json()["result"]["message"]
-    else:  # the toolset was listed again: the listing fails, closed, naming the connection
-        assert down.status_code == 404, down.text
+    else:  # the toolset was listed again: the listing fails, closed, naming the connection and its cause
+        assert down.status_code == 503, down.text
+        assert down.json()["error"] == "connection_unavailable" and down.json()["connection"] == "linked", down.text
         [problem] = down.json()["connectionErrors"]
         assert problem["code"] == "connection_unavailable" and problem["connection"] == "linked"
         assert f"cannot reach the account hub {hub.url}" in problem["message"]

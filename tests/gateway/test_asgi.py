@@ -12,10 +12,10 @@ import pytest
 from starlette.types import Message
 
 from connections import load_project
-from gateway._asgi import JsonRefused, host_of, loads_bounded, loads_stored
 from gateway.app import create_app
-from gateway.auth_chain import RequestGuard
-from gateway.proxies import PROXIED_BY, TrustedProxies
+from gateway.auth.chain import RequestGuard
+from gateway.http._asgi import JsonRefused, host_of, loads_bounded, loads_stored
+from gateway.http.proxies import PROXIED_BY, TrustedProxies
 from gateway.settings import ServeSettings
 
 

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 from pydantic import SecretStr
 
-from gateway.auth_chain import AuthChain
+from gateway.auth.chain import AuthChain
 
 from .conftest import BASIC, Served, assert_clean, serve
 

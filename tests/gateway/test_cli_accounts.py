@@ -15,8 +15,8 @@ import pytest
 from pydantic import ValidationError
 
 from connections import AccountNotConfigured, define_connection
-from connections._account import AccountConnections
-from gateway.accounts import BridgeSecret
+from connections.account._account import AccountConnections
+from gateway.accounts.routes import BridgeSecret
 from gateway.settings import ServeSettings
 from tests.connections.test_account_hub_api import _Server  # pyright: ignore[reportPrivateUsage]
 

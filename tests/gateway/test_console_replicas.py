@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from redis import Redis
 
-from gateway.state_key import parse_state_key
+from gateway.state.state_key import parse_state_key
 from tests.oauth.helpers import authorize
 from tests.oauth.peers import AuthServer, ResourceServer
 

@@ -9,8 +9,8 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, current_call
-from gateway.held_calls import HeldCalls
+from connections.serving import CallContext, current_call
+from gateway.mcp.peers.held import HeldCalls
 
 pytestmark = pytest.mark.anyio
 

@@ -7,8 +7,8 @@ import json
 
 import pydantic_core
 
-from connections._tool_results import LONG_TEXT
-from gateway.json_pieces import SLICE, answer_pieces
+from connections.client._tool_results import LONG_TEXT
+from gateway.http.json_pieces import SLICE, answer_pieces
 
 
 def test_a_large_answer_in_pieces_has_the_bytes_of_one_to_json_and_its_result_is_untouched() -> None:

@@ -1,4 +1,4 @@
-"""The `/v1/mcp/tools` lane (`gateway/mcp_lane.py`) answers `tools/call` and `tools/list` exactly as
+"""The `/v1/mcp/tools` lane (`gateway/mcp/lane.py`) answers `tools/call` and `tools/list` exactly as
 the SDK's session manager does, at the handshake versions and at 2026-07-28, and declines the rest.
 
 Both paths run on one real gateway runtime (the app's own lifespan: broker, client pool, catalog),
@@ -23,8 +23,8 @@ from starlette.types import Message
 
 from connections import load_project
 from gateway.app import create_app
-from gateway.auth_chain import Principal
-from gateway.mcp_lane import serve_lane
+from gateway.auth.chain import Principal
+from gateway.mcp.lane import serve_lane
 from gateway.runtime import Runtime
 from gateway.settings import ServeSettings
 from tests.conftest import free_port
@@ -376,9 +376,9 @@ async def test_the_lane_rejects_2026_07_28_requests_as_the_spec_says(
 def test_the_instructions_middleware_leaves_the_lane_on() -> None:
     # `/v1/mcp/tools` sets its instructions in a middleware of `initialize` and `server/discover` only: the
     # lane must still answer `tools/*` (a middleware on them would hand every call to the SDK's slower path).
-    from gateway.mcp_instructions import InstructionsMiddleware
-    from gateway.mcp_lane import _sdk_adds_nothing  # pyright: ignore[reportPrivateUsage]
-    from gateway.mcp_tools import tools_server
+    from gateway.mcp.instructions import InstructionsMiddleware
+    from gateway.mcp.lane import _sdk_adds_nothing  # pyright: ignore[reportPrivateUsage]
+    from gateway.mcp.tools import tools_server
 
     server = tools_server()
     assert any(isinstance(m, InstructionsMiddleware) for m in server.middleware)

@@ -11,9 +11,10 @@ import pytest
 from mcp.server.lowlevel.server import NotificationOptions
 from mcp.shared.exceptions import MCPError
 
-from connections import ClientPool, Freshness, Merged, Offerings, define_connection
-from gateway.mcp_offerings import _page  # pyright: ignore[reportPrivateUsage]
-from gateway.mcp_tools import tools_server
+from connections import ClientPool, define_connection
+from connections.serving import Freshness, Merged, Offerings
+from gateway.mcp.offerings import _page  # pyright: ignore[reportPrivateUsage]
+from gateway.mcp.tools import tools_server
 
 
 def capabilities(**fields: object) -> dict[str, object]:
@@ -24,7 +25,7 @@ def capabilities(**fields: object) -> dict[str, object]:
 
 
 # Always declared with tools: `logging` (#14), `tasks` and the 2026-07-28 tasks extension (a tool's
-# task support is known only from its live listing; mcp_task_capability.py).
+# task support is known only from its live listing; gateway/mcp/task_capability.py).
 ALWAYS = {"tools", "logging", "tasks", "extensions"}
 
 

@@ -173,8 +173,8 @@ def test_the_flags_and_the_variables_reach_the_settings() -> None:
 
 
 def test_a_principal_and_its_identity_show_only_the_id() -> None:
-    from gateway.auth_chain import Principal
-    from gateway.oauth_tokens import OAuthIdentity
+    from gateway.auth.chain import Principal
+    from gateway.auth.oauth_tokens import OAuthIdentity
 
     identity = OAuthIdentity(
         "https://idp.example", "alice@example.com", frozenset({"mcp:tools"}), "app", {"email": "alice@example.com"},

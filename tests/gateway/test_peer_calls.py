@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gateway import peer_calls
-from gateway.peer_calls import PeerCalls
+from gateway.mcp.peers import calls as peer_calls
+from gateway.mcp.peers.calls import PeerCalls
 
 
 def test_a_cancel_finds_the_peers_own_call_and_no_other() -> None:

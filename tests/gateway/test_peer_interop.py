@@ -24,7 +24,7 @@ from mcp import Client, UrlElicitationRequiredError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from gateway.mcp_instructions import MAX_PER_CONNECTION, MAX_TOTAL, compose
+from gateway.mcp.instructions import MAX_PER_CONNECTION, MAX_TOTAL, compose
 from tests.conftest import free_port
 from tests.peers import node20, node_bin, node_module
 from tests.processes import running

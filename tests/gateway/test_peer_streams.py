@@ -1,4 +1,4 @@
-"""Handshake-era peers' GET streams and subscriptions, in process (`gateway/peer_streams.py`): what a stream
+"""Handshake-era peers' GET streams and subscriptions, in process (`gateway/mcp/peers/streams.py`): what a stream
 carries, its bounds and its end. The same behaviour against real peers: tests/gateway/test_subscriptions.py."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Message
 
 from connections import NotOffered
-from gateway.mcp_subscriptions import Subscriptions
-from gateway.peer_streams import IDLE_S, PeerStreams
-from gateway.principal_caps import MAX_STREAMS, MAX_URIS
-from gateway.request_state import RequestStates
+from gateway.mcp.peers.caps import MAX_STREAMS, MAX_URIS
+from gateway.mcp.peers.streams import IDLE_S, PeerStreams
+from gateway.mcp.subscriptions import Subscriptions
+from gateway.state.request_state import RequestStates
 
 pytestmark = pytest.mark.anyio
 

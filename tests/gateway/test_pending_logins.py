@@ -1,4 +1,4 @@
-"""Both stores of started console logins (`gateway/pending_logins.py`), in process: the memory one and the
+"""Both stores of started console logins (`gateway/state/pending_logins.py`), in process: the memory one and the
 Redis one on a real `redis-server`. Each takes a login once, holds at most `MAX_PENDING` (the oldest go
 first: a flood of started logins cannot grow it, in Redis per deployment), and the Redis one refuses a
 value sealed with another deployment's key or one whose slot does not match its state."""
@@ -13,11 +13,12 @@ from contextlib import asynccontextmanager
 import pytest
 from redis import Redis
 
-from gateway._redis import redis_client
 from gateway.errors import StateUnavailable
-from gateway.pending_logins import MAX_PENDING, MemoryPendingLogins, PendingLogins, RedisPendingLogins
-from gateway.request_state import RequestStateRefused, RequestStates, SealedState
-from oauth import ClientRegistration, LoginStart, Secret, ServerMetadata, StoreKey
+from gateway.state._redis import redis_client
+from gateway.state.pending_logins import MAX_PENDING, MemoryPendingLogins, PendingLogins, RedisPendingLogins
+from gateway.state.request_state import RequestStateRefused, RequestStates, SealedState
+from oauth import ClientRegistration, LoginStart, ServerMetadata, StoreKey
+from oauth._shared import Secret
 from tests.conftest import free_port
 
 from .replicas import RedisServer, redis_server

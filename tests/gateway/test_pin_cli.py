@@ -68,7 +68,7 @@ def test_a_lock_over_server_everything_holds_its_resources_templates_and_prompts
     # What was reviewed said something else about the prompt: the live one is a change, field by field.
     old = entry["prompts"]["simple-prompt"]
     reviewed = {**lock["definitions"][old], "description": "A prompt reviewed last week"}
-    from connections._pins import digest_of  # pyright: ignore[reportPrivateUsage]
+    from connections.project._pins import digest_of  # pyright: ignore[reportPrivateUsage]
 
     entry["prompts"]["simple-prompt"] = digest_of(reviewed)
     lock["definitions"][digest_of(reviewed)] = reviewed

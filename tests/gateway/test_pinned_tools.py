@@ -30,7 +30,7 @@ from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from prometheus_client.parser import text_string_to_metric_families
 
-from connections._pins import digest_of  # pyright: ignore[reportPrivateUsage]
+from connections.project._pins import digest_of  # pyright: ignore[reportPrivateUsage]
 from gateway.cli import main
 from tests.conftest import free_port
 from tests.peers import node20, node_bin, node_module

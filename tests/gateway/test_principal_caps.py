@@ -1,4 +1,4 @@
-"""Caps per principal, not per process (`gateway/principal_caps.py`): a caller at its cap is refused with a
+"""Caps per principal, not per process (`gateway/mcp/peers/caps.py`): a caller at its cap is refused with a
 sentence, and another caller is still served.
 
 On a real `agent-sdk serve --max-connections 12` (so 3 streams per principal) with two bearer principals,
@@ -24,12 +24,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from connections import CallContext, ToolOutcome, current_call
-from gateway.held_calls import HeldCalls
-from gateway.peer_asks import PeerAsks
-from gateway.peer_input import peer_call
-from gateway.principal_caps import MAX_STREAMS, MAX_URIS, AtCap, stream_cap
-from gateway.request_state import RequestStates
+from connections import ToolOutcome
+from connections.serving import CallContext, current_call
+from gateway.mcp.peers.asks import PeerAsks
+from gateway.mcp.peers.caps import MAX_STREAMS, MAX_URIS, AtCap, stream_cap
+from gateway.mcp.peers.held import HeldCalls
+from gateway.mcp.peers.input import peer_call
+from gateway.state.request_state import RequestStates
 
 from .conftest import Served, assert_clean, make_project, serve
 

@@ -93,10 +93,14 @@ async def test_a_task_whose_replica_was_killed_ends_failed_with_a_reason_on_anot
 
 async def test_a_task_whose_stdio_child_was_killed_ends_failed_on_its_own_replica(two: list[Served]) -> None:
     task_id = await _start(two[0])
-    pid = two[0].proc.pid
-    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
-    killed = [c for c in children if b"server-everything" in Path(f"/proc/{c}/cmdline").read_bytes()]
-    assert killed, children
-    os.kill(int(killed[0]), signal.SIGKILL)
+    os.kill(_stdio_child(two[0].proc.pid), signal.SIGKILL)
     ended = await _until_ended(two[0], task_id)
     assert ended["status"] == "failed" and "upstream session on this gateway ended" in ended["statusMessage"]
+
+
+def _stdio_child(pid: int) -> int:
+    """The server-everything child of the replica `pid`."""
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    found = [int(c) for c in children if b"server-everything" in Path(f"/proc/{c}/cmdline").read_bytes()]
+    assert found, children
+    return found[0]

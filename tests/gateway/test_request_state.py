@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from gateway._redis import redis_client
-from gateway.request_state import RedisUsedStates, RequestStateRefused, RequestStates, SealedState
 from gateway.settings import ServeSettings
-from gateway.state_key import load_state_key, parse_state_key
+from gateway.state._redis import redis_client
+from gateway.state.request_state import RedisUsedStates, RequestStateRefused, RequestStates, SealedState
+from gateway.state.state_key import load_state_key, parse_state_key
 
 from .replicas import STATE_KEY, redis_server
 

@@ -10,9 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from gateway.request_state import MemoryUsedStates, RequestStateRefused, RequestStates, SealedState
 from gateway.settings import ServeSettings
-from gateway.state_key import load_state_key
+from gateway.state.request_state import MemoryUsedStates, RequestStateRefused, RequestStates, SealedState
+from gateway.state.state_key import load_state_key
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from redis import Redis
 
-from gateway.state_key import new_state_key
+from gateway.state.state_key import new_state_key
 from tests.conftest import free_port
 from tests.processes import wait_for_port
 

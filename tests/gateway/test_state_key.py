@@ -1,4 +1,4 @@
-"""The deployment's state key (`gateway/state_key.py`, docs/deploy.md "The state key"): made by `agent-sdk
+"""The deployment's state key (`gateway/state/state_key.py`, docs/deploy.md "The state key"): made by `agent-sdk
 state-key`, given to every replica as a 0600 file or `AGENT_SDK_STATE_KEY`, never kept in Redis; a missing,
 malformed or exposed key is one sentence before `serve` starts. Real Redis and real `serve` replicas."""
 
@@ -12,7 +12,7 @@ import pytest
 from redis import Redis
 
 from gateway.settings import ServeSettings
-from gateway.state_key import StateKeyInvalid, check_state_key, new_state_key, parse_state_key
+from gateway.state.state_key import StateKeyInvalid, check_state_key, new_state_key, parse_state_key
 
 from .conftest import make_project, serve
 from .replicas import BEARER, redis_server

@@ -199,7 +199,7 @@ def test_another_principals_session_id_is_refused_and_delete_ends_the_stream(two
 
 def test_the_typescript_sdk_client_gets_resource_updates_and_list_changes_on_its_get_stream(served: Served) -> None:
     # The TypeScript SDK negotiates 2025-11-25: it subscribes with the Mcp-Session-Id of its initialize and
-    # reads notifications on the GET stream it opens after `initialized` (peer_streams.py).
+    # reads notifications on the GET stream it opens after `initialized` (gateway/mcp/peers/streams.py).
     out = ts_client(
         f"{served.url}/v1/mcp/tools",
         "subscribe",

@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from oauth import ConnectionAuth
-from oauth._interaction import _Forms  # pyright: ignore[reportPrivateUsage]
+from oauth.flows._interaction import _Forms  # pyright: ignore[reportPrivateUsage]
 from tests.peers import ROOT
 
 WORKER = Path(__file__).resolve().parent / "client_worker.py"

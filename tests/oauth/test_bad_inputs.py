@@ -31,7 +31,7 @@ from oauth import (
     login,
 )
 from oauth._exceptions import DiscoveryError, InsecureTransport, TokenError
-from oauth._transport import require_secure
+from oauth.discovery._transport import require_secure
 from tests.peers import ROOT
 
 from .helpers import call_echo
@@ -244,7 +244,7 @@ def test_the_tls_rule_is_authlibs_loopback_rule_and_its_escape_hatch_is_loud(
 
 
 def test_a_parent_path_resource_and_a_trailing_slash_issuer_are_other_identities() -> None:
-    from oauth._discovery import resource_matches
+    from oauth.discovery._discovery import resource_matches
 
     url = "https://mcp.example.com/tenant/mcp"
     assert resource_matches("https://MCP.example.com/tenant/mcp", url)
@@ -258,7 +258,7 @@ def test_a_parent_path_resource_and_a_trailing_slash_issuer_are_other_identities
 
 
 async def test_an_issuer_differing_by_a_trailing_slash_is_refused(tmp_path: Path, bad_as: str) -> None:
-    from oauth._discovery import Discovery
+    from oauth.discovery._discovery import Discovery
 
     async with httpx2.AsyncClient() as http:
         with pytest.raises(DiscoveryError, match="names the issuer"):
@@ -266,7 +266,8 @@ async def test_an_issuer_differing_by_a_trailing_slash_is_refused(tmp_path: Path
 
 
 async def test_a_bearer_token_is_never_sent_to_a_plain_http_server_outside_loopback(tmp_path: Path) -> None:
-    from oauth import ClientRegistration, Grant, Secret, TokenSet
+    from oauth import ClientRegistration, Grant, TokenSet
+    from oauth._shared import Secret
 
     url = "http://mcp.example.test/mcp"  # not this machine: a request would be a connection error
     store = FileTokenStore(tmp_path)

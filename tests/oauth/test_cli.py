@@ -16,7 +16,7 @@ import anyio
 import httpx2
 import pytest
 
-from oauth._interaction import _follow  # pyright: ignore[reportPrivateUsage]
+from oauth.flows._interaction import _follow  # pyright: ignore[reportPrivateUsage]
 from tests.peers import ROOT
 
 from .peers import AuthServer, ResourceServer, bad_server

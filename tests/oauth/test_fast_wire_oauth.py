@@ -1,4 +1,4 @@
-"""A pooled OAuth connection's `tools/call` on the fast wire (`connections/_fast_calls.py`): the same
+"""A pooled OAuth connection's `tools/call` on the fast wire (`connections/client/_fast_calls.py`): the same
 `ConnectionAuth` flow as on the SDK transport, against oidc-provider and the audience-checking resource server."""
 
 from __future__ import annotations

@@ -15,7 +15,6 @@ from oauth import (
     FileTokenStore,
     LoginStart,
     OAuthConfig,
-    Secret,
     ServerMetadata,
     StoreCorrupt,
     StoreKey,
@@ -23,6 +22,7 @@ from oauth import (
     finish_login,
     start_login,
 )
+from oauth._shared import Secret
 
 from .helpers import authorize, call_echo
 from .peers import AuthServer, ResourceServer

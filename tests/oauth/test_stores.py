@@ -19,12 +19,12 @@ from oauth import (
     FileTokenStore,
     Grant,
     RedisTokenStore,
-    Secret,
     StoreKey,
     TokenSet,
     TokenStore,
     grant_status,
 )
+from oauth._shared import Secret
 from tests.conftest import free_port
 from tests.peers import ROOT, debian_bin
 
@@ -207,7 +207,7 @@ async def test_the_keyring_lock_folder_is_private_and_a_shared_one_is_refused(tm
 
 
 def test_the_redis_lock_outlives_the_longest_refresh() -> None:
-    from oauth._auth import REFRESH_BUDGET
+    from oauth.flows._auth import REFRESH_BUDGET
 
     store = RedisTokenStore("redis://127.0.0.1:9/0")
     assert store._lock_ttl >= 2 * REFRESH_BUDGET  # pyright: ignore[reportPrivateUsage]

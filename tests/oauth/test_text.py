@@ -1,6 +1,6 @@
-"""`oauth.printable`: text from a server, hub or request reaches a terminal or log as one safe line."""
+"""`oauth._shared.printable`: text from a server, hub or request reaches a terminal or log as one safe line."""
 
-from oauth import printable
+from oauth._shared import printable
 
 
 def test_controls_bidi_and_surrogates_are_replaced() -> None:

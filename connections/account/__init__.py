@@ -1,0 +1,1 @@
+"""The account hub: its login and the connectors linked on it."""

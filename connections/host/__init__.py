@@ -1,0 +1,1 @@
+"""`host.mcp`: what agent code calls during a turn."""

@@ -1,0 +1,1 @@
+"""The pooled clients: one per connection (and per identity), listings and offerings."""

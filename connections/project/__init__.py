@@ -1,0 +1,1 @@
+"""The project: connection and tool definitions, the loader, validation and the lock file."""

@@ -1,0 +1,373 @@
+"""`define_connection(...)` and the `ConnectionDefinition` it makes.
+
+A definition file calls `define_connection` once at module level. The call never raises for a
+bad field: it records each problem (with the line of the call) on the definition, and the loader
+turns them into diagnostics, so `agent-sdk validate` reports every broken file in one run.
+"""
+
+# Definition files are untyped user code: the runtime isinstance checks on typed parameters are the point.
+# pyright: reportUnnecessaryIsInstance=false, reportUnnecessaryComparison=false
+
+from __future__ import annotations
+
+import difflib
+import sys
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from mcp_types import LoggingLevel
+
+from oauth import OAuthConfig
+
+from .._call_context import log_level_value
+from .._redact import redact, shown_url
+from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
+from ._problems import Problem
+
+__all__ = [
+    "AuthCallback",
+    "ConnectionDefinition",
+    "ConnectionKind",
+    "Timeouts",
+    "define_connection",
+]
+
+ConnectionKind = Literal["stdio", "http", "sse", "account"]
+Transport = Literal["streamable-http", "sse"]
+ProtocolMode = Literal["auto", "legacy", "modern"]
+UpstreamSessions = Literal["shared", "per_principal"]
+"""How many upstream sessions a connection keeps: one for everyone, or one per calling principal."""
+AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
+"""`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Seconds allowed for each kind of upstream operation (see docs/connections.md)."""
+
+    connect: float = 15.0
+    """Start the child / open the HTTP session and finish the MCP handshake."""
+    list: float = 30.0
+    """One `tools/list` (all pages)."""
+    call: float = 120.0
+    """One `tools/call`."""
+    auth: float = 10.0
+    """One per-session `auth` callback."""
+    question: float = 30.0
+    """On a stdio or SSE session (whose wire does not say which call an upstream's question is about): how much
+    longer a question may wait for its caller once another caller's question had to be refused meanwhile."""
+
+
+DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
+"""The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
+DEFAULT_MAX_IDENTITIES = 100
+"""Identities (distinct `auth` header sets) an `auth` connection keeps a client for by default."""
+DEFAULT_IDENTITY_IDLE_TIMEOUT = 300.0
+"""Seconds an identity's client stays open unused by default."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionDefinition:
+    """One MCP connection as the project defines it. `name` and `source` come from the file's path."""
+
+    url: str | None = None
+    transport: Transport = "streamable-http"
+    headers: Mapping[str, str] = field(default_factory=dict[str, str])
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict[str, str])
+    cwd: str | None = None
+    oauth: OAuthConfig | None = None
+    host_only: bool = False
+    account: bool = False
+    servers: tuple[str, ...] | Literal["*"] = "*"
+    auth: AuthCallback | None = field(default=None, repr=False, compare=False)
+    advertise_tools: bool = False
+    advertise_resources: bool | frozenset[str] = False
+    """True: every resource and template; a set: only those URIs and URI templates (docs/connections.md)."""
+    advertise_prompts: bool | frozenset[str] = False
+    """True: every prompt; a set: only those names."""
+    deny_resources: frozenset[str] = frozenset()
+    deny_prompts: frozenset[str] = frozenset()
+    timeouts: Timeouts = field(default_factory=Timeouts)
+    allow_tools: frozenset[str] | None = None
+    deny_tools: frozenset[str] = frozenset()
+    protocol: ProtocolMode = "auto"
+    description: str | None = None
+    linkable: bool = False
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    """The largest answer (one JSON-RPC message, in bytes) accepted from the upstream; larger ones are refused."""
+    min_log_level: LoggingLevel | None = None
+    """The least severe upstream log message forwarded to a caller (None: whatever the caller asks for)."""
+    bridge: bool = False
+    """Hand this stdio child the account bridge's URL and secret (opt-in; never for linkable connections)."""
+    max_identities: int = DEFAULT_MAX_IDENTITIES
+    """`auth` connections: the most identities kept at once (least recently used idle one closed first)."""
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT
+    """`auth` connections: seconds after which an unused identity's client is closed."""
+    upstream_sessions: UpstreamSessions = "shared"
+    """`shared`: one pooled upstream session serves every caller; `per_principal`: one per calling principal
+    (kept in the identity pool, bounded by `max_identities` and `identity_idle_timeout`; docs/connections.md)."""
+    pin: bool = True
+    """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
+    name: str = ""
+    source: Path | None = None
+    line: int | None = None
+    problems: tuple[Problem, ...] = field(default=(), repr=False, compare=False)
+
+    @property
+    def kind(self) -> ConnectionKind:
+        """`stdio`, `http`, `sse` or `account`."""
+        if self.account:
+            return "account"
+        if self.command is not None:
+            return "stdio"
+        return "sse" if self.transport == "sse" else "http"
+
+    @property
+    def attached(self) -> bool:
+        """Reached by the model through the meta-tools (neither advertised nor host-only)."""
+        return not self.advertise_tools and not self.host_only
+
+    def allows_tool(self, tool: str) -> bool:
+        """Whether the allow/deny lists let `tool` through (deny wins)."""
+        if tool in self.deny_tools:
+            return False
+        return self.allow_tools is None or tool in self.allow_tools
+
+    def allows_prompt(self, prompt: str) -> bool:
+        """Whether `advertise_prompts` and `deny_prompts` put `prompt` on `/v1/mcp/tools` (deny wins)."""
+        return offered(self.advertise_prompts, self.deny_prompts, prompt, prompt)
+
+    def allows_resource(self, uri: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the resource at `uri`: it is named, or
+        one named URI template matches it (deny wins, by URI or by a matching template)."""
+        return offered(self.advertise_resources, self.deny_resources, uri, uri, match=True)
+
+    def allows_template(self, template: str) -> bool:
+        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (named as written)."""
+        return offered(self.advertise_resources, self.deny_resources, template, template)
+
+    def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
+        """A copy bound to its path-derived name (and any loader-imposed changes)."""
+        return replace(self, name=name, source=source, **changes)
+
+    def __repr__(self) -> str:
+        # Header and env values may carry secrets read from the environment: show names only.
+        target = shown_url(self.url) if self.url else self.command or ("account" if self.account else "?")
+        return (
+            f"ConnectionDefinition(name={self.name!r}, kind={self.kind!r}, target={target!r}, "
+            f"headers={sorted(self.headers)}, env={sorted(self.env)})"
+        )
+
+
+_KNOWN = tuple(f.name for f in fields(ConnectionDefinition) if f.name not in {"name", "source", "line", "problems"})
+
+
+def _call_site() -> tuple[Path, int]:
+    frame = sys._getframe(2)  # pyright: ignore[reportPrivateUsage]  # the definition file's call site
+    return Path(frame.f_code.co_filename), frame.f_lineno
+
+
+def define_connection(
+    *,
+    url: str | None = None,
+    transport: str | None = None,
+    headers: Mapping[str, str] | None = None,
+    command: str | None = None,
+    args: list[str] | tuple[str, ...] | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: str | Path | None = None,
+    oauth: bool | OAuthConfig = False,
+    host_only: bool = False,
+    account: bool = False,
+    servers: list[str] | tuple[str, ...] | str | None = None,
+    auth: AuthCallback | None = None,
+    advertise_tools: bool = False,
+    advertise_resources: bool | list[str] | tuple[str, ...] = False,
+    advertise_prompts: bool | list[str] | tuple[str, ...] = False,
+    deny_resources: list[str] | tuple[str, ...] | None = None,
+    deny_prompts: list[str] | tuple[str, ...] | None = None,
+    timeouts: Timeouts | Mapping[str, float] | None = None,
+    allow_tools: list[str] | tuple[str, ...] | None = None,
+    deny_tools: list[str] | tuple[str, ...] | None = None,
+    protocol: str = "auto",
+    description: str | None = None,
+    linkable: bool = False,
+    max_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
+    bridge: bool = False,
+    max_identities: int = DEFAULT_MAX_IDENTITIES,
+    identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
+    min_log_level: str | None = None,
+    pin: bool = True,
+    upstream_sessions: str = "shared",
+    **unknown: Any,
+) -> ConnectionDefinition:
+    """Define one MCP connection; the file's path gives it its name.
+
+    Never raises for a bad value: problems are recorded and reported by `agent-sdk validate`
+    (and block `serve` when they are errors). See docs/connections.md for every field.
+    """
+    origin, line = _call_site()
+    problems: list[Problem] = []
+
+    def bad(fname: str, value: object) -> None:
+        problems.append(
+            Problem("bad-field-type", f"field {fname!r} must be {FIELD_TYPES[fname]}, got {shown(fname, value)}")
+        )
+
+    for key in unknown:
+        close = difflib.get_close_matches(key, _KNOWN, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f"; known fields: {', '.join(_KNOWN)}"
+        problems.append(Problem("unknown-field", f"unknown field {key!r} in define_connection(...){hint}"))
+
+    if url is not None and not (isinstance(url, str) and url.startswith(("http://", "https://"))):
+        problems.append(
+            Problem("bad-url", f"field 'url' must be an http:// or https:// URL, got {redact(url)!r}"[:200])
+            if isinstance(url, str)
+            else Problem("bad-field-type", f"field 'url' must be {FIELD_TYPES['url']}, got {type(url).__name__}")
+        )
+        url = None if not isinstance(url, str) else url
+
+    chosen_transport: Transport = "streamable-http"
+    if transport is not None:
+        if transport in ("sse",):
+            chosen_transport = "sse"
+        elif transport in ("streamable-http", "http", "streamable_http", "streamableHttp"):
+            chosen_transport = "streamable-http"
+        else:
+            bad("transport", transport)
+
+    clean_headers = str_map("headers", headers, bad)
+    clean_env = str_map("env", env, bad)
+    clean_args = str_list("args", args, bad) or ()
+    if command is not None and not isinstance(command, str):
+        bad("command", command)
+        command = None
+    if cwd is not None and not isinstance(cwd, str | Path):
+        bad("cwd", cwd)
+        cwd = None
+
+    oauth_config: OAuthConfig | None
+    if oauth is True:
+        oauth_config = OAuthConfig()
+    elif oauth is False or oauth is None:
+        oauth_config = None
+    elif isinstance(oauth, OAuthConfig):
+        oauth_config = oauth
+    else:
+        bad("oauth", oauth)
+        oauth_config = None
+
+    flags = {
+        "host_only": host_only,
+        "account": account,
+        "advertise_tools": advertise_tools,
+        "linkable": linkable,
+        "bridge": bridge,
+        "pin": pin,
+    }
+    for fname, value in flags.items():
+        if not isinstance(value, bool):
+            bad(fname, value)
+    host_only, account = host_only is True, account is True
+    advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
+    pin = pin is not False
+
+    clean_servers = servers_value(servers, account, problems)
+
+    if auth is not None and not callable(auth):
+        bad("auth", auth)
+        auth = None
+
+    clean_timeouts = Timeouts()
+    if isinstance(timeouts, Timeouts):
+        clean_timeouts = timeouts
+    elif isinstance(timeouts, Mapping):
+        known = {f.name for f in fields(Timeouts)}
+        extra = set(timeouts) - known
+        if extra:
+            problems.append(
+                Problem(
+                    "unknown-field",
+                    f"unknown timeout {sorted(extra)[0]!r}; timeouts take {', '.join(sorted(known))}",
+                )
+            )
+        values = {k: v for k, v in timeouts.items() if k in known}
+        if all(isinstance(v, int | float) and not isinstance(v, bool) and v > 0 for v in values.values()):
+            clean_timeouts = Timeouts(**{k: float(v) for k, v in values.items()})
+        else:
+            problems.append(Problem("bad-field-type", "every timeout must be a positive number of seconds"))
+    elif timeouts is not None:
+        bad("timeouts", timeouts)
+
+    offered_resources = offer("advertise_resources", advertise_resources, bad, problems)
+    offered_prompts = offer("advertise_prompts", advertise_prompts, bad, problems)
+    denied_resources = frozenset(str_list("deny_resources", deny_resources, bad) or ())
+    denied_prompts = frozenset(str_list("deny_prompts", deny_prompts, bad) or ())
+    for fname, entries in (("advertise_resources", offered_resources), ("deny_resources", denied_resources)):
+        if isinstance(entries, frozenset):
+            problems.extend(template_problems(fname, entries))
+
+    allow = str_list("allow_tools", allow_tools, bad)
+    deny = str_list("deny_tools", deny_tools, bad) or ()
+    if protocol not in ("auto", "legacy", "modern"):
+        bad("protocol", protocol)
+        protocol = "auto"
+    if description is not None and not isinstance(description, str):
+        bad("description", description)
+        description = None
+    if isinstance(max_result_bytes, bool) or not isinstance(max_result_bytes, int) or max_result_bytes < 1024:
+        bad("max_result_bytes", max_result_bytes)
+        max_result_bytes = DEFAULT_MAX_RESULT_BYTES
+    if isinstance(max_identities, bool) or not isinstance(max_identities, int) or max_identities < 1:
+        bad("max_identities", max_identities)
+        max_identities = DEFAULT_MAX_IDENTITIES
+    idle = identity_idle_timeout
+    if isinstance(idle, bool) or not isinstance(idle, int | float) or not 0 < idle < float("inf"):
+        bad("identity_idle_timeout", idle)
+        idle = DEFAULT_IDENTITY_IDLE_TIMEOUT
+    if min_log_level is not None and log_level_value(min_log_level) is None:
+        bad("min_log_level", min_log_level)
+        min_log_level = None
+    if upstream_sessions not in ("shared", "per_principal"):
+        bad("upstream_sessions", upstream_sessions)
+        upstream_sessions = "shared"
+
+    return ConnectionDefinition(
+        url=url,
+        transport=chosen_transport,
+        headers=clean_headers,
+        command=command,
+        args=clean_args,
+        env=clean_env,
+        cwd=str(cwd) if cwd is not None else None,
+        oauth=oauth_config,
+        host_only=host_only,
+        account=account,
+        servers=clean_servers,
+        auth=auth,
+        advertise_tools=advertise_tools,
+        advertise_resources=offered_resources,
+        advertise_prompts=offered_prompts,
+        deny_resources=denied_resources,
+        deny_prompts=denied_prompts,
+        timeouts=clean_timeouts,
+        allow_tools=frozenset(allow) if allow is not None else None,
+        deny_tools=frozenset(deny),
+        protocol=protocol,  # type: ignore[arg-type]
+        description=description,
+        linkable=linkable,
+        max_result_bytes=max_result_bytes,
+        min_log_level=min_log_level,  # type: ignore[arg-type]  # checked above
+        bridge=bridge,
+        max_identities=max_identities,
+        identity_idle_timeout=float(idle),
+        pin=pin,
+        upstream_sessions=upstream_sessions,  # type: ignore[arg-type]  # checked above
+        source=origin,
+        line=line,
+        problems=tuple(problems),
+    )

@@ -1,0 +1,216 @@
+"""`Broker`: a loaded project made live — the client pool and the account connections side by side,
+`host.mcp` routing between them, and the turn builder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Mapping
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any
+
+import httpx2
+import mcp.types as mt
+
+from oauth import ConnectionAuth, TokenStore, connection_auth
+
+from .._exceptions import ConnectionUnavailable
+from ..account._account import AccountConnections
+from ..client._identity import SessionHeaders, acting_principal, principal_partition
+from ..client._listing_cache import DEFAULT_LISTING_TTL
+from ..client._upstream_changes import Change
+from ..host._host import HostMcp
+from ..pool._identity_pool import IdentityPool
+from ..pool._offerings import Offerings
+from ..pool._pool import ClientPool
+from ..project._definitions import ConnectionDefinition
+from ..project._loader import Project
+from ..project._pin_guard import PinGuard
+from ..turns._turns import TurnBuilder
+
+__all__ = ["Broker", "Host"]
+
+
+@dataclass(frozen=True, slots=True)
+class Host:
+    """What authored tools receive as `ctx.host`: `host.mcp` (static headers only)."""
+
+    mcp: HostMcp
+
+
+class Broker:
+    """Owns everything that talks to upstreams for one project.
+
+    `async with Broker(project) as broker:` then `await broker.builder.build(session)` for a turn,
+    `broker.host.mcp` for agent code. Leaving the block closes every client and stdio child.
+
+    Connections with `oauth` get their `Authorization` from `token_store` (tokens written by
+    `agent-sdk mcp oauth`); without a store such a connection fails with a sentence saying so.
+    Per-session `auth` connections are pooled per identity (`IdentityPool`: a client per distinct set
+    of headers the callback returns, never used for another's call); `session_ended(id)` releases what a
+    session held. `child_env` is added to the environment of the
+    stdio children that opt in with `bridge=True` (the gateway hands its account bridge's URL
+    and secret down this way). `fast_calls=False` keeps pooled calls on the SDK's HTTP transport
+    (docs/clients.md). At most `start_limit` stdio children start at once (default: the number of
+    cores); `warm()` starts them all now.
+    """
+
+    def __init__(
+        self,
+        project: Project,
+        *,
+        environ: Mapping[str, str] | None = None,
+        token_store: TokenStore | None = None,
+        listing_ttl: float = DEFAULT_LISTING_TTL,
+        child_env: Mapping[str, str] | None = None,
+        fast_calls: bool = True,
+        start_limit: int | None = None,
+    ) -> None:
+        self.project = project
+        self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
+        self._store = token_store
+        self._oauth_http: httpx2.AsyncClient | None = None
+        self._auths: dict[str, ConnectionAuth] = {}
+        pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
+        self.identities = IdentityPool(
+            {name: d for name, d in pooled.items() if d.auth is not None or d.upstream_sessions == "per_principal"},
+            environ=self.environ,
+            listing_ttl=listing_ttl,
+            fast_calls=fast_calls,
+            auth_for=self._auth_for,
+            child_env=child_env,
+            start_limit=start_limit,
+        )
+        self.pool = ClientPool(
+            pooled,
+            environ=self.environ,
+            auth_for=self._auth_for,
+            listing_ttl=listing_ttl,
+            child_env=child_env,
+            fast_calls=fast_calls,
+            start_limit=start_limit,
+        )
+        # Account connections forward to hub connectors through a pool of their own (docs/accounts.md).
+        self.accounts = AccountConnections(
+            {name: d for name, d in project.connections.items() if d.kind == "account"},
+            environ=self.environ,
+            listing_ttl=listing_ttl,
+            fast_calls=fast_calls,
+        )
+        self.pins = PinGuard.for_project(project.root)
+        """The advertised listings checked against the project's `mcp.lock` (docs/connections.md)."""
+        self.offerings = Offerings(project.connections, self.pool, max_ttl=listing_ttl, pins=self.pins)
+        """The advertised resources, templates and prompts, merged and routed (`/v1/mcp/tools`)."""
+        # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
+        self.pool.listing_cache.watch(self._offerings_changed)
+        self._stack = AsyncExitStack()
+        self.host = Host(mcp=HostMcp(self.pool, self.accounts))
+        self.builder = TurnBuilder(
+            project,
+            list_tools=self._list_tools,
+            call_tool=self._call_tool,
+            host=self.host,
+            starting=self._starting,
+            pins=self.pins,
+        )
+
+    def _offerings_changed(self, name: str, change: Change) -> None:
+        if change.kind != "tools":
+            self.offerings.invalidate(name)
+
+    async def __aenter__(self) -> Broker:
+        async with AsyncExitStack() as stack:
+            await stack.enter_async_context(self.pool)
+            await stack.enter_async_context(self.identities)
+            await stack.enter_async_context(self.accounts)
+            self._stack = stack.pop_all()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close every pooled client (terminating stdio children), the account connections and the OAuth HTTP client."""
+        try:
+            await self._stack.aclose()
+        finally:
+            if self._oauth_http is not None:
+                await self._oauth_http.aclose()
+
+    def oauth_refreshes(self) -> dict[str, int]:
+        """Refresh-token grants spent so far, by connection (for the gateway's metrics)."""
+        return {name: auth.stats.refreshes for name, auth in self._auths.items()}
+
+    def forget_tokens(self, name: str) -> None:
+        """After a logout: `name`'s OAuth auth drops the grant it holds in memory (no-op without one)."""
+        auth = self._auths.get(name)
+        if auth is not None:
+            auth.forget()
+
+    def oauth_refresh_failures(self) -> dict[str, int]:
+        """Refreshes that failed so far, by connection (for the gateway's metrics)."""
+        return {name: auth.stats.refresh_failures for name, auth in self._auths.items()}
+
+    def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
+        if defn.oauth is None or defn.url is None or self._store is None:
+            return None
+        auth = self._auths.get(defn.name)
+        if auth is None:
+            if self._oauth_http is None:
+                self._oauth_http = httpx2.AsyncClient(timeout=30.0)
+            # One ConnectionAuth per connection for the broker's life: its lock and cached token
+            # survive a pooled client reopening, so a refresh is never run twice in this process.
+            auth = connection_auth(defn.name, defn.url, defn.oauth, self._store, http=self._oauth_http)
+            self._auths[defn.name] = auth
+        return auth
+
+    def warm(self) -> None:
+        """Start every pooled connection now, in the background (`serve --warm`): the first peer does not wait."""
+        self.pool.warm()
+
+    def _starting(self, defn: ConnectionDefinition) -> bool:
+        return self.pool.serves(defn.name) and self.pool.status(defn.name).state in ("queued", "opening")
+
+    def session_ended(self, session_id: str) -> None:
+        """Close the `auth` connections' clients that only session `session_id` held (docs/clients.md)."""
+        self.identities.session_ended(session_id)
+
+    def account_connectors(self, name: str) -> tuple[str, ...] | None:
+        """The hub connectors account connection `name` last resolved to (None before its first use)."""
+        return self.accounts.resolved(name)
+
+    async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
+        if headers is None:
+            return await self.host.mcp.list_tools(defn.name, use_cache=True)
+        return await self.identities.list_identity_tools(defn.name, headers, use_cache=True)
+
+    def _call_tool(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
+    ) -> Awaitable[dict[str, Any]]:
+        # The coroutine itself, not awaited here: one frame fewer on every pooled call. The result
+        # stays JSON whichever side serves the connection (`host.mcp` is where it becomes a model).
+        if headers is None:
+            if defn.kind == "account":
+                return self.accounts.call_tool(defn.name, tool, arguments)
+            if defn.upstream_sessions == "per_principal":
+                return self.identities.call_identity_tool(defn.name, tool, arguments, _partition(defn))
+            return self.pool.call_tool(defn.name, tool, arguments)
+        return self.identities.call_identity_tool(defn.name, tool, arguments, headers)
+
+
+def _partition(defn: ConnectionDefinition) -> SessionHeaders:
+    """The calling principal's own upstream session of a `per_principal` connection (docs/connections.md).
+
+    Listings stay on the shared session; a call outside every gateway surface (no `acting_for`) is
+    refused rather than served from a session another principal may have set up."""
+    principal = acting_principal()
+    if principal is None:
+        raise ConnectionUnavailable(
+            defn.name,
+            "upstream_sessions='per_principal' keeps one upstream session per principal, and this call "
+            "names none; call it through the gateway (or inside connections.acting_for(principal_id))",
+        )
+    return principal_partition(principal)

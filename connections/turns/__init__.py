@@ -1,0 +1,1 @@
+"""A turn's toolset: the builder, its tools and their outcomes."""

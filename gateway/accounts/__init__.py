@@ -1,0 +1,1 @@
+"""The account hub's routes and its keys."""

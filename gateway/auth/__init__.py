@@ -1,0 +1,1 @@
+"""Who is calling: the auth chain, OAuth access tokens, DPoP, roles."""

@@ -1,0 +1,386 @@
+"""Auth chains and request guards as pure ASGI middleware (in the manner of Uvicorn's `proxy_headers.py`).
+
+`RequestGuard` runs first, on every route (the account routes included): one well-formed `Host`,
+an `Origin` (when sent) of this very server, a JSON content type on every request body, no
+WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding header names.
+
+`AuthChain` then admits a request, or answers it itself, and records the admitted `Principal` in
+`scope["state"]["principal"]`; routes derive ownership from it, never from the body.
+
+- loopback-strict (default): a process of the same user on this host. The TCP peer must be a
+  loopback address whose socket belongs to this process's uid (`peer_credentials`), and any
+  proxy-forwarding header (`_asgi.FORWARDING_HEADERS`, `X-Forwarded-*`) is 401: a proxy on the
+  same host connects from loopback too, and behind it every caller would look like loopback.
+- bearer (`--bearer-token`, repeatable): `Authorization: Bearer <token>`, compared in constant
+  time; each token is its own principal.
+- anonymous (`--allow-anonymous`): everyone is the one principal `anonymous` (demo only).
+- oauth (`--oauth-issuer`, with or without `--bearer-token`): a static token still admits its
+  principal; any other token goes to `oauth_gate.OAuthGate` (RFC 9728 metadata, JWT or introspected
+  access tokens, DPoP), whose principal is `oauth:<digest of issuer and subject>` with the token's
+  `OAuthIdentity` beside it.
+
+Roles are decided here, once, and carried on the `Principal` (`role`); routes ask `roles.require_operator`,
+never look at credentials themselves. An operator acts on the gateway (the console's actions, logins,
+failures, metrics); a peer calls tools and uses sessions (docs/http-api.md, "Roles"):
+
+- `--operator-token` (any mode): `Authorization: Bearer <token>` compared in constant time, as bearer
+  tokens are; each token is its own operator principal;
+- loopback-strict: the local user is an operator (the single-user default);
+- a `--bearer-token` and anonymous are peers.
+
+- an OAuth principal is an operator when its token has a scope (`--operator-scope`) or a claim
+  (`--operator-claim NAME=VALUE`) the deployment names (`operator_grants.OperatorGrant`), decided in
+  `_oauth_admitted` as the gate admits it; otherwise a peer.
+
+In every mode a server bound to loopback also answers only to a loopback `Host` (421), the
+defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Warning").
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import hmac
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import SecretStr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..http._asgi import (
+    forwarding_header,
+    header,
+    host_of,
+    is_loopback_address,
+    is_loopback_name,
+    is_mcp_path,
+    refuse,
+    send_error,
+)
+from ..http.mcp_checks import content_type_refusal
+from ..http.protocol import PEER_UID
+from ..http.proxies import PROXIED_BY, TrustedProxies
+from ..http.tcp_peers import own_uid, peer_uid
+from .oauth_gate import OAuthGate
+from .oauth_tokens import OAuthIdentity
+from .operator_grants import OperatorGrant
+
+__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
+
+logger = logging.getLogger("agent_sdk.auth")
+
+Refusal = tuple[int, str, str]
+Role = Literal["operator", "peer"]
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who the auth chain admitted. `id` is stable for one credential and is what owns sessions; `role`
+    is what it may do (module docstring: only the chain decides it)."""
+
+    id: str
+    kind: Literal["loopback", "bearer", "anonymous", "metrics", "oauth"]
+    role: Role = "peer"
+    oauth: OAuthIdentity | None = field(default=None, repr=False, compare=False)
+    """For an OAuth principal: the issuer, subject, scopes, client id and claims of its token."""
+
+    @property
+    def is_operator(self) -> bool:
+        return self.role == "operator"
+
+
+_ANONYMOUS = Principal("anonymous", "anonymous")
+_LOOPBACK = Principal("loopback", "loopback", "operator")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+_JSON_TYPES = ("application/json",)
+_MISDIRECTED = (421, "misdirected_request", "this server answers only to a loopback Host (DNS rebinding guard)")
+
+
+def _refuse(scope: Scope, send: Send, refusal: Refusal, headers: Iterable[tuple[bytes, bytes]] = ()) -> Awaitable[None]:
+    status, code, message = refusal
+    return refuse(scope, send, status, code, message, headers)
+
+
+def _oauth_admitted(scope: Scope, identity: OAuthIdentity, *, grant: OperatorGrant | None) -> None:
+    state: dict[str, Any] = scope.setdefault("state", {})
+    role: Role = "operator" if grant is not None and grant.admits(identity) else "peer"
+    state["principal"] = Principal(identity.id, "oauth", role, oauth=identity)
+
+
+async def _refuse_websocket(receive: Receive, send: Send) -> None:
+    # ASGI: take the handshake, then close it (the server answers 403); no route takes WebSockets.
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008, "reason": "no WebSocket route"})
+
+
+@functools.lru_cache(maxsize=64)  # a client sends the same Content-Type every time
+def _is_json(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in _JSON_TYPES or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _not_json(scope: Scope, content_type: bytes | None) -> str:
+    if is_mcp_path(scope.get("path", "")):  # the MCP endpoints' own sentence (`mcp_request_checks`)
+        return content_type_refusal(content_type.decode("latin-1") if content_type is not None else None)
+    return "send the body as JSON, with Content-Type: application/json"
+
+
+class RequestGuard:
+    """Checks every HTTP request must pass before any route, whatever its auth:
+
+    - exactly one `Host`, of the form `name[:port]` (400 otherwise: no userinfo, no second port);
+    - an `Origin`, when sent, is this server's own (same host and port as `Host`), else 403: a page
+      on another local port is another origin, and must not drive the agent;
+    - a request with a body is `application/json` (or `+json`), else 415: a browser sends such a
+      request cross-site only after a CORS preflight, which this server never grants;
+    - WebSocket scopes are refused (no route takes them; none may skip the auth chain);
+    - from a peer in `trusted` (`--trusted-proxy`), the forwarding headers name the client: the
+      scope's `client` becomes that address (for logs and decisions), and the proxy's own address
+      is kept in `scope["extensions"]["agent_sdk.proxied_by"]`.
+    """
+
+    def __init__(self, app: ASGIApp, *, trusted: TrustedProxies | None = None) -> None:
+        self.app = app
+        self.rewrite = trusted.rewrite if trusted else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # `async def`: an app's outermost layer (here, or under `RequestIds`), which servers tell from an
+        # ASGI 2 app by this.
+        if scope["type"] == "websocket":
+            await _refuse_websocket(receive, send)
+            return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = self._check(scope)
+        if refusal is not None:
+            await _refuse(scope, send, refusal)
+            return
+        if self.rewrite is not None:
+            self.rewrite(scope)
+        await self.app(scope, receive, send)
+
+    def _check(self, scope: Scope) -> Refusal | None:
+        # One pass over the headers: this runs before every request on every route.
+        hosts: list[bytes] = []
+        origin = content_type = length = chunked = None
+        for key, value in scope.get("headers", ()):
+            if key == b"host":
+                hosts.append(value)
+            elif key == b"origin":
+                origin = origin or value
+            elif key == b"content-type":
+                content_type = content_type or value
+            elif key == b"content-length":
+                length = length or value
+            elif key == b"transfer-encoding":
+                chunked = value
+        if len(hosts) > 1:
+            return 400, "invalid_request", "the request has more than one Host header; send one"
+        parsed = host_of(hosts[0].decode("latin-1")) if hosts else None
+        if hosts and parsed is None:
+            return 400, "invalid_request", "the Host header is not of the form name[:port]"
+        if origin is not None and not self._same_origin(origin.decode("latin-1"), parsed):
+            return 403, "forbidden_origin", "a request from another origin is refused"
+        has_body = length.strip() not in (b"", b"0") if length is not None else chunked is not None
+        if has_body and scope.get("method") not in ("GET", "HEAD", "OPTIONS"):
+            if not _is_json((content_type or b"").decode("latin-1")):
+                return 415, "unsupported_media_type", _not_json(scope, content_type)
+        return None
+
+    @staticmethod
+    def _same_origin(origin: str, host: tuple[str, int | None] | None) -> bool:
+        if host is None:
+            return False
+        try:
+            parts = urlsplit(origin)
+            origin_port = parts.port or _DEFAULT_PORTS.get(parts.scheme)
+        except ValueError:
+            return False
+        if parts.scheme not in _DEFAULT_PORTS or parts.hostname is None:
+            return False
+        name, port = host
+        # A Host without a port names the default port of the scheme the client used, which only
+        # the client (or a TLS-terminating proxy in front) knows: the Origin's scheme says it.
+        if origin_port != (port or _DEFAULT_PORTS[parts.scheme]):
+            return False
+        name, other = name.lower().rstrip("."), parts.hostname.lower().rstrip(".")
+        # The loopback names all reach this server on this port: one origin for this purpose.
+        return name == other or (is_loopback_name(name) and is_loopback_name(other))
+
+
+def _digest(value: str) -> bytes:
+    return hashlib.sha256(value.encode()).digest()
+
+
+def _fingerprint(token: SecretStr) -> str:
+    """What names a token's principal (`bearer:<12 hex>`): a digest prefix, never the token."""
+    return _digest(token.get_secret_value()).hex()[:12]
+
+
+PeerUid = Callable[[Scope], int | None]
+
+
+def scope_peer_uid(scope: Scope) -> int | None:
+    """The uid owning the peer's socket: from the connection (`http_protocol`), else looked up now."""
+    extensions: dict[str, Any] = scope.get("extensions") or {}
+    if PEER_UID in extensions:
+        return extensions[PEER_UID]
+    client, server = scope.get("client"), scope.get("server")
+    return peer_uid(tuple(client) if client else None, tuple(server) if server else None)  # type: ignore[arg-type]
+
+
+class AuthChain:
+    """Admit or refuse each HTTP request before `app` sees it; `public_paths` skip the chain."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        mode: Literal["loopback-strict", "bearer", "anonymous", "oauth"],
+        bearer_tokens: Iterable[SecretStr] = (),
+        operator_tokens: Iterable[SecretStr] = (),
+        oauth: OAuthGate | None = None,
+        operator_grant: OperatorGrant | None = None,
+        loopback_bound: bool = True,
+        public_paths: Iterable[str] = (),
+        peer_uid_of: PeerUid = scope_peer_uid,
+    ) -> None:
+        self.app = app
+        self.mode = mode
+        # Keep only digests: the chain compares digests, so the tokens never sit here in clear.
+        self._tokens: list[tuple[bytes, str, Role]] = [
+            *((_digest(t.get_secret_value()), _fingerprint(t), "peer") for t in bearer_tokens),
+            *((_digest(t.get_secret_value()), _fingerprint(t), "operator") for t in operator_tokens),
+        ]
+        self._operators = any(role == "operator" for _, _, role in self._tokens)
+        if mode == "bearer" and not self._tokens:
+            raise ValueError("bearer mode needs at least one token")
+        if (mode == "oauth") != (oauth is not None):
+            raise ValueError("oauth mode needs an OAuthGate, and only oauth mode takes one")
+        self.oauth = oauth
+        self._oauth_admitted = functools.partial(_oauth_admitted, grant=operator_grant)
+        self.loopback_bound = loopback_bound
+        self.public_paths = frozenset(public_paths)
+        self.peer_uid_of = peer_uid_of
+        self._uid = own_uid()
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Decides synchronously and hands back the coroutine to await (the app's, or the refusal's):
+        # no frame of its own for every resume of the request to pass through. (Only inner layers
+        # can: servers tell an ASGI 3 app from an ASGI 2 one by an `async def __call__`, so the
+        # outermost app keeps one.)
+        if scope["type"] != "http":
+            return self.app(scope, receive, send)
+        if self.loopback_bound:
+            host = host_of(header(scope, b"host") or "")
+            if host is None or not is_loopback_name(host[0]):
+                return _refuse(scope, send, _MISDIRECTED)
+        if scope.get("path") in self.public_paths:
+            return self.app(scope, receive, send)
+        if self.oauth is not None:
+            return self._admit_oauth(scope, receive, send, self.oauth)
+        principal, refusal = self._admit(scope)
+        if principal is None:
+            assert refusal is not None
+            extra = [(b"www-authenticate", b'Bearer realm="agent-sdk"')] if self.mode == "bearer" else []
+            return _refuse(scope, send, refusal, extra)
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["principal"] = principal
+        return self.app(scope, receive, send)
+
+    def _admit_oauth(self, scope: Scope, receive: Receive, send: Send, oauth: OAuthGate) -> Awaitable[None]:
+        # A service's static token first (one digest compare), then a person's access token.
+        if self._tokens:
+            principal, _refusal = self._admit_bearer(scope)
+            if principal is not None:
+                state: dict[str, Any] = scope.setdefault("state", {})
+                state["principal"] = principal
+                return self.app(scope, receive, send)
+        return oauth.admit(scope, receive, send, self.app, self._oauth_admitted)
+
+    def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
+        if self.mode == "bearer":
+            return self._admit_bearer(scope)
+        if self._operators and (operator := self._admit_bearer(scope)[0]) is not None:
+            return operator, None  # an operator token, beside loopback-strict or anonymous
+        if self.mode == "anonymous":
+            return _ANONYMOUS, None
+        if forwarding_header(scope) is not None or PROXIED_BY in (scope.get("extensions") or {}):
+            return None, (401, "unauthorized", "proxy-forwarded requests are refused in loopback-strict mode")
+        client = scope.get("client")
+        if client is None or not is_loopback_address(client[0]):
+            return None, (401, "unauthorized", "only direct loopback peers are admitted; use --bearer-token")
+        if self.peer_uid_of(scope) != self._uid:
+            # A proxy or another user's process on this host: loopback-strict means this user only.
+            return None, (401, "unauthorized", "the loopback peer is not a process of this user; use --bearer-token")
+        return _LOOPBACK, None
+
+    def _admit_bearer(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
+        value = header(scope, b"authorization") or ""
+        scheme, _, presented = value.partition(" ")
+        if scheme.lower() != "bearer" or not presented.strip():
+            return None, (401, "unauthorized", "send Authorization: Bearer <token>")
+        presented_digest = _digest(presented.strip())
+        matched: tuple[str, Role] | None = None
+        # Compare against every token, without an early exit, so timing says nothing about which.
+        for digest, fingerprint, role in self._tokens:
+            if hmac.compare_digest(presented_digest, digest):
+                matched = fingerprint, role
+        if matched is None:
+            return None, (401, "unauthorized", "the bearer token is not valid")
+        return Principal(f"bearer:{matched[0]}", "bearer", matched[1]), None
+
+
+class BodyLimit:
+    """413 for a body over `max_bytes`: at once when `Content-Length` says so (nothing is read; a
+    declared length within the cap bounds the body, since the server frames it by that length),
+    otherwise as soon as the streamed body passes the cap (at most `max_bytes` are buffered)."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
+        # Like `AuthChain`: a plain function handing back the coroutine to await.
+        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
+            return self.app(scope, receive, send)
+        declared = header(scope, b"content-length")
+        if declared is None:
+            return self._counted(scope, receive, send)
+        try:
+            size = int(declared)
+        except ValueError:
+            return send_error(scope, send, 400, "invalid_request", "Content-Length is not a number")
+        if size > self.max_bytes:
+            return send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
+        # The server reads exactly the declared length as the body (HTTP/1.1 framing): nothing to count.
+        return self.app(scope, receive, send)
+
+    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """A body without a declared length: buffered up to the cap, then replayed to the app."""
+        buffered = bytearray()
+        pending: list[Message] = []
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                pending.append(message)
+                break
+            buffered.extend(message.get("body", b""))
+            if len(buffered) > self.max_bytes:
+                await send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
+                return
+            if not message.get("more_body", False):
+                break
+        replay: list[Message] = [{"type": "http.request", "body": bytes(buffered), "more_body": False}, *pending]
+
+        async def replayed() -> Message:
+            if replay:
+                return replay.pop(0)
+            return await receive()
+
+        await self.app(scope, replayed, send)

@@ -1,0 +1,179 @@
+"""The OAuth step of the auth chain: admit a request by its access token, or refuse it as RFC 6750 says.
+
+`AuthChain` (`gateway/auth/chain.py`) hands a request here when `serve --oauth-issuer` is set and no static
+bearer token matched. In order:
+
+1. the RFC 9728 metadata documents are answered (they are public: discovery starts there);
+2. a token in the query string is 400 `invalid_request` (MCP spec, "Token Handling": header only);
+3. no `Authorization` is 401 with `WWW-Authenticate: Bearer resource_metadata="…"`;
+4. the token is checked (`oauth_tokens.TokenVerifier`: signature, issuer, expiry; or introspection),
+   then its audience against the route's resource (RFC 8707), then the route's scopes (403
+   `insufficient_scope` with the scopes, so a client can step up), then, for a DPoP-bound token,
+   its proof (`gateway/auth/dpop.py`).
+
+A token admitted before is found by its digest and checked for audience and scope without I/O
+or a signature check: the cost of an OAuth call over a bearer one (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..http._asgi import header, refuse, send_error
+from ..settings import ServeSettings
+from .dpop import DpopChecker, MemoryJtis, SeenJtis
+from .oauth_issuers import Issuer
+from .oauth_resource import METADATA_PATH, ProtectedResource, Route
+from .oauth_tokens import ALGORITHMS, OAuthIdentity, TokenRefused, TokenVerifier, token_digest
+
+__all__ = ["Admitted", "OAuthGate", "oauth_gate"]
+
+Admitted = Callable[[Scope, OAuthIdentity], None]
+"""What the chain does with an admitted identity (records its principal in the scope)."""
+
+
+class OAuthGate:
+    """Admits requests that carry an access token from a trusted issuer for this resource."""
+
+    def __init__(self, resource: ProtectedResource, verifier: TokenVerifier, dpop: DpopChecker | None = None) -> None:
+        self.resource = resource
+        self.verifier = verifier
+        self.dpop = dpop
+
+    @property
+    def started(self) -> bool:
+        return self.verifier.started
+
+    async def start(self) -> None:
+        """Load every issuer (`TokenVerifier.start`; raises `IssuerError`); DPoP is offered when one binds tokens."""
+        await self.verifier.start()
+        if self.dpop is not None:
+            algs = {a for i in self.verifier.issuers.values() for a in i.dpop_algs}
+            self.resource.accept_dpop(sorted(a for a in algs if a in ALGORITHMS))
+
+    def admit(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp, admitted: Admitted) -> Awaitable[None]:
+        path: str = scope.get("path", "")
+        if path.startswith(METADATA_PATH):
+            return self._metadata(scope, receive, send)
+        route = self.resource.route(path)
+        if b"access_token=" in scope.get("query_string", b""):
+            return self._refuse(
+                scope,
+                send,
+                route,
+                TokenRefused(
+                    400, "invalid_request", "send the access token in the Authorization header, never in the URL"
+                ),
+            )
+        scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
+        scheme, token = scheme.lower(), token.strip()
+        if scheme not in ("bearer", "dpop") or not token:
+            return refuse(
+                scope,
+                send,
+                401,
+                "unauthorized",
+                "sign in: send Authorization: Bearer <access token>",
+                self.resource.challenge(route),
+            )
+        digest = token_digest(token)
+        identity = self.verifier.cached(digest)
+        if identity is not None and identity.jkt is None and scheme == "bearer":
+            # The hot path: a token admitted before, no I/O and no signature check.
+            refusal = self._fits(identity, route)
+            if refusal is not None:
+                return self._refuse(scope, send, route, refusal)
+            admitted(scope, identity)
+            return app(scope, receive, send)
+        return self._checked(scope, receive, send, app, admitted, route, scheme, token, digest)
+
+    async def _checked(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        app: ASGIApp,
+        admitted: Admitted,
+        route: Route,
+        scheme: str,
+        token: str,
+        digest: bytes,
+    ) -> None:
+        try:
+            identity = await self.verifier.verify(token, digest)
+            refusal = self._fits(identity, route)
+            if refusal is not None:
+                raise refusal
+            await self._bound(scope, identity, scheme, token)
+        except TokenRefused as exc:
+            await self._refuse(scope, send, route, exc)
+            return
+        admitted(scope, identity)
+        await app(scope, receive, send)
+
+    async def _bound(self, scope: Scope, identity: OAuthIdentity, scheme: str, token: str) -> None:
+        """RFC 9449 §7: a DPoP-bound token comes as `Authorization: DPoP` with a proof; an unbound one as Bearer."""
+        if identity.jkt is None:
+            if scheme == "dpop":
+                raise TokenRefused(
+                    401, "invalid_token", "the token is not DPoP-bound; send it as Authorization: Bearer"
+                )
+            return
+        if self.dpop is None:
+            raise TokenRefused(401, "invalid_token", "the token is DPoP-bound, and this gateway does not accept DPoP")
+        if scheme != "dpop":
+            raise TokenRefused(
+                401, "invalid_token", "the token is DPoP-bound: send it as Authorization: DPoP with a DPoP proof"
+            )
+        await self.dpop.check(scope, token, identity.jkt)
+
+    @staticmethod
+    def _fits(identity: OAuthIdentity, route: Route) -> TokenRefused | None:
+        if route.audiences.isdisjoint(identity.audiences):
+            return TokenRefused(401, "invalid_token", f"the token is for another resource, not {route.resource}")
+        missing = [s for s in route.scopes if s not in identity.scopes]
+        if missing:
+            return TokenRefused(
+                403,
+                "insufficient_scope",
+                f"the token lacks the scope {' '.join(missing)}",
+                scope=" ".join(route.scopes),
+            )
+        return None
+
+    def _refuse(self, scope: Scope, send: Send, route: Route, exc: TokenRefused) -> Awaitable[None]:
+        headers = self.resource.challenge(route, error=exc.error, description=exc.description, scope=exc.scope)
+        if exc.status == 503:
+            headers.append((b"retry-after", b"30"))
+        return refuse(scope, send, exc.status, exc.error, exc.description, headers)
+
+    async def _metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not await self.resource.serve_metadata(scope, receive, send):
+            await send_error(scope, send, 404, "not_found", "no protected resource metadata at this path")
+
+
+def oauth_gate(
+    settings: ServeSettings, *, introspection: tuple[str, str] | None = None, seen: SeenJtis | None = None
+) -> OAuthGate:
+    """The gate `serve --oauth-issuer` runs: its issuers (not loaded yet: `gate.start()`), the resource at
+    `settings.resource_url()`, the scopes of `--oauth-scope`. `introspection`: the client credentials for
+    RFC 7662 (`oauth_issuers.introspection_credentials`); `seen`: where DPoP proof ids are kept (default:
+    this process's memory; `dpop.RedisJtis` with `--state-url`)."""
+    issuers = [Issuer(url, introspection=introspection) for url in settings.oauth_issuers]
+    everywhere = [s for s in settings.oauth_scopes if "=" not in s]
+    per_route: dict[str, list[str]] = {}
+    for entry in settings.oauth_scopes:
+        if "=" in entry:
+            path, _, scope = entry.rpartition("=")
+            per_route.setdefault(path, []).append(scope)
+    resource = ProtectedResource(
+        settings.resource_url(),
+        settings.oauth_issuers,
+        scopes=everywhere,
+        route_scopes=per_route,
+        audiences=settings.oauth_audiences,
+    )
+    dpop = DpopChecker(settings.resource_url(), seen or MemoryJtis())
+    return OAuthGate(resource, TokenVerifier(issuers), dpop)

@@ -1,0 +1,1 @@
+"""HTTP plumbing under every route: the ASGI helpers, request ids, checks, proxies."""

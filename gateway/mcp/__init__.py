@@ -1,0 +1,1 @@
+"""The MCP endpoints `/v1/mcp` and `/v1/mcp/tools`, and `serve --stdio`."""

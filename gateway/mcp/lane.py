@@ -1,0 +1,369 @@
+"""The one lane for `tools/call` and `tools/list` on `/v1/mcp/tools`, for both protocol generations.
+
+Through the SDK, every POST pays for plumbing around the handler: at the handshake versions a
+`StreamableHTTPServerTransport` with its memory streams, a `JSONRPCDispatcher` and a task in the
+manager's task group; at 2026-07-28 a `tools/list` of the whole catalog on every call that has
+arguments (to check `Mcp-Param-*` headers), a dispatch context, a connection and a runner. This
+lane answers the two requests that make the traffic with the same checks, in the same order, and
+the same handlers (`mcp_tools.tools_call_result`, `tools_list_result`), writing what the SDK writes:
+
+1. the transport's checks: `Content-Type` and `Accept` (else the SDK answers 400/406/415);
+2. at 2026-07-28 (the `MCP-Protocol-Version` header names no handshake version), the inbound
+   ladder, with the SDK's own functions: a routing header sent twice, the `_meta` envelope,
+   `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name` against the body (-32020 HEADER_MISMATCH),
+   the protocol version served (-32022), each with the spec's HTTP status;
+3. the spec's params schema for the version (INVALID_PARAMS);
+4. at 2026-07-28, the `Mcp-Param-*` headers of a tool whose input schema marks parameters
+   `x-mcp-header`, against the catalog's cached schema, not a fresh listing (-32020);
+5. the handler, then the result validated and shaped for the peer's version (a 2026-07-28 result
+   gets `resultType` and this server's `serverInfo` stamp).
+
+Anything else (another method, a notification, an envelope with extra members, a server whose
+middleware or tracing would observe the request) returns False and goes to the SDK's manager,
+unchanged. `tests/gateway/test_mcp_lane.py` requires every answer equal to the SDK's.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from mcp.server._otel import OpenTelemetryMiddleware
+from mcp.server.lowlevel import Server
+from mcp.server.runner import modern_error_data
+from mcp.server.streamable_http import CONTENT_TYPE_JSON
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.shared.exceptions import MCPError
+from mcp.shared.inbound import (
+    ERROR_CODE_HTTP_STATUS,
+    InboundLadderRejection,
+    classify_inbound_request,
+    find_duplicated_routing_header,
+    validate_mcp_param_headers,
+)
+from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    CLIENT_INFO_META_KEY,
+    DEFAULT_NEGOTIATED_VERSION,
+    HEADER_MISMATCH,
+    INTERNAL_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    SERVER_INFO_META_KEY,
+    ErrorData,
+)
+from mcp_types import methods as _methods
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
+from pydantic import ValidationError
+from starlette.types import Receive, Scope, Send
+
+from connections.serving import tracing_enabled
+
+from ..http.json_pieces import answer_pieces
+from ..runtime import Runtime
+from .call_stream import (
+    call_context,
+    peer_cancelled,
+    peer_of,
+    send_accepted,
+    stream_answer,
+    until_gone,
+)
+from .peers.input import PeerCall, peer_call
+from .tools import server_tool, tools_call_result, tools_list_result
+
+__all__ = ["serve_lane"]
+
+logger = logging.getLogger("agent_sdk.mcp")
+
+_METHODS = frozenset({"tools/call", "tools/list"})
+_ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
+_PROTOCOL_VERSION = b"mcp-protocol-version"
+_PARAM_PREFIX = b"mcp-param-"
+_COMPLETE = "complete"
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope["headers"]:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+@functools.lru_cache(maxsize=64)  # a client sends the same Accept on every request
+def _accepts_json(accept: str) -> bool:
+    """`check_accept_headers`'s JSON half (RFC 7231 wildcards included)."""
+    types = [media.strip().split(";")[0].strip().lower() for media in accept.split(",")]
+    return any(t in (CONTENT_TYPE_JSON, "application/*", "*/*") for t in types)
+
+
+@functools.lru_cache(maxsize=64)
+def _content_type_ok(content_type: str | None) -> bool:
+    """Both Content-Type checks of the SDK's POST path pass (`TransportSecurityMiddleware`: 400; the transport: 415)."""
+    if content_type is None or not content_type.lower().startswith(CONTENT_TYPE_JSON):
+        return False
+    parts = [part.strip() for part in content_type.split(";")[0].split(",")]
+    return CONTENT_TYPE_JSON in parts
+
+
+def _sdk_adds_nothing(server: Server[Any]) -> bool:
+    """Whether the SDK's kernel around the handlers would do only what the lane does: the server's
+    only middleware acting on these methods is the SDK's OpenTelemetry one with no tracer provider
+    installed (its span would record nothing), and neither method has a cache hint."""
+    # A middleware that names the only methods it acts on (`only_methods`, e.g. gateway/mcp/instructions.py's)
+    # observes none of the lane's.
+    middleware = [m for m in server.middleware if _METHODS.intersection(getattr(m, "only_methods", _METHODS))]
+    return (
+        len(middleware) == 1
+        and isinstance(middleware[0], OpenTelemetryMiddleware)
+        and not _METHODS.intersection(server.cache_hints)
+        and not tracing_enabled()
+    )
+
+
+async def serve_lane(
+    manager: StreamableHTTPSessionManager,
+    runtime: Runtime,
+    scope: Scope,
+    receive: Receive,
+    send: Send,
+    size: int,
+    body: dict[str, Any],
+) -> bool:
+    """Answer `body` (the parsed POST of `size` bytes) if it is a `tools/call` or `tools/list` request
+    the lane takes (module docstring); False, with nothing sent, otherwise. A peer's
+    `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202)."""
+    if type(body) is not dict:
+        return False
+    method, ident = body.get("method"), body.get("id")
+    if method == "notifications/cancelled":
+        peer_cancelled(runtime.peers, peer_of(scope), body.get("params"))
+        return False
+    if method not in _METHODS or type(ident) not in (str, int) or not _ENVELOPE.issuperset(body):
+        return False
+    server = manager.app
+    if size > manager.max_request_body_size or not _sdk_adds_nothing(server):
+        return False
+    if not _content_type_ok(_header(scope, b"content-type")) or not _accepts_json(_header(scope, b"accept") or ""):
+        return False
+    requested = _header(scope, _PROTOCOL_VERSION)
+    modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
+    params: dict[str, Any] | None = body.get("params")
+    headers: list[tuple[str, str]] = []
+    try:
+        if modern:
+            headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
+            rejection = _ladder_rejection(body, headers)
+            if rejection is not None:
+                await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
+                return True
+            version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
+            if method == "tools/call":  # before the params schema, as in the SDK's entry
+                rejection = await _param_rejection(runtime, scope, params, headers)
+                if rejection is not None:
+                    await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
+                    return True
+        else:
+            version = requested or DEFAULT_NEGOTIATED_VERSION
+        _methods.validate_client_request(method, version, params)
+        if method == "tools/call":
+            assert params is not None  # the schema requires them
+            who = peer_of(scope, modern=modern)  # the principal, and a handshake peer's session (mcp/peers/sessions.py)
+            principal, session = who
+            context = call_context(runtime, who, params, modern=modern)
+            peer = await peer_call(runtime, principal, params, context, session)  # asks: mcp/peers/input.py
+            if context.sink is not None:
+                # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
+                # error has an HTTP status of its own, which a stream's 200 could not carry).
+                await server_tool(runtime, params["name"])
+                run_call = functools.partial(
+                    _answer, server, runtime, ident, version, params, peer, principal, modern=modern
+                )
+                await stream_answer(send, receive, runtime.peers, who, ident, context, run_call)
+                return True
+            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
+            found = await until_gone(receive, runtime.peers, who, ident, call, context)
+            if found is None:
+                await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
+                return True
+            result, found = found, None  # one reference: the answer written in pieces releases the result
+        else:
+            result = await tools_list_result(runtime)
+        wire = _shaped(server, method, version, result, modern=modern)
+    except Exception as exc:
+        await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)
+    else:
+        del result  # the answer owns the result now: written in pieces, it is released as its bytes appear
+        answer: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "result": wire}
+        del wire
+        await _write(send, 200, _serialized(answer, modern=modern))
+    return True
+
+
+def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -> InboundLadderRejection | None:
+    """The SDK's modern entry ladder (`handle_modern_request`), first failure wins."""
+    duplicated = find_duplicated_routing_header(headers)
+    if duplicated is not None:
+        return InboundLadderRejection(code=HEADER_MISMATCH, message=f"{duplicated} header appears more than once")
+    verdict = classify_inbound_request(body, headers=dict(headers))
+    return verdict if isinstance(verdict, InboundLadderRejection) else None
+
+
+async def _param_rejection(
+    runtime: Runtime, scope: Scope, params: Any, headers: list[tuple[str, str]]
+) -> InboundLadderRejection | None:
+    """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (malformed params
+    and an unknown tool are dispatch's to reject), but from the catalog's cached listing rather than
+    a fresh `tools/list`. `params` passed the ladder, so it is an object."""
+    name, arguments = params.get("name"), params.get("arguments")
+    if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, Mapping)):
+        return None
+    if not arguments and not any(k.startswith(_PARAM_PREFIX) for k, _ in scope["headers"]):
+        return None  # no argument values and no `Mcp-Param-*` header: nothing can disagree
+    tool, _, _ = await runtime.catalog.tool(name, None)
+    if tool is None or not tool.header_params:
+        return None  # no annotated parameter: no header can be out of line
+    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))  # pyright: ignore[reportUnknownArgumentType]
+    if rejection is not None and not _envelope_lists(params["_meta"]):
+        return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
+    return rejection
+
+
+def _envelope_lists(meta: Mapping[str, Any]) -> bool:
+    """Whether the request's envelope passes as a `tools/list` envelope: the SDK reads the schema it
+    checks `Mcp-Param-*` against from such a listing (`_tool_input_schema`) and skips the check otherwise."""
+    version = meta[PROTOCOL_VERSION_META_KEY]
+    envelope = {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: meta[CLIENT_CAPABILITIES_META_KEY]}
+    if meta.get(CLIENT_INFO_META_KEY) is not None:
+        envelope[CLIENT_INFO_META_KEY] = meta[CLIENT_INFO_META_KEY]
+    try:
+        _methods.validate_client_request("tools/list", version, {"_meta": envelope})
+    except ValidationError:
+        return False
+    return True
+
+
+class _Pairs(Mapping[str, str]):
+    """Header lines as a mapping whose `items()` keeps duplicates (what `validate_mcp_param_headers` reads)."""
+
+    def __init__(self, pairs: list[tuple[str, str]]) -> None:
+        self._pairs = pairs
+
+    def __getitem__(self, key: str) -> str:
+        return next(v for k, v in self._pairs if k == key)
+
+    def __iter__(self) -> Any:
+        return (k for k, _ in self._pairs)
+
+    def __len__(self) -> int:
+        return len(self._pairs)
+
+    def items(self) -> Any:
+        return list(self._pairs)
+
+
+def _rejected(rejection: InboundLadderRejection) -> ErrorData:
+    return ErrorData(code=rejection.code, message=rejection.message, data=rejection.data)
+
+
+def _shaped(server: Server[Any], method: str, version: str, result: dict[str, Any], *, modern: bool) -> dict[str, Any]:
+    """`ServerRunner._serialize` for these two methods: validated and sieved for `version`; a 2026-07-28
+    result carries `resultType` and this server's `serverInfo` stamp. Raises `MCPError` (INTERNAL_ERROR)
+    for a result the version's schema rejects (the server's bug: the detail goes to the log only)."""
+    try:
+        wire = _methods.serialize_server_result(method, version, result)
+    except ValidationError:
+        logger.exception("handler for %r returned an invalid result", method)
+        raise MCPError(code=INTERNAL_ERROR, message="Handler returned an invalid result") from None
+    if modern and version in MODERN_PROTOCOL_VERSIONS:
+        if wire.get("resultType") is None:
+            wire["resultType"] = _COMPLETE
+        meta = wire.get("_meta")
+        if meta is None:
+            wire["_meta"] = {SERVER_INFO_META_KEY: _stamp(server)}
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:  # pyright: ignore[reportUnknownMemberType]
+            wire["_meta"] = {**meta, SERVER_INFO_META_KEY: _stamp(server)}
+    return wire
+
+
+@functools.lru_cache(maxsize=8)
+def _stamp(server: Server[Any]) -> dict[str, Any]:
+    """`server.server_info_stamp`, once: the SDK deep-copies it per access so a caller may mutate it;
+    the lane only serialises it."""
+    return server.server_info_stamp
+
+
+def _error_data(exc: Exception, *, modern: bool) -> ErrorData:
+    """The SDK's exception-to-wire boundary: `modern_error_data` at 2026-07-28, the dispatcher's ladder
+    (code 0 for anything unmapped) at the handshake versions."""
+    if modern:
+        return modern_error_data(exc)
+    error = handler_exception_to_error_data(exc)
+    if error is None:
+        logger.exception("handler for a tools request raised")
+        error = ErrorData(code=0, message=str(exc))
+    return error
+
+
+async def _send_jsonrpc(
+    send: Send, ident: Any, *, result: dict[str, Any] | None = None, error: ErrorData | None = None, modern: bool
+) -> None:
+    """Write one JSON-RPC answer as the SDK's stateless JSON mode writes it: `application/json`;
+    an error's HTTP status from the spec's table at 2026-07-28, 200 at the handshake versions."""
+    status = 200
+    if error is not None:
+        if modern:
+            status = ERROR_CODE_HTTP_STATUS.get(error.code, 200)
+        payload = _error_payload(ident, error, modern=modern)
+    else:
+        payload = {"jsonrpc": "2.0", "id": ident, "result": result}
+    await _write(send, status, _serialized(payload, modern=modern))
+
+
+def _error_payload(ident: Any, error: ErrorData, *, modern: bool) -> dict[str, Any]:
+    """A JSON-RPC error answer as the SDK writes it for the peer's generation."""
+    if modern:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_none=True)
+    else:
+        dumped = error.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return {"jsonrpc": "2.0", "id": ident, "error": dumped}
+
+
+async def _answer(
+    server: Server[Any],
+    runtime: Runtime,
+    ident: Any,
+    version: str,
+    params: dict[str, Any],
+    peer: PeerCall | None,
+    principal: str,
+    *,
+    modern: bool,
+) -> dict[str, Any]:
+    """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
+    result shaped for the peer's version, or the error the JSON answer would carry."""
+    try:
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
+        return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
+    except Exception as exc:
+        return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)
+
+
+def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:
+    """`payload` as the bytes of its answer, a large result in pieces (`gateway/http/json_pieces.py`); the SDK's
+    2026-07-28 entry writes `json.dumps` (ASCII, compact) where `to_json` is not ASCII."""
+    return answer_pieces(payload, modern=modern)
+
+
+async def _write(send: Send, status: int, pieces: list[bytes]) -> None:
+    """An `application/json` answer of `pieces`, each written under the server's flow control and let go once sent."""
+    length = sum(len(piece) for piece in pieces)
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(length).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    last = len(pieces) - 1
+    for i in range(len(pieces)):
+        piece, pieces[i] = pieces[i], b""
+        await send({"type": "http.response.body", "body": piece, "more_body": i < last})
+        del piece

@@ -1,0 +1,177 @@
+"""Resources, prompts and completion on `/v1/mcp/tools`: the SDK server handlers over `Offerings`.
+
+Only what some advertised connection offers is served: without `advertise_resources` anywhere the
+server has no resource handlers (so its capabilities say nothing of resources, and the methods answer
+-32601), likewise for prompts; `completion/complete` is served when either is.
+
+Listings are merged across connections (fail-closed, `connections/pool/_offerings.py`) and paged by this
+gateway: the cursor is opaque to the peer but needs no state here (any replica decodes it). It holds
+the offset and a digest of the merged listing's keys; a cursor whose listing changed since, or that is
+not one of ours, is -32602 with a sentence saying to list again from the start.
+
+Cache hints (MCP 2026-07-28, SEP-2549): a listing carries the smallest `ttlMs` of its parts and is
+`private` if any part is; a read carries its upstream's hint. The peer's principal is the `viewer`
+under which a private answer may be kept and reused (never for another principal).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import mcp_types as mt
+from mcp.server.context import ServerRequestContext
+from mcp.shared.exceptions import MCPError
+
+from connections import ConnectionsError, NotOffered, TurnBuildError, UpstreamError
+from connections.serving import Merged, Offerings
+
+from ..auth.chain import Principal
+from ..runtime import Runtime
+
+__all__ = ["failed_closed", "offering_handlers"]
+
+_COMPLETE = {"resultType": "complete"}
+"""Required by the 2026-07-28 result schemas (the handshake versions' sieve drops it)."""
+
+RuntimeFor = Callable[[ServerRequestContext[Any, Any]], Runtime]
+_Handler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
+
+
+def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> dict[str, Any]:
+    """The `Server(...)` handler arguments for what `offerings` advertises (none at all when nothing is)."""
+    if offerings is None:
+        return {}
+    handlers: dict[str, _Handler] = {}
+
+    def lister(method: Any) -> _Handler:
+        async def handle(ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None) -> Any:
+            runtime = runtime_for(ctx)
+            found = _offerings(runtime)
+            merged = await _guarded(method, found.listing(method, _viewer(ctx)))
+            return _page(method, merged, params.cursor if params is not None else None, _page_size(runtime))
+
+        return handle
+
+    async def read(ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams) -> Any:
+        body, hint = await _guarded("resources/read", _offerings(runtime_for(ctx)).read(params.uri, _viewer(ctx)))
+        return {**body, **hint.to_json(), **_COMPLETE}
+
+    async def get(ctx: ServerRequestContext[Any, Any], params: mt.GetPromptRequestParams) -> Any:
+        found = _offerings(runtime_for(ctx))
+        return {
+            **await _guarded("prompts/get", found.get_prompt(params.name, params.arguments, _viewer(ctx))),
+            **_COMPLETE,
+        }
+
+    async def complete(ctx: ServerRequestContext[Any, Any], params: mt.CompleteRequestParams) -> Any:
+        found = _offerings(runtime_for(ctx))
+        argument = {"name": params.argument.name, "value": params.argument.value}
+        context = params.context.arguments if params.context is not None else None
+        done = await _guarded("completion/complete", found.complete(params.ref, argument, context, _viewer(ctx)))
+        return {**done, **_COMPLETE}
+
+    if offerings.offers("resources"):
+        handlers["on_list_resources"] = lister("resources/list")
+        handlers["on_list_resource_templates"] = lister("resources/templates/list")
+        handlers["on_read_resource"] = read
+    if offerings.offers("prompts"):
+        handlers["on_list_prompts"] = lister("prompts/list")
+        handlers["on_get_prompt"] = get
+    if handlers:
+        handlers["on_completion"] = complete
+    return handlers
+
+
+def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
+    """A listing that failed closed (`tools/list` too): -32603 naming every connection in its message,
+    each problem in `data.problems`."""
+    names = sorted({p.connection for p in exc.problems if p.connection})
+    return MCPError(
+        mt.INTERNAL_ERROR,
+        f"{method} failed closed: connection(s) {', '.join(names) or '?'}: " + "; ".join(str(p) for p in exc.problems),
+        data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
+    )
+
+
+def _offerings(runtime: Runtime) -> Offerings:
+    found = runtime.offerings
+    if found is None:  # the server was built with handlers, so the runtime has them: a wiring bug
+        raise MCPError(mt.INTERNAL_ERROR, "resources and prompts are not set up on this gateway")
+    return found
+
+
+def _page_size(runtime: Runtime) -> int:
+    return runtime.settings.page_size
+
+
+def _viewer(ctx: ServerRequestContext[Any, Any]) -> str:
+    """The authorization context a private answer belongs to: the peer's principal (one for stdio)."""
+    request: Any = ctx.request
+    state = getattr(request, "scope", {}).get("state", {}) if request is not None else {}
+    principal = state.get("principal")
+    return principal.id if isinstance(principal, Principal) else "local"
+
+
+async def _guarded(method: str, work: Awaitable[Any]) -> Any:
+    """`work`'s result; its failures as the JSON-RPC errors a peer can act on (never a traceback)."""
+    try:
+        return await work
+    except TurnBuildError as exc:
+        raise failed_closed(method, exc) from None
+    except NotOffered as exc:
+        raise MCPError(mt.INVALID_PARAMS, str(exc), data={"error": exc.code}) from None
+    except UpstreamError as exc:
+        if exc.rpc_code is None:
+            raise MCPError(mt.INTERNAL_ERROR, f"{exc.code}: {exc}", data={"error": exc.code}) from None
+        # The upstream's own answer, as the peer would have seen it directly.
+        raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
+    except ConnectionsError as exc:
+        raise MCPError(mt.INTERNAL_ERROR, f"{exc.code}: {exc}", data={"error": exc.code}) from None
+
+
+# -- paging ------------------------------------------------------------------------------------------
+
+_KEYS = {"resources": "uri", "resourceTemplates": "uriTemplate", "prompts": "name"}
+
+
+def _page(method: str, merged: Merged, cursor: str | None, size: int) -> dict[str, Any]:
+    digest = _digest(merged)
+    start = 0 if cursor is None else _offset(method, cursor, digest)
+    end = start + size
+    out: dict[str, Any] = {merged.field: merged.items[start:end], **merged.freshness.to_json(), **_COMPLETE}
+    if end < len(merged.items):
+        out["nextCursor"] = _cursor(end, digest)
+    return out
+
+
+def _digest(merged: Merged) -> str:
+    key = _KEYS[merged.field]
+    joined = "\n".join(str(item.get(key)) for item in merged.items)
+    return hashlib.sha256(joined.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def _cursor(offset: int, digest: str) -> str:
+    raw = json.dumps({"o": offset, "h": digest}, separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _offset(method: str, cursor: str, digest: str) -> int:
+    """The offset `cursor` names. Raises `MCPError` (-32602) for a cursor that is not ours or is stale."""
+    try:
+        data = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        offset, made_for = data["o"], data["h"]
+    except (ValueError, TypeError, KeyError, binascii.Error):
+        raise MCPError(
+            mt.INVALID_PARAMS, f"invalid cursor for {method}: not one this gateway issued; list again without a cursor"
+        ) from None
+    if type(offset) is not int or offset < 0 or made_for != digest:
+        raise MCPError(
+            mt.INVALID_PARAMS,
+            f"invalid cursor for {method}: the listing changed since it was issued; list again without a cursor",
+        )
+    return offset

@@ -1,0 +1,1 @@
+"""What the gateway keeps of its MCP peers: calls in flight, questions, streams, caps."""

@@ -1,0 +1,158 @@
+"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (reference/tools.md)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem, acting_for
+
+from ..auth.chain import Principal
+from ..errors import (
+    ApiError,
+    AuthorizationServerDown,
+    ConnectionFailed,
+    ConnectionNeedsLogin,
+    ConnectionNotListed,
+    ConnectionTimedOut,
+    InvalidContinuationToken,
+    InvalidToolInput,
+    SessionBusy,
+    ToolHeldBack,
+    UnknownTool,
+)
+from ..runtime import Runtime
+from ..sessions import LiveSession, parse_continuation_token
+
+__all__ = ["bind_session", "call_tool", "connection_errors", "missing_tool"]
+
+_NOT_LISTED: dict[str, type[ConnectionNotListed]] = {
+    "connection_unavailable": ConnectionNotListed,
+    "connection_starting": ConnectionNotListed,
+    "environment_variable_missing": ConnectionNotListed,
+    "account_not_configured": ConnectionNotListed,
+    "authorization_server_unreachable": AuthorizationServerDown,
+    "connection_unauthorized": ConnectionNeedsLogin,
+    "account_unauthorized": ConnectionNeedsLogin,
+    "upstream_timeout": ConnectionTimedOut,
+    "listing_timeout": ConnectionTimedOut,
+}
+
+
+def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
+    return [p.to_json() for p in problems]
+
+
+def missing_tool(name: str, available: list[str], problems: list[TurnProblem], verb: str = "callable tool") -> ApiError:
+    """The refusal for a tool `name` that the listing lacks: 404 `unknown_tool` when every connection was
+    listed; else the cause of the connection that could not be (the tool may be there): its code and a
+    status that fits (401, 502, 503, 504), naming the connection."""
+    shown = repr(name[:64])
+    extra: dict[str, Any] = {"available": available}
+    if not problems:
+        return UnknownTool(f"no {verb} named {shown}", **extra)
+    extra["connectionErrors"] = connection_errors(problems)
+    # A problem about this very tool (a collision, an invalid name) is the cause; else the first failing connection.
+    cause = next((p for p in problems if p.tool == name), problems[0])
+    failing = sorted({p.connection for p in problems if p.connection is not None})
+    names = ", ".join(repr(c) for c in failing)
+    kind = _NOT_LISTED.get(cause.code, ConnectionFailed)
+    return kind(
+        f"no listed connection offers a tool named {shown}, and connection{'s' if len(failing) != 1 else ''} "
+        f"{names} could not be listed, so it may be there: {cause}",
+        connection=cause.connection,
+        cause=cause.code,
+        **extra,
+    )
+
+
+async def bind_session(
+    runtime: Runtime, principal: str | Principal, session_id: object, token: object
+) -> tuple[LiveSession | None, SessionInfo | None]:
+    """The session a call or listing is bound to, and the identity its toolset is built for (with the
+    `Principal` itself as `session.principal`, when one is given rather than its id).
+
+    Raises `InvalidContinuationToken` (malformed, or given with `sessionId`), `SessionNotFound`,
+    `Forbidden`. A well-formed token that names no session binds to a scratch identity made of
+    the token's channel id and key.
+    """
+    live, info = await _bound(runtime, principal if isinstance(principal, str) else principal.id, session_id, token)
+    if info is not None and isinstance(principal, Principal):
+        info = dataclasses.replace(info, principal=principal)
+    return live, info
+
+
+async def _bound(
+    runtime: Runtime, principal: str, session_id: object, token: object
+) -> tuple[LiveSession | None, SessionInfo | None]:
+    if session_id is not None and token is not None:
+        raise InvalidContinuationToken("pass sessionId or continuationToken, not both")
+    if session_id is not None:
+        live = await runtime.sessions.get(session_id, principal)
+        return live, live.info()
+    if token is not None:
+        channel, key = parse_continuation_token(token)
+        assert isinstance(token, str)
+        live = await runtime.sessions.by_token(token, principal)
+        if live is not None:
+            return live, live.info()
+        return None, SessionInfo(id=f"{channel}:{key}", channel_id=channel, auth=principal)
+    return None, None
+
+
+async def call_tool(
+    runtime: Runtime,
+    principal: str | Principal,
+    name: str,
+    arguments: object,
+    *,
+    session_id: object = None,
+    token: object = None,
+) -> dict[str, Any]:
+    """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
+
+    Raises `ApiError`s: `UnknownTool` (with the available names), `ConnectionNotListed` (the tool may be
+    on a connection that could not be listed: `missing_tool`), `InvalidToolInput`,
+    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
+    """
+    live, info = await bind_session(runtime, principal, session_id, token)
+    tool, toolset, problems = await runtime.catalog.tool(name, info)
+    held = toolset.held_back.get(name)
+    if tool is None and held is not None:
+        raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
+    if tool is None:
+        raise missing_tool(name, toolset.names(), problems)
+    if live is not None and live.busy and tool.effect != "read":
+        raise SessionBusy(f"session {live.id} is running a turn; {name!r} is not a read-effect tool, retry after it")
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, Mapping):
+        raise InvalidToolInput(f"invalid input for tool {name!r}: input must be a JSON object")
+    call_id = f"tool_{name}_{uuid.uuid4().hex[:12]}"
+    started = time.perf_counter()
+    outcome: ToolOutcome
+    try:
+        with acting_for(principal if isinstance(principal, str) else principal.id):
+            outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
+    except ToolInputError as exc:
+        raise InvalidToolInput(str(exc)) from None
+    except ConnectionsError as exc:
+        outcome = ToolOutcome(is_error=True, result={"error": exc.code, "message": str(exc)})
+    except Exception as exc:  # boundary: the tool body raised; the caller gets what the model would see
+        outcome = ToolOutcome(
+            is_error=True, result={"error": "tool_failed", "message": f"{type(exc).__name__}: {exc}"[:500]}
+        )
+    duration_ms = round((time.perf_counter() - started) * 1000)
+    if live is not None:
+        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
+    return {
+        "ok": True,
+        "toolName": name,
+        "callId": call_id,
+        "isError": outcome.is_error,
+        "result": outcome.result,
+        "durationMs": duration_ms,
+    }

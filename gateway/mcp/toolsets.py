@@ -1,0 +1,102 @@
+"""`ToolCatalog`: the session-less toolset, listed live for catalogs and reused briefly for calls.
+
+`tools/list` on `/v1/mcp/tools` rebuilds the toolset on every request (fail-closed, DESIGN.md §5;
+each auth-less listing comes through the pool's listing cache, see docs/clients.md). A `tools/call`
+reuses the last listing for `ttl` seconds so a call costs one upstream round trip, not a listing
+plus a call; an unknown name or an expired listing lists again first. A call opens only the
+connection it needs: an authored tool lists nothing, a tool whose connection an earlier listing
+named lists that connection alone, and a listing that left a failing connection out still serves
+the others' tools (one connection waiting for a login does not touch every call); an upstream's
+`tools/list_changed` drops the reused listing at once (`changed`). Session-bound toolsets
+(per-session `auth`) are never cached: their headers are computed for every build. A tool that
+differs from `mcp.lock` is held back (`Toolset.held_back`), not offered, and the rest are
+(docs/connections.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import anyio
+
+from connections import SessionInfo, Toolset, TurnBuilder, TurnProblem, TurnTool
+from connections.serving import Change
+
+__all__ = ["BrokerLike", "ToolCatalog"]
+
+
+class BrokerLike(Protocol):
+    """What the gateway needs from `connections.Broker`: the turn builder (and the host registry)."""
+
+    @property
+    def builder(self) -> TurnBuilder: ...
+
+
+@dataclass(slots=True)
+class ToolCatalog:
+    builder: TurnBuilder
+    ttl: float = 30.0
+    _cached: Toolset | None = None
+    _stamp: float = 0.0
+    _owners: dict[str, str] = field(default_factory=dict[str, str])
+    """Advertised tool -> its connection, from the last listing (kept past `ttl`: it only picks what to list)."""
+    _lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def live(self) -> Toolset:
+        """The session-less toolset, listed now. Raises `TurnBuildError` (fail-closed)."""
+        toolset = await self.builder.build(None, hold_back=True)
+        self._remember(toolset)
+        return toolset
+
+    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]:
+        """What can be listed plus the problems (for `GET /v1/tools`, which reports `connectionErrors`)."""
+        toolset, problems = await self.builder.collect(session, hold_back=True)
+        if session is None:
+            self._remember(toolset)
+        return toolset, problems
+
+    async def tool(
+        self, name: str, session: SessionInfo | None = None
+    ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
+        """The named tool for a call, opening only the connection it needs (see the module docstring).
+
+        Session-less calls reuse a fresh listing; bound ones build anew."""
+        authored = self.builder.authored(name, session)
+        if authored is not None:
+            return authored, Toolset(session=session, tools={name: authored}), []
+        if session is not None:
+            toolset, problems = await self.builder.collect(session, hold_back=True)
+            return toolset.get(name), toolset, problems
+        cached = self._fresh()
+        # A held-back name is built again (from the cached listing): `pin --update` may have let it in.
+        if cached is not None and name in cached:
+            return cached.get(name), cached, []
+        async with self._lock:
+            cached = self._fresh()
+            if cached is not None and name in cached:
+                return cached.get(name), cached, []
+            owner = self._owners.get(name)
+            if owner is not None:
+                toolset, problems = await self.builder.collect(None, only=owner, hold_back=True)
+                tool = toolset.get(name)
+                if tool is not None and not problems:
+                    return tool, toolset, []
+            toolset, problems = await self.collect(None)
+        return toolset.get(name), toolset, problems
+
+    def changed(self, _connection: str, change: Change) -> None:
+        """A `ListingCache` watcher: an upstream's tools changed, so the reused listing must not serve a call."""
+        if change.kind == "tools":
+            self._cached = None
+
+    def _fresh(self) -> Toolset | None:
+        if self._cached is not None and time.monotonic() - self._stamp < self.ttl:
+            return self._cached
+        return None
+
+    def _remember(self, toolset: Toolset) -> None:
+        self._cached = toolset
+        self._stamp = time.monotonic()
+        self._owners = {t.name: t.connection for t in toolset if t.connection is not None}

@@ -1,0 +1,1 @@
+"""The JSON API's routes: tools, sessions, discovery."""

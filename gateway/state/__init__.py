@@ -1,0 +1,1 @@
+"""Shared state: Redis, the state key, sealed request state, pending logins."""

@@ -1,0 +1,322 @@
+"""Sealed `requestState`: how a 2026-07-28 peer's retry finds its way back to the same upstream call.
+
+MCP 2026-07-28 (SEP-2322) has a server answer `tools/call` with an `InputRequiredResult`, whose
+`requestState` the client echoes, untouched, on the retry that carries its answers. `/v1/mcp/tools`
+is stateless and may run as several replicas, so the gateway keeps nothing per call: it seals what
+the retry needs into the `requestState` it hands the peer, with authenticated encryption
+(AES-256-GCM, `cryptography`), under a key every replica of the deployment shares
+(`state_key.py`: a key the deployment gives every replica, never kept in Redis; for one process,
+`<state root>/request-state.key`, 0600). What is sealed:
+
+- the principal the auth chain admitted, the gateway tool and the connection it forwards to: a
+  state is honoured only for the same principal calling the same tool;
+- the upstream's own `requestState` (opaque to the gateway and to the peer), or the id of a call
+  this replica holds open (`pending`, the bridged pairings);
+- an expiry (`REQUEST_STATE_TTL_S` after sealing) and a random id. A state is good for one retry:
+  its id is claimed on use (`UsedStates`: in memory, or Redis `SET NX` with `--state-url`), so a
+  replayed state is refused like a forged one.
+
+Each refusal is a JSON-RPC INVALID_PARAMS error whose message says which check failed
+(`RequestStateRefused`), never what the state held.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import os
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import mcp_types as mt
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from mcp.shared.exceptions import MCPError
+
+__all__ = [
+    "PEER_SESSION_TTL_S",
+    "REQUEST_STATE_TTL_S",
+    "MemoryUsedStates",
+    "RedisUsedStates",
+    "RequestStateRefused",
+    "RequestStates",
+    "SealedState",
+    "SealedTask",
+    "UsedStates",
+    "canonical_b64decode",
+]
+
+REQUEST_STATE_TTL_S = 600.0
+"""How long a peer has to answer and retry (docs/http-api.md)."""
+PEER_SESSION_TTL_S = 7 * 24 * 3600.0
+"""How long a handshake peer's sealed `Mcp-Session-Id` vouches for its capabilities (`mcp/peers/sessions.py`)."""
+
+_PREFIX = "agent-sdk.rs1."
+_SESSION_PREFIX = "agent-sdk.ps1."
+_BARE_SESSION_PREFIX = "agent-sdk.ps0."
+"""A session whose peer declared neither elicitation nor sampling: `open_session` refuses it on its prefix
+alone, so its `tools/call`s cost no decryption (`gateway/mcp/peers/sessions.py`)."""
+_TASK_PREFIX = "agent-sdk.task1."
+
+
+@dataclass(frozen=True, slots=True)
+class SealedTask:
+    """What a sealed task id holds (`RequestStates.task_facts`)."""
+
+    connection: str
+    upstream_id: str
+    owner: str
+    """The replica whose pooled upstream session runs the task (`metrics.replica_id()`); "" in older ids."""
+    created_at: str
+    ttl: int | None
+
+
+_LOGIN_PREFIX = "agent-sdk.login1."
+_AAD = b"agent-sdk requestState v1"
+_REDIS_USED = "agent-sdk:request-state:used:"
+
+
+class RequestStateRefused(MCPError):
+    """A `requestState` the gateway will not honour; the message names the check that failed."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(code=mt.INVALID_PARAMS, message=f"requestState refused: {reason}")
+
+
+@dataclass(frozen=True, slots=True)
+class SealedState:
+    """What a `requestState` the gateway sealed holds."""
+
+    principal: str
+    tool: str
+    connection: str | None
+    upstream: str | None = None
+    """The upstream's own `requestState` (a 2026-07-28 upstream)."""
+    pending: str | None = None
+    """A held upstream call's id (the bridged pairings; the replica that holds it answers)."""
+
+
+class UsedStates(Protocol):
+    """Claims a state's id once; a second claim of the same id fails (a replay)."""
+
+    async def claim(self, state_id: str, expires_at: float) -> bool: ...
+
+
+class MemoryUsedStates:
+    """`UsedStates` for one process: ids kept until their state would have expired anyway."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._used: dict[str, float] = {}
+        self._clock = clock
+
+    async def claim(self, state_id: str, expires_at: float) -> bool:
+        now = self._clock()
+        if len(self._used) > 1024:
+            self._used = {k: v for k, v in self._used.items() if v > now}
+        if state_id in self._used:
+            return False
+        self._used[state_id] = expires_at
+        return True
+
+
+class RedisUsedStates:
+    """`UsedStates` shared by every replica: `SET NX` with the state's own expiry."""
+
+    def __init__(self, redis: Any, clock: Callable[[], float] = time.time) -> None:
+        self._redis = redis
+        self._clock = clock
+
+    async def claim(self, state_id: str, expires_at: float) -> bool:
+        ttl_ms = max(1, int((expires_at - self._clock()) * 1000))
+        return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
+
+
+class RequestStates:
+    """Seals and opens `requestState`s with the deployment's key (module docstring)."""
+
+    def __init__(
+        self,
+        key: bytes,
+        used: UsedStates | None = None,
+        *,
+        ttl_s: float = REQUEST_STATE_TTL_S,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        if len(key) != 32:
+            raise ValueError("a requestState key is 32 bytes")
+        self._aead = AESGCM(key)
+        self._used = used if used is not None else MemoryUsedStates(clock)
+        self._ttl = ttl_s
+        self._clock = clock
+
+    @classmethod
+    def for_one_process(cls) -> RequestStates:
+        """A sealer whose key lives and dies with this process (`serve --stdio`: one peer, one process)."""
+        return cls(os.urandom(32))
+
+    def __repr__(self) -> str:
+        return "RequestStates(key=***)"
+
+    def seal(self, state: SealedState) -> str:
+        """`state` as an opaque, authenticated, expiring `requestState` string."""
+        payload = {
+            "p": state.principal,
+            "t": state.tool,
+            "c": state.connection,
+            "u": state.upstream,
+            "h": state.pending,
+            "e": self._clock() + self._ttl,
+            "j": secrets.token_hex(16),
+        }
+        return self._sealed(_PREFIX, payload)
+
+    def seal_session(self, principal: str, capabilities: Mapping[str, Any]) -> str:
+        """A handshake peer's `Mcp-Session-Id`: its principal and capabilities, sealed (`mcp/peers/sessions.py`)."""
+        return self._sealed(
+            _SESSION_PREFIX if capabilities else _BARE_SESSION_PREFIX,
+            {"p": principal, "c": dict(capabilities), "e": self._clock() + PEER_SESSION_TTL_S},
+        )
+
+    def open_session(self, token: object, principal: str) -> dict[str, Any]:
+        """The capabilities sealed in a peer's `Mcp-Session-Id`; {} for one this deployment did not seal for
+        `principal`, that expired, or that declares none (the peer is then treated as one that cannot answer)."""
+        if not isinstance(token, str) or not token.startswith(_SESSION_PREFIX):
+            return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
+        payload = self._session(token, principal, _SESSION_PREFIX)
+        capabilities = payload.get("c") if payload is not None else None
+        return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+
+    def holds_session(self, token: object, principal: str) -> bool:
+        """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
+        (whatever the peer declared): the key of its GET stream and subscriptions (`gateway/mcp/peers/streams.py`)."""
+        declared = isinstance(token, str) and token.startswith(_SESSION_PREFIX)
+        prefix = _SESSION_PREFIX if declared else _BARE_SESSION_PREFIX
+        return self._session(token, principal, prefix) is not None
+
+    def _session(self, token: object, principal: str, prefix: str) -> dict[str, Any] | None:
+        try:
+            payload = self._decrypt(token, prefix)
+        except RequestStateRefused:
+            return None
+        expires = payload.get("e")
+        if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
+            return None
+        return payload
+
+    def seal_task(
+        self,
+        connection: str,
+        upstream_id: str,
+        principal: str,
+        *,
+        owner: str = "",
+        created_at: str = "",
+        ttl: Any = None,
+    ) -> str:
+        """The task id a peer holds for an upstream task (`gateway/mcp/tasks.py`): the connection, the upstream's own
+        task id, the principal who started it, and the replica whose upstream session runs it (`owner`, with
+        the task's `created_at` and `ttl`: what `gateway/mcp/task_owners.py` needs to answer for a task whose session is
+        gone), sealed. No expiry: the upstream's task TTL decides."""
+        return self._sealed(
+            _TASK_PREFIX, {"c": connection, "t": upstream_id, "p": principal, "o": owner, "a": created_at, "l": ttl}
+        )
+
+    def open_task(self, token: object, principal: str) -> tuple[str, str] | None:
+        """The connection and upstream task id sealed in `token` for `principal`; None for a token this
+        deployment did not seal as a task id, or sealed for another principal."""
+        task = self.task_facts(token, principal)
+        return None if task is None else (task.connection, task.upstream_id)
+
+    def task_facts(self, token: object, principal: str) -> SealedTask | None:
+        """Everything `seal_task` sealed in `token` for `principal`; None as for `open_task`."""
+        try:
+            payload = self._decrypt(token, _TASK_PREFIX)
+        except RequestStateRefused:
+            return None
+        connection, upstream_id = payload.get("c"), payload.get("t")
+        if payload.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
+            return None
+        owner, created_at, ttl = payload.get("o"), payload.get("a"), payload.get("l")
+        return SealedTask(
+            connection,
+            upstream_id,
+            owner if isinstance(owner, str) else "",
+            created_at if isinstance(created_at, str) else "",
+            ttl if isinstance(ttl, int) else None,
+        )
+
+    def seal_login(self, login: Mapping[str, Any]) -> str:
+        """A pending console login (`LoginStart.to_json`: its PKCE verifier, any client secret), sealed for
+        Redis (`gateway/state/pending_logins.py`); Redis's own expiry bounds its life."""
+        return self._sealed(_LOGIN_PREFIX, login)
+
+    def open_login(self, token: object) -> dict[str, Any] | None:
+        """What `seal_login` sealed; None for anything this deployment did not seal as a pending login."""
+        try:
+            return self._decrypt(token, _LOGIN_PREFIX)
+        except RequestStateRefused:
+            return None
+
+    def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
+        nonce = os.urandom(12)
+        # The prefix is authenticated too: a peer session id cannot pass as a requestState, nor the reverse.
+        sealed = self._aead.encrypt(nonce, json.dumps(payload, separators=(",", ":")).encode(), _AAD + prefix.encode())
+        return prefix + base64.urlsafe_b64encode(nonce + sealed).decode().rstrip("=")
+
+    async def open(self, token: object, principal: str, tool: str) -> SealedState:
+        """The state sealed in `token`, for `principal` calling `tool`; claimed, so it opens once.
+
+        Raises `RequestStateRefused` naming the check that failed: not sealed by this deployment (forged
+        or altered), expired, another principal's, another tool's, or already used."""
+        payload = self._decrypt(token)
+        if not isinstance(payload.get("e"), int | float) or payload["e"] < self._clock():
+            raise RequestStateRefused(
+                "it has expired: answer within the time allowed and retry the original call without it"
+            )
+        if payload.get("p") != principal:
+            raise RequestStateRefused("it was issued to another principal")
+        if payload.get("t") != tool:
+            raise RequestStateRefused(f"it was issued for another tool, not {tool[:64]!r}")
+        if not await self._used.claim(str(payload.get("j")), float(payload["e"])):
+            raise RequestStateRefused(
+                "it was already used (each requestState answers once): retry with the latest one the gateway sent"
+            )
+        return SealedState(
+            principal=principal,
+            tool=tool,
+            connection=_text(payload.get("c")),
+            upstream=_text(payload.get("u")),
+            pending=_text(payload.get("h")),
+        )
+
+    def _decrypt(self, token: object, prefix: str = _PREFIX) -> dict[str, Any]:
+        forged = RequestStateRefused("it was not issued by this gateway, or it was altered")
+        if not isinstance(token, str) or not token.startswith(prefix) or len(token) > 64 * 1024:
+            raise forged
+        try:
+            raw = canonical_b64decode(token[len(prefix) :])
+            plain = self._aead.decrypt(raw[:12], raw[12:], _AAD + prefix.encode())
+            payload = json.loads(plain)
+        except (binascii.Error, ValueError, InvalidTag):
+            raise forged from None
+        if not isinstance(payload, dict):
+            raise forged
+        return payload  # pyright: ignore[reportUnknownVariableType]
+
+
+def canonical_b64decode(body: str) -> bytes:
+    """The bytes `body` holds as the unpadded base64url `_sealed` writes, and only then: another alphabet,
+    padding, a stray character or spare bits set (several texts for one token, so string-keyed state would
+    see several sessions) raise `ValueError`."""
+    raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_", validate=True)
+    if base64.urlsafe_b64encode(raw).rstrip(b"=") != body.encode():
+        raise ValueError("not the canonical form")
+    return raw
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None

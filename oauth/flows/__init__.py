@@ -1,0 +1,1 @@
+"""Getting and keeping tokens: PKCE logins, refresh, registration, revocation."""

@@ -1,0 +1,344 @@
+"""`ConnectionAuth`: the `httpx2.Auth` an oauth connection's client plugs in.
+
+Per request: inject `Authorization: Bearer`, refreshing first when the token expires within the
+margin (the expiry is persisted, so this works right after a restart). On a 401: refresh once and
+retry once. On a 403 `insufficient_scope`: step up (a new login for the union of scopes) at most
+`max_step_ups` times in a row. Refresh is single-flight through `store.lock(key)`: under it the
+grant is re-read, and if another task or process already rotated the tokens they are used as they
+are, so a rotating refresh token is spent exactly once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+import anyio
+import httpx2
+
+from .._config import OAuthConfig
+from .._exceptions import (
+    AuthorizationServerUnreachable,
+    InsufficientScope,
+    InvalidClient,
+    InvalidGrant,
+    LoginRequired,
+    TokenError,
+)
+from .._grant import Grant, StoreKey, TokenSet
+from ..discovery._discovery import Challenge, Discovery, parse_www_authenticate
+from ..discovery._transport import require_secure
+from ..stores._store import TokenStore
+from ._interaction import Interaction
+from ._login import login
+from ._machine import machine_login
+from ._tokens import refresh_tokens
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
+
+REFRESH_BUDGET = 60.0
+"""Seconds a whole refresh (connect, send, answer) may take while the store's lock is held."""
+
+LoginHandler = Callable[[Challenge | None, Sequence[str] | None], Awaitable[Grant]]
+"""Runs a new login for (challenge, scopes) and returns the saved grant."""
+
+
+@dataclass(slots=True)
+class AuthStats:
+    """What this auth did; for diagnostics and tests (no secrets)."""
+
+    refreshes: int = 0
+    """Refresh-token grants this object spent."""
+    refresh_failures: int = 0
+    """Refreshes that failed: the grant or client refused, the token endpoint silent, unreachable or wrong."""
+    adopted: int = 0
+    """Times it found tokens another task or process had just refreshed, and used them."""
+    logins: int = 0
+    step_ups: int = 0
+    retries_after_401: int = 0
+    invalid_grants: int = 0
+
+
+class ConnectionAuth(httpx2.Auth):
+    """Bearer auth with refresh and step-up for one (connection, resource URL); see the module docstring."""
+
+    requires_request_body = True
+
+    def __init__(
+        self,
+        connection: str,
+        resource_url: str,
+        config: OAuthConfig,
+        store: TokenStore,
+        *,
+        login_handler: LoginHandler | None = None,
+        refresh_margin: float = 60.0,
+        max_step_ups: int = 2,
+        http: httpx2.AsyncClient | None = None,
+    ) -> None:
+        self.key = StoreKey(connection, resource_url)
+        self.config = config
+        self.store = store
+        self.stats = AuthStats()
+        self._login_handler = login_handler
+        self._margin = refresh_margin
+        self._max_step_ups = max_step_ups
+        self._step_ups_in_a_row = 0
+        self._grant: Grant | None = None
+        self._login_lock = anyio.Lock()
+        self._http = http
+        self._owns_http = http is None
+
+    def __repr__(self) -> str:
+        return f"ConnectionAuth({self.key!s}, store={self.store.name!r})"
+
+    async def aclose(self) -> None:
+        """Close the token-endpoint client this object created (not the store)."""
+        if self._owns_http and self._http is not None:
+            await self._http.aclose()
+            self._http = None
+
+    async def __aenter__(self) -> ConnectionAuth:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    @property
+    def _client(self) -> httpx2.AsyncClient:
+        if self._http is None:
+            self._http = httpx2.AsyncClient(timeout=30.0)
+        return self._http
+
+    # -- the httpx2 auth flow --
+
+    def sync_auth_flow(self, request: httpx2.Request) -> object:  # pyright: ignore[reportIncompatibleMethodOverride]
+        raise RuntimeError("ConnectionAuth works with httpx2.AsyncClient only")
+
+    async def async_auth_flow(self, request: httpx2.Request) -> AsyncGenerator[httpx2.Request, httpx2.Response]:
+        require_secure(str(request.url), "MCP server URL")  # a bearer token never travels in clear text
+        tokens = await self.current_tokens()
+        if tokens is None and self._login_handler is None:
+            raise self._login_required()  # nothing to send and no way to get it: say so, spend nothing
+        self._apply(request, tokens)
+        response = yield request
+
+        if response.status_code == 401:
+            challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
+            tokens = await self._recover(tokens, challenge)
+            self.stats.retries_after_401 += 1
+            self._apply(request, tokens)
+            response = yield request  # one refresh, one retry: a second 401 goes back to the caller
+
+        while response.status_code == 403:
+            challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
+            if challenge is None or challenge.error != "insufficient_scope":
+                break
+            if self._login_handler is None or self._step_ups_in_a_row >= self._max_step_ups:
+                raise InsufficientScope(
+                    f"{self.key.resource} needs the scope {(challenge.scope or '?')[:200]!r} for connection "
+                    f"{self.key.connection!r}"
+                    + (
+                        f" and {self._step_ups_in_a_row} step-up logins did not satisfy it"
+                        if self._login_handler is not None
+                        else f"; log in again with `agent-sdk mcp oauth {self.key.connection}`"
+                    )
+                )
+            self._step_ups_in_a_row += 1
+            self.stats.step_ups += 1
+            granted = (tokens.scope or "").split() if tokens else []
+            wanted = [*granted, *(challenge.scope or "").split()]
+            tokens = (await self._login(challenge, wanted)).tokens
+            self._apply(request, tokens)
+            response = yield request
+
+        if response.status_code < 400:
+            self._step_ups_in_a_row = 0
+
+    def _apply(self, request: httpx2.Request, tokens: TokenSet | None) -> None:
+        if tokens is not None:
+            request.headers["Authorization"] = f"Bearer {tokens.access_token.reveal()}"
+
+    # -- tokens --
+
+    def _margin_for(self, tokens: TokenSet) -> float:
+        if tokens.expires_at is not None and tokens.issued_at is not None:
+            return min(self._margin, (tokens.expires_at - tokens.issued_at) / 4)
+        return self._margin
+
+    def forget(self) -> None:
+        """Drop the grant held in memory (a logout deleted it from the store): the next request reads the store."""
+        self._grant = None
+
+    async def current_tokens(self) -> TokenSet | None:
+        """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
+        grant = self._grant
+        if grant is None or grant.tokens is None:
+            grant = await self.store.load(self.key)
+            self._grant = grant
+        if grant is None or grant.tokens is None:
+            return None
+        tokens = grant.tokens
+        if tokens.expires_within(self._margin_for(tokens)) and tokens.refresh_token is not None:
+            refreshed = await self.refresh(stale=tokens)
+            if refreshed is not None:
+                return refreshed.tokens
+            if self._grant is None or self._grant.dead:
+                return None
+        return tokens
+
+    async def refresh(self, stale: TokenSet | None) -> Grant | None:
+        """Single-flight refresh: None when there is nothing to refresh with (or the grant was rejected)."""
+        async with self.store.lock(self.key):
+            current = await self.store.load(self.key)
+            if current is None or current.tokens is None:
+                self._grant = current
+                return None
+            tokens = current.tokens
+            rotated_elsewhere = stale is None or tokens.access_token != stale.access_token
+            if rotated_elsewhere and not tokens.expires_within(self._margin_for(tokens), now=time.time()):
+                self.stats.adopted += 1
+                self._grant = current
+                return current
+            if tokens.refresh_token is None:
+                return None
+            try:
+                # Bounded well inside every store's lock lifetime (the Redis lock's TTL is 120 s), so
+                # the lock is never lost while a refresh token is in flight.
+                with anyio.fail_after(REFRESH_BUDGET):
+                    fresh = await refresh_tokens(
+                        self._client,
+                        current.token_endpoint,
+                        current.client,
+                        tokens,
+                        resource=current.resource_indicator,
+                    )
+            except TimeoutError:
+                self.stats.refresh_failures += 1
+                raise AuthorizationServerUnreachable(
+                    f"the token endpoint {current.token_endpoint} did not answer a refresh within "
+                    f"{REFRESH_BUDGET:g} seconds"
+                ) from None
+            except (InvalidGrant, InvalidClient) as exc:
+                # Dead at once: the next call (here or in any process sharing the store) spends nothing
+                # and says "log in again"; invalid_client also retires the registration (see login()).
+                self.stats.invalid_grants += isinstance(exc, InvalidGrant)
+                self.stats.refresh_failures += 1
+                self._grant = current.killed(exc.error)
+                await self.store.save(self._grant)
+                return None
+            except TokenError:  # unreachable, or an answer that is not a token
+                self.stats.refresh_failures += 1
+                raise
+            grant = current.with_tokens(fresh)
+            await self.store.save(grant)
+            self.stats.refreshes += 1
+            logger.info(
+                "connection %r: refreshed its OAuth access token",
+                self.key.connection,
+                extra={"event": "oauth_refresh", "connection": self.key.connection},
+            )
+            self._grant = grant
+            return grant
+
+    async def _recover(self, used: TokenSet | None, challenge: Challenge | None) -> TokenSet | None:
+        refreshed = await self.refresh(stale=used)
+        if refreshed is not None and refreshed.tokens is not None:
+            return refreshed.tokens
+        return (await self._login(challenge, None)).tokens
+
+    def _login_required(self) -> LoginRequired:
+        name, resource = self.key.connection, self.key.resource
+        dead = self._grant.dead if self._grant is not None else None
+        if dead == "invalid_client":
+            state = f"has a dead grant for {resource}: the authorization server no longer knows its client ({dead})"
+        elif dead:
+            state = f"has a dead grant for {resource}: the authorization server refused it ({dead})"
+        else:
+            state = f"has no valid OAuth tokens for {resource}"
+        return LoginRequired(f"connection {name!r} {state}; log in with `agent-sdk mcp oauth {name}`")
+
+    async def _login(self, challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+        if self._login_handler is None:
+            raise self._login_required()
+        before = self._grant
+        async with self._login_lock:
+            if scopes is None and self._grant is not before and self._grant and self._grant.tokens:
+                return self._grant  # another task logged in while this one waited
+            grant = await self._login_handler(challenge, scopes)
+            self.stats.logins += 1
+            self._grant = grant
+            return grant
+
+
+def connection_auth(
+    connection: str,
+    resource_url: str,
+    config: OAuthConfig,
+    store: TokenStore,
+    *,
+    interaction: Interaction | None = None,
+    refresh_margin: float = 60.0,
+    max_step_ups: int = 2,
+    login_timeout: float = 300.0,
+    http: httpx2.AsyncClient | None = None,
+) -> ConnectionAuth:
+    """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
+
+    `config.grant == "client_credentials"`: the deployment logs in as itself whenever it needs a token
+    (`oauth/flows/_machine.py`), serving included. Otherwise, `interaction=None` (serving): never starts a login;
+    a connection without usable tokens raises
+    `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
+    a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
+    for token and metadata requests (default: one of its own, closed by `aclose()`).
+    """
+    auth: ConnectionAuth
+    discovery_box: list[Discovery] = []
+    machine = config.grant == "client_credentials"
+    chosen = None if machine else interaction
+
+    async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
+        client = auth._client  # pyright: ignore[reportPrivateUsage]
+        if not discovery_box:
+            discovery_box.append(Discovery(client))
+        finder = discovery_box[0]
+        if chosen is None:  # client credentials: the deployment logs in as itself
+            return await machine_login(
+                connection,
+                resource_url,
+                config,
+                store,
+                http=client,
+                discovery=finder,
+                challenge=challenge,
+                scopes=scopes,
+            )
+        return await login(
+            connection,
+            resource_url,
+            config,
+            store,
+            interaction=chosen,
+            http=client,
+            challenge=challenge,
+            scopes=scopes,
+            login_timeout=login_timeout,
+            discovery=finder,
+        )
+
+    handler: LoginHandler | None = handler_impl if machine or chosen is not None else None
+    auth = ConnectionAuth(
+        connection,
+        resource_url,
+        config,
+        store,
+        login_handler=handler,
+        refresh_margin=refresh_margin,
+        max_step_ups=max_step_ups,
+        http=http,
+    )
+    return auth

@@ -1,0 +1,1 @@
+"""Where grants live: a file, the keyring, Redis."""
