@@ -27,7 +27,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +62,8 @@ class Fault:
     """When it struck (epoch seconds, the clock nginx logs with)."""
     healthy_s: float = 0.0
     """Seconds from the strike until every replica answered again (`/v1/ready` after a Redis restart)."""
-    ops: list[Op] = field(default_factory=list[Op])
+    restart_s: float = 0.0
+    """A killed replica's start again, until it answered `/v1/health`."""
 
     @property
     def name(self) -> str:
@@ -96,7 +97,10 @@ async def _strike(c: Cluster, fault: Fault, t0: float) -> None:
     fault.struck = time.time()
     if fault.kind == "kill":
         c.kill(fault.target)
-        await anyio.to_thread.run_sync(c.restart, fault.target)
+        try:
+            fault.restart_s = await anyio.to_thread.run_sync(c.restart, fault.target)
+        except RuntimeError:  # reported: the replica stays down, the others carry the load
+            fault.restart_s = float("inf")
     elif fault.kind == "stop":
         c.pause(fault.target, True)
         await anyio.sleep(fault.hold)
@@ -144,8 +148,8 @@ async def chaos(
 def _keep(c: Cluster, keep: Path) -> None:
     keep.mkdir(parents=True, exist_ok=True)
     shutil.copy(c.access_log, keep / "access.log")
-    for i, served in enumerate(c.replicas):
-        shutil.copy(served.log, keep / f"replica-{i}.log")
+    for log in c.folder.glob("serve-*.log"):
+        shutil.copy(log, keep / log.name)
 
 
 async def _final_state(http: httpx2.AsyncClient, load: Load) -> dict[str, dict[str, Any]]:
@@ -207,6 +211,7 @@ def _report(
                 "failed_in_flight_on_struck": len(struck),
                 "errors": dict(Counter(f"{op.kind}: {op.error[:90]}" for op in struck)),
                 "healthy_after_s": round(fault.healthy_s, 2),
+                **({"restart_s": round(fault.restart_s, 2)} if fault.kind == "kill" else {}),
             }
         )
     unexplained = [op for op in failed if op.ident not in explained]
@@ -303,6 +308,7 @@ def main() -> None:
                 peers=args.peers,
                 users=args.users,
                 listeners=args.listeners,
+                keep=args.keep,
                 tasks=args.tasks,
             )
         )

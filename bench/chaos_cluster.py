@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Callable, Generator
@@ -28,7 +29,7 @@ if str(ROOT) not in sys.path:
 
 from tests.conftest import free_port  # noqa: E402
 from tests.gateway.conftest import Served, make_project  # noqa: E402
-from tests.gateway.replicas import RedisServer, nginx_conf, replica  # noqa: E402
+from tests.gateway.replicas import BEARER, OPERATOR, STATE_KEY, RedisServer, nginx_conf  # noqa: E402
 from tests.nginx import main_conf  # noqa: E402
 from tests.peers import debian_bin, node_bin  # noqa: E402
 from tests.processes import running  # noqa: E402
@@ -69,12 +70,14 @@ class Cluster:
     lease: float
     ports: list[int] = field(default_factory=list[int])
 
-    def restart(self, i: int) -> None:
-        """Start replica `i` again on its port (blocks until it answers `/v1/health`)."""
+    def restart(self, i: int) -> float:
+        """Start replica `i` again on its port; seconds until it answered `/v1/health` (a loaded box may take long)."""
         n = sum(1 for p in self.folder.iterdir() if p.name.startswith(f"r{i}-"))
-        self.replicas[i] = replica(
-            self.project, self.folder / f"r{i}-{n}", self.redis.url, lease=self.lease, port=self.ports[i]
-        )
+        started = time.monotonic()
+        root = self.folder / f"r{i}-{n}"
+        self.replicas[i] = start_replica(self.project, root, self.redis.url, self.lease, self.ports[i])
+        await_healthy([self.replicas[i]])
+        return time.monotonic() - started
 
     def kill(self, i: int) -> None:
         os.kill(self.replicas[i].proc.pid, signal.SIGKILL)
@@ -136,11 +139,59 @@ def cluster(folder: Path, *, lease: float = 3.0, replicas: int = 3) -> Generator
         served: list[Served] = []
         made = Cluster(folder, project, redis, served, "", folder / "nginx" / "access.log", lease)
         stack.callback(made.stop)
-        for i in range(replicas):
-            served.append(replica(project, folder / f"r{i}-0", redis.url, lease=lease))
+        served.extend(start_replica(project, folder / f"r{i}-0", redis.url, lease) for i in range(replicas))
+        await_healthy(served)
         made.ports = [s.port for s in served]
         made.front = stack.enter_context(_nginx(folder / "nginx", made.ports))
         yield made
+
+
+def start_replica(
+    project: Path,
+    state_root: Path,
+    redis_url: str,
+    lease: float,
+    port: int | None = None,
+    *,
+    env: dict[str, str] | None = None,
+) -> Served:
+    """`agent-sdk serve --state-url` as docs/deploy.md runs it (the bearer chain, the deployment's state key;
+    without `redis_url`, one gateway on its state root), started with `env` on top; `await_healthy` waits."""
+    port = port or free_port()
+    state_root.mkdir(parents=True, exist_ok=True)
+    log = state_root.parent / f"serve-{state_root.name}.log"
+    full = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_") or k == "AGENT_SDK_PEERS"}
+    full |= {
+        "AGENT_SDK_BEARER_TOKEN": BEARER,
+        "AGENT_SDK_OPERATOR_TOKEN": OPERATOR,
+        "AGENT_SDK_STATE_KEY": STATE_KEY,
+        "PYTHONPATH": str(ROOT),
+        "PYTHONUNBUFFERED": "1",
+        **({"AGENT_SDK_STATE_URL": redis_url} if redis_url else {}),
+        **(env or {}),
+    }
+    cmd = [sys.executable, "-m", "gateway", "serve", "--dir", str(project), "--port", str(port)]
+    cmd += ["--state-root", str(state_root), "--turn-lease", str(lease)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=full)
+    return Served(proc, f"http://127.0.0.1:{port}", port, state_root, log)
+
+
+def await_healthy(replicas: list[Served], limit: float = 180.0) -> None:
+    """Until each of `replicas` answers `/v1/health`. Raises `RuntimeError` if one exits or `limit` passes."""
+    deadline = time.monotonic() + limit
+    for served in replicas:
+        while True:
+            if served.proc.poll() is not None:
+                raise RuntimeError(f"a replica exited with {served.proc.returncode}:\n{served.log_text()[-2000:]}")
+            try:
+                if httpx2.get(f"{served.url}/v1/health", timeout=3.0).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"a replica did not answer /v1/health within {limit:g}s")
+            time.sleep(0.1)
 
 
 @contextmanager

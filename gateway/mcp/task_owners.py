@@ -106,13 +106,13 @@ class TaskOwners:
                     message = await pubsub.get_message(timeout=FORWARD_S)
                     if message is not None and isinstance(message.get("data"), str):
                         answer = json.loads(message["data"])
-        except redis.exceptions.RedisError as exc:
+        except (redis.exceptions.RedisError, OSError) as exc:
             raise MCPError(INTERNAL_ERROR, f"the state store is unavailable ({type(exc).__name__}); retry") from None
         finally:
             with anyio.CancelScope(shield=True):
                 try:
                     await pubsub.aclose()
-                except redis.exceptions.RedisError:
+                except (redis.exceptions.RedisError, OSError):
                     pass
         if answer is None:
             raise OwnerSilent
@@ -134,29 +134,31 @@ class TaskOwners:
         import redis.exceptions
 
         lost = False
-        while True:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
-            try:
-                await pubsub.subscribe(self._channel(self.me))
-                if lost:
-                    logger.info("the task channel is back")
-                    lost = False
-                async with anyio.create_task_group() as tg:
+        # The answers run in this task group, outside the loop's `try`: a Redis error ends the subscription and is
+        # caught there, and never reaches the group (which would wrap it and end the app's lifespan with it).
+        async with anyio.create_task_group() as tg:
+            while True:
+                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+                try:
+                    await pubsub.subscribe(self._channel(self.me))
+                    if lost:
+                        logger.info("the task channel is back")
+                        lost = False
                     while True:
                         message = await pubsub.get_message(timeout=1.0)
                         if message is not None and isinstance(message.get("data"), str):
                             tg.start_soon(self._answer, message["data"])
-            except redis.exceptions.RedisError as exc:
-                if not lost:
-                    logger.warning("lost the task channel (%s); resubscribing", type(exc).__name__)
-                    lost = True
-                await anyio.sleep(0.5)
-            finally:
-                with anyio.CancelScope(shield=True):
-                    try:
-                        await pubsub.aclose()
-                    except redis.exceptions.RedisError:
-                        pass
+                except (redis.exceptions.RedisError, OSError) as exc:
+                    if not lost:
+                        logger.warning("lost the task channel (%s); resubscribing", type(exc).__name__)
+                        lost = True
+                    await anyio.sleep(0.5)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        try:
+                            await pubsub.aclose()
+                        except (redis.exceptions.RedisError, OSError):
+                            pass
 
     async def _answer(self, data: str) -> None:
         import redis.exceptions
@@ -174,9 +176,12 @@ class TaskOwners:
             answer = {"error": [exc.error.code, exc.error.message]}
         except (ConnectionsError, ValueError) as exc:
             answer = {"error": [INTERNAL_ERROR, printable(f"{getattr(exc, 'code', 'error')}: {exc}", 500)]}
+        except Exception:  # an answer that fails must not end the listener (nor the app with it)
+            logger.exception("a forwarded task request failed")
+            answer = {"error": [INTERNAL_ERROR, "the replica running this task failed to answer; see its log"]}
         try:
             await self._redis.publish(reply, json.dumps(answer))
-        except redis.exceptions.RedisError:
+        except (redis.exceptions.RedisError, OSError):
             pass  # the asker times out and tells its peer to retry
 
 
