@@ -26,7 +26,7 @@ from typing import Any
 import anyio
 import httpx2
 
-__all__ = ["Load", "Op", "run_load"]
+__all__ = ["RETRYABLE", "Load", "Op", "run_load"]
 
 HANDSHAKE, MODERN = "2025-11-25", "2026-07-28"
 ENVELOPE = {
@@ -36,6 +36,8 @@ ENVELOPE = {
 }
 LONG = "trigger-long-running-operation"
 TERMINAL = {"completed", "failed", "cancelled"}
+RETRYABLE = ("HTTP 502", "HTTP 503", "HTTP 504", "retry", "reopened on the next use", "RemoteProtocolError")
+"""What a failed peer's error must say for it to act on it: the proxy's or the replica's 50x, or a sentence."""
 
 
 @dataclass(slots=True)
@@ -63,6 +65,8 @@ class Load:
     seen: dict[str, list[dict[str, Any]]] = field(default_factory=dict[str, list[dict[str, Any]]])
     resumes: int = 0
     bad_resumes: list[str] = field(default_factory=list[str])
+    gave_up: list[str] = field(default_factory=list[str])
+    """Readers that stopped following a turn (the final log still shows how it ended)."""
     listens: list[Op] = field(default_factory=list[Op])
     tasks: dict[str, str] = field(default_factory=dict[str, str])
     """Sealed task id -> how it ended: a terminal status (with its message), an error, or `working`."""
@@ -249,6 +253,8 @@ async def _task_peer(http: httpx2.AsyncClient, load: Load, n: int) -> None:
             await anyio.sleep(0.5)
             poll = load.op("task.get", name)
             got = await rpc(http, poll, HANDSHAKE, session, "tasks/get", {"taskId": task_id})
+            if got is None and any(hint in poll.error for hint in RETRYABLE) and time.time() - op.started < 60:
+                continue  # what a peer does with a retryable error: ask again
             if got is None:
                 load.tasks[task_id] = f"error: {poll.error}"
                 break
@@ -354,7 +360,7 @@ async def _read_turn(http: httpx2.AsyncClient, load: Load, sid: str, turn: str) 
                         break
         except httpx2.HTTPError:
             await anyio.sleep(0.1)
-    load.bad_resumes.append(f"turn {turn} of {sid} never ended on the stream")
+    load.gave_up.append(f"turn {turn} of {sid}: no end read on its stream within 60 s")
 
 
 @asynccontextmanager

@@ -85,7 +85,25 @@ class TaskOwners:
 
     async def _ask(self, owner: str, connection: str, method: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """The owner's answer; None when nobody listens for `owner` (it is gone). Raises `TaskGone`, `OwnerSilent`,
-        `MCPError` (the owner's error, or Redis unavailable)."""
+        `MCPError` (the owner's error, or Redis unavailable: asked twice, since the first use of a pooled
+        connection after a Redis restart fails; a task request may be answered twice, and each is a read or,
+        for `tasks/cancel`, the same cancel again)."""
+        import redis.exceptions
+
+        for attempt in range(2):
+            try:
+                return await self._ask_once(owner, connection, method, params)
+            except (redis.exceptions.RedisError, OSError) as exc:
+                if attempt:
+                    raise MCPError(
+                        INTERNAL_ERROR, f"the state store is unavailable ({type(exc).__name__}); retry"
+                    ) from None
+                await anyio.sleep(0.25)
+        raise AssertionError("unreachable")
+
+    async def _ask_once(
+        self, owner: str, connection: str, method: str, params: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
         import redis.exceptions
 
         reply = f"{self._p}task-reply:{secrets.token_hex(8)}"
@@ -106,8 +124,6 @@ class TaskOwners:
                     message = await pubsub.get_message(timeout=FORWARD_S)
                     if message is not None and isinstance(message.get("data"), str):
                         answer = json.loads(message["data"])
-        except (redis.exceptions.RedisError, OSError) as exc:
-            raise MCPError(INTERNAL_ERROR, f"the state store is unavailable ({type(exc).__name__}); retry") from None
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -179,10 +195,13 @@ class TaskOwners:
         except Exception:  # an answer that fails must not end the listener (nor the app with it)
             logger.exception("a forwarded task request failed")
             answer = {"error": [INTERNAL_ERROR, "the replica running this task failed to answer; see its log"]}
-        try:
-            await self._redis.publish(reply, json.dumps(answer))
-        except (redis.exceptions.RedisError, OSError):
-            pass  # the asker times out and tells its peer to retry
+        for _ in range(2):  # the first use of a pooled connection after a Redis restart fails
+            try:
+                await self._redis.publish(reply, json.dumps(answer))
+                return
+            except (redis.exceptions.RedisError, OSError):
+                await anyio.sleep(0.1)
+        # else the asker times out and tells its peer to retry
 
 
 def _gone(here: bool) -> str:
