@@ -301,13 +301,15 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             out["caps"] = await probe_caps(host, port, load.ids, args.streams + args.wires)
         for s in streams:
             s.close()
-        out["restart"] = await restart(served, host, port, load, args)
+        out["restart"] = await restart(served, host, port, load, args, redis.url if redis is not None else "")
         out["errors"] = load.errors
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 
 
-async def restart(served: list[Served], host: str, port: int, load: Load, args: argparse.Namespace) -> dict[str, Any]:
+async def restart(
+    served: list[Served], host: str, port: int, load: Load, args: argparse.Namespace, redis_url: str
+) -> dict[str, Any]:
     """kill -9 replica 0, start it again on its port (the same state root and key), until every stream is
     open again and every session's next call is answered (no new `initialize`)."""
     victim = served[0]
@@ -317,7 +319,9 @@ async def restart(served: list[Served], host: str, port: int, load: Load, args: 
         wire.close()
     started = time.monotonic()
     env = {"AGENT_SDK_BEARER_TOKEN": ",".join(TOKENS), "AGENT_SDK_MAX_CONNECTIONS": str(MAX_CONNECTIONS)}
-    again = start_replica(victim.state_root.parent / "project", victim.state_root, "", 10.0, victim.port, env=env)
+    again = start_replica(
+        victim.state_root.parent / "project", victim.state_root, redis_url, 10.0, victim.port, env=env
+    )
     served[0] = again
     await asyncio.to_thread(await_healthy, [again])
     healthy = time.monotonic() - started

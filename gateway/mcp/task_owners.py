@@ -42,6 +42,7 @@ logger = logging.getLogger("agent_sdk.mcp")
 FORWARD_S = 5.0
 """How long a replica waits for the owner's answer to a forwarded task request."""
 _LISTEN_TRIES = 3
+_REDIS_TRIES = 4
 Local = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 """The pooled session's task request: (connection, method, params with the upstream's id) -> answer."""
 
@@ -85,16 +86,16 @@ class TaskOwners:
 
     async def _ask(self, owner: str, connection: str, method: str, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """The owner's answer; None when nobody listens for `owner` (it is gone). Raises `TaskGone`, `OwnerSilent`,
-        `MCPError` (the owner's error, or Redis unavailable: asked twice, since the first use of a pooled
-        connection after a Redis restart fails; a task request may be answered twice, and each is a read or,
-        for `tasks/cancel`, the same cancel again)."""
+        `MCPError` (the owner's error, or Redis unavailable: asked up to `_REDIS_TRIES` times, since each
+        pooled connection a Redis restart broke fails once, at its next use; a task request may be answered
+        twice, and each is a read or, for `tasks/cancel`, the same cancel again)."""
         import redis.exceptions
 
-        for attempt in range(2):
+        for attempt in range(_REDIS_TRIES):
             try:
                 return await self._ask_once(owner, connection, method, params)
             except (redis.exceptions.RedisError, OSError) as exc:
-                if attempt:
+                if attempt + 1 == _REDIS_TRIES:
                     raise MCPError(
                         INTERNAL_ERROR, f"the state store is unavailable ({type(exc).__name__}); retry"
                     ) from None
@@ -195,7 +196,7 @@ class TaskOwners:
         except Exception:  # an answer that fails must not end the listener (nor the app with it)
             logger.exception("a forwarded task request failed")
             answer = {"error": [INTERNAL_ERROR, "the replica running this task failed to answer; see its log"]}
-        for _ in range(2):  # the first use of a pooled connection after a Redis restart fails
+        for _ in range(_REDIS_TRIES):  # each pooled connection a Redis restart broke fails once
             try:
                 await self._redis.publish(reply, json.dumps(answer))
                 return
