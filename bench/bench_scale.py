@@ -265,6 +265,7 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         await load.spread(load.call, range(min(50, args.sessions)))
         base_rss = [rss_kb(p) for p in pids]
         base_redis = redis_memory(redis)
+        print(json.dumps(out), file=sys.stderr, flush=True)
         started = time.monotonic()
         await load.spread(load.initialize, range(args.sessions))
         out["initialize_s"] = round(time.monotonic() - started, 1)
@@ -272,6 +273,7 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         idle_rss = [rss_kb(p) for p in pids]
         out["rss_kb_per_idle_session"] = round((sum(idle_rss) - sum(base_rss)) / args.sessions, 3)
         out["redis_bytes_per_session"] = round((redis_memory(redis) - base_redis) / args.sessions, 1) if redis else None
+        print(json.dumps(out), file=sys.stderr, flush=True)
         streams, statuses = await open_streams(host, port, load.ids, args.streams)
         out["streams_opened"] = statuses
         await asyncio.sleep(1.0)
@@ -280,6 +282,7 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         calls_before, cpu_before, gen_before = load.calls, [cpu_s(p) for p in pids], time.process_time()
         load.latencies.clear()
         started = time.monotonic()
+        print(json.dumps(out), file=sys.stderr, flush=True)
         await load.steady(args.every, args.seconds)
         took = time.monotonic() - started
         calls = load.calls - calls_before
@@ -298,9 +301,11 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         out["streams_still_open"] = sum(1 for s in streams if not s.ended)
         out["rss_mb_per_replica"] = [round(rss_kb(p) / 1024, 1) for p in pids]
         if args.replicas == 1:
+            print(json.dumps(out), file=sys.stderr, flush=True)
             out["caps"] = await probe_caps(host, port, load.ids, args.streams + args.wires)
         for s in streams:
             s.close()
+        print(json.dumps(out), file=sys.stderr, flush=True)
         out["restart"] = await restart(served, host, port, load, args, redis.url if redis is not None else "")
         out["errors"] = load.errors
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
