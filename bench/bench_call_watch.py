@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/bench_call_watch.py [--calls 20000] [--repeats 3]
 
-Every lane call runs through `gateway/mcp/call_stream.until_gone`: registered under its principal and
+Every lane call runs through `until_gone` (gateway/mcp/call_stream.py): registered under its principal and
 request id (for the peer's `notifications/cancelled`), inside a cancel scope, with a task watching
 the POST's connection for a disconnect. This times, in one process and one run, the same stand-in
 call (two event-loop turns, as a call that awaits its upstream takes at least) awaited bare and

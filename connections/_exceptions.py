@@ -14,7 +14,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
 │   │   └── AuthorizationUnavailable  an `oauth=` connection's authorization server does not answer (an outage)
 │   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
-│   └── AccountError             an account connection (DESIGN.md §6) cannot use its hub
+│   └── AccountError             an account connection (docs/accounts.md) cannot use its hub
 │       ├── AccountNotConfigured     no hub URL or API key (agent-sdk login, or AGENT_SDK_ACCOUNT_URL + _API_KEY)
 │       ├── AccountUnauthorized      the hub refused the API key (wrong or revoked)
 │       ├── AccountConnectorMissing  `servers=[...]` names connectors the account has not linked

@@ -11,6 +11,7 @@ two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -47,6 +49,7 @@ from .mcp.subscriptions import Subscriptions
 from .mcp.tools import tools_server
 from .mcp.toolsets import BrokerLike, ToolCatalog
 from .metrics import Metrics, metrics_routes
+from .policy import PolicyGate, turn_toolset
 from .rest.discovery_routes import discovery_routes
 from .rest.session_routes import session_routes
 from .rest.tool_routes import tool_routes
@@ -190,6 +193,7 @@ def create_app(
 
     open_broker = broker or _serving_broker
     metrics = Metrics()
+    policy = PolicyGate.for_project(project.root)  # raises PolicyError naming each bad line (serve checks first)
     if oauth is None and settings.oauth_issuers:
         oauth = oauth_gate(settings)
 
@@ -244,9 +248,14 @@ def create_app(
                 request_states=await serving_request_states(settings, stack),
                 offerings=offerings,
                 subscriptions=subscriptions,
+                policy=policy,
             )
             if runtime.host is not None:
                 runtime.task_owners = await serving_task_owners(settings, runtime.host.mcp.task_request, stack)
+            sessions.narrow = functools.partial(turn_toolset, policy)
+            watcher = await stack.enter_async_context(anyio.create_task_group())
+            watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
+            stack.callback(watcher.cancel_scope.cancel)
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

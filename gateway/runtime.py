@@ -19,6 +19,7 @@ from .mcp.peers.streams import PeerStreams
 from .mcp.subscriptions import Subscriptions
 from .mcp.task_owners import TaskOwners
 from .mcp.toolsets import ToolCatalog
+from .policy import PolicyGate
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -56,6 +57,8 @@ class Runtime:
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
     task_owners: TaskOwners | None = None
     """Where each task a peer started lives, and other replicas' follow-ups for ours (`gateway/mcp/task_owners.py`)."""
+    policy: PolicyGate = field(default_factory=PolicyGate)
+    """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
 
 
 def runtime_of(request: Request) -> Runtime:

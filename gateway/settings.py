@@ -45,6 +45,8 @@ class ServeSettings(BaseModel):
     default_wait_ms: int = Field(default=20_000, ge=0)
     toolset_ttl_s: float = Field(default=30.0, ge=0)
     """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+    policy_reload_s: float = Field(default=1.0, gt=0)
+    """How often `agent/policies.cedar` is checked for a change (docs/policy.md)."""
     page_size: int = Field(default=100, ge=1, le=10_000)
     """Items per page of `resources/list`, `resources/templates/list` and `prompts/list` on `/v1/mcp/tools`."""
     access_log: bool = False

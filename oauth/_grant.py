@@ -128,7 +128,7 @@ class Grant:
         try:
             if not isinstance(data, dict):
                 raise TypeError("not an object")
-            record: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
+            record: dict[str, Any] = data
             if record.get("version") != RECORD_VERSION:
                 raise ValueError("unknown version")
             client = client_from_json(record["client"])
@@ -137,7 +137,7 @@ class Grant:
             if tokens_data is not None:
                 if not isinstance(tokens_data, dict):
                     raise TypeError("tokens is not an object")
-                td: dict[str, Any] = tokens_data  # pyright: ignore[reportUnknownVariableType]
+                td: dict[str, Any] = tokens_data
                 refresh = td.get("refresh_token")
                 expires_at = td.get("expires_at")
                 if expires_at is not None and not isinstance(expires_at, int | float):
@@ -184,7 +184,7 @@ def client_from_json(data: object) -> ClientRegistration:
     """The inverse of `client_json`; raises `KeyError`, `TypeError` or `ValueError` for a malformed record."""
     if not isinstance(data, dict):
         raise TypeError("client is not an object")
-    record: dict[str, Any] = data  # pyright: ignore[reportUnknownVariableType]
+    record: dict[str, Any] = data
     secret = record.get("client_secret")
     return ClientRegistration(
         client_id=text_field(record["client_id"]),

@@ -6,7 +6,7 @@ directly and against `/v1/mcp/tools` of `agent-sdk serve` with that upstream beh
     assert_gateway_matches(direct, through, scenarios=PASSING_THROUGH_GATEWAY)
 
 The scenario groups live here, in one place: a developer who makes a group pass through the gateway moves
-its names into `PASSING_THROUGH_GATEWAY` (tests/gateway/test_conformance_hop.py compares exactly that set and
+its names into `PASSING_THROUGH_GATEWAY` (tests/gateway/mcp/test_conformance_hop.py compares exactly that set and
 fails when a scenario outside it starts to pass, so the list stays honest). `python -m tests.conformance`
 prints the whole table (docs/conformance.md).
 """

@@ -245,3 +245,28 @@ def test_every_flag_the_docs_and_the_shipped_config_name_exists() -> None:
         named += [f"{path.name}: {m[1]}" for m in re.finditer(r"(?<![\w-])(--[a-z][a-z0-9-]*)", path.read_text())]
     unknown = [n for n in named if n.split(": ")[1] not in known | _OTHER_PROGRAMS_FLAGS]
     assert unknown == [], "flags no agent-sdk command has"
+
+
+_OUTSIDE = re.compile(r"\bDESIGN\.md\b|(?<![\w/])reference/\w+\.md")  # the product's design card, the TS SDK's docs
+_REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:gateway|connections|oauth|tests|docs|bench|deploy|examples|scripts)/[\w./-]*\w)"
+)
+
+
+def test_every_path_the_code_and_docs_name_exists() -> None:
+    # A comment, docstring or doc that points at `gateway/mcp/lane.py` or `docs/oauth.md` sends a
+    # reader there: after a file moves, every such pointer must move with it. Files outside this
+    # repository (a design card, another project's reference) are not named at all.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    missing: list[str] = []
+    for name in tracked.split():
+        if not name.endswith((".py", ".md", ".conf", ".service", ".toml", ".sh")) and not name.startswith("scripts/"):
+            continue
+        for number, line in enumerate((ROOT / name).read_text(errors="replace").splitlines(), 1):
+            if _OUTSIDE.search(line):
+                missing.append(f"{name}:{number}: names a file outside this repository")
+            for match in _REPO_PATH.finditer(line):
+                path = match.group(1).rstrip(".")
+                if "*" not in path and "<" not in line[match.start() : match.end() + 1] and not (ROOT / path).exists():
+                    missing.append(f"{name}:{number}: {path}")
+    assert missing == []

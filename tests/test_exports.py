@@ -280,3 +280,30 @@ def test_the_author_api_stays_small() -> None:
     roots = [n for n in connections.__all__ if isinstance(getattr(connections, n), type)]
     errors = [n for n in roots if issubclass(getattr(connections, n), BaseException)]
     assert [n for n in errors if not issubclass(getattr(connections, n), connections.ConnectionsError)] == []
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_the_mcp_types_have_one_spelling(package: str) -> None:
+    # `mcp.types` re-exports `mcp_types`; one name for the same models keeps a reader from
+    # wondering whether two modules mean different things.
+    spelled = {
+        str(path.relative_to(ROOT))
+        for path in modules_of(package)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mcp.types"))
+        or (isinstance(node, ast.Import) and any(a.name.startswith("mcp.types") for a in node.names))
+    }
+    assert sorted(spelled) == []
+
+
+@pytest.mark.parametrize("package", ["connections", "gateway", "oauth"])
+def test_no_package_imports_another_packages_private_modules(package: str) -> None:
+    # A package uses another through its `__init__` (and `connections.serving`); the one private
+    # module they share is `oauth._shared`, the bottom home of `printable`, `write_private`, `Secret`.
+    reached = {
+        f"{path.relative_to(ROOT)}: {target}"
+        for path in modules_of(package)
+        for target in imported_modules(path, {module_name(p) for o in OURS for p in modules_of(o)})
+        if target.split(".")[0] != package and target != "oauth._shared" and "._" in f".{target}".replace(".__", ".")
+    }
+    assert sorted(reached) == []

@@ -1,4 +1,4 @@
-"""Account connections (DESIGN.md §6): forward the connectors an account linked on a hub.
+"""Account connections (docs/accounts.md): forward the connectors an account linked on a hub.
 
 `define_connection(account=True, servers=[...] | "*")` has no upstream of its own. The hub (another
 agent-sdk gateway serving `--hub`, or any service with the same API, docs/accounts.md) answers
@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import anyio
 import anyio.to_thread
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from oauth._shared import Secret

@@ -1,4 +1,4 @@
-"""Where an edge finds its account hub: the hub URL and the API key (DESIGN.md §6, docs/accounts.md).
+"""Where an edge finds its account hub: the hub URL and the API key (docs/accounts.md).
 
 In order:
 

@@ -26,7 +26,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import LOG_LEVEL_META_KEY, LoggingLevel

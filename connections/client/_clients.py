@@ -24,13 +24,13 @@ from typing import Any
 
 import anyio
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp.client.session import IncomingMessage
 from mcp.client.sse import sse_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
-from mcp.types.version import LATEST_MODERN_VERSION
+from mcp_types.version import LATEST_MODERN_VERSION
 
 from .._exceptions import ConnectionUnavailable
 from ..project._definitions import ConnectionDefinition

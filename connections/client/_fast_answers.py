@@ -49,7 +49,7 @@ from ._transports._http1 import Http1Response
 try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
     from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
 except ImportError:  # pragma: no cover
-    _SSEParser = None  # type: ignore[assignment,misc]
+    _SSEParser = None
 
 __all__ = ["PROGRESS", "FastAnswers", "plain_message_result", "plain_result", "sse_parser_found"]
 
@@ -246,7 +246,7 @@ class FastAnswers:
             elif message.method == "notifications/message":
                 stream_log(self._session, current_call(), message.params)  # this call's: never another's
             elif message.method != "notifications/cancelled":  # nothing of ours runs on the server's behalf
-                await self._session._on_notify(_Context(None), message.method, message.params)  # pyright: ignore[reportPrivateUsage]
+                await self._session._on_notify(_Context(None), message.method, message.params)
             return None
         assert isinstance(message, JSONRPCRequest)
         await self._reply(message, headers)
@@ -256,7 +256,7 @@ class FastAnswers:
         """Answer a server request met on the answer stream, with the session's own handler, as the SDK does."""
         reply: JSONRPCResponse | JSONRPCError
         try:
-            result = await self._session._on_request(_Context(request.id), request.method, request.params)  # pyright: ignore[reportPrivateUsage]
+            result = await self._session._on_request(_Context(request.id), request.method, request.params)
             reply = JSONRPCResponse(jsonrpc="2.0", id=request.id, result=result)
         except Exception as exc:
             error = handler_exception_to_error_data(exc) or ErrorData(code=INTERNAL_ERROR, message=str(exc))

@@ -21,7 +21,7 @@ same headers, 202 and error-status answers mapped to the same JSON-RPC errors, t
 parser and event-size limit, the same resumption (GET with `Last-Event-ID`, the same attempts
 and delays) when a stream ends without an answer, and a courtesy `notifications/cancelled` when
 the caller gives up. A redirect is handed back to the SDK path whole (the server did not process
-the request). `tests/connections/test_fast_calls.py` runs each case both ways against real
+the request). `tests/connections/client/test_fast_calls.py` runs each case both ways against real
 upstreams and requires the same result or error.
 
 Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in the environment, no
@@ -62,7 +62,7 @@ from opentelemetry import context as otel_context
 from opentelemetry.trace import SpanKind, StatusCode
 from pydantic import ValidationError
 
-from .._exceptions import ResultTooLarge
+from .._exceptions import ConnectionsError, ResultTooLarge
 from ..project._definitions import ConnectionDefinition
 from ._fast_answers import PROGRESS, FastAnswers, plain_message_result, sse_parser_found
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
@@ -134,7 +134,7 @@ def install_fast_calls(
     return fast
 
 
-class _Redirected(Exception):
+class _Redirected(ConnectionsError):
     """The upstream redirected the POST: the request was not processed, so the SDK path sends it."""
 
 

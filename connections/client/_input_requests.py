@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp.client.session import ClientRequestContext, ClientResponse
 from mcp.shared.exceptions import MCPError
 
@@ -155,7 +155,7 @@ def _only_call(session: Any) -> CallContext | None:
     """The call an upstream request on `session` belongs to when the wire does not say (module docstring), or None."""
     calls = _IN_FLIGHT.get(session)
     pending = getattr(getattr(session, "_dispatcher", None), "_pending", None)
-    if not calls or len(calls) != 1 or not isinstance(pending, dict) or len(pending) != 1:  # pyright: ignore[reportUnknownArgumentType]
+    if not calls or len(calls) != 1 or not isinstance(pending, dict) or len(pending) != 1:
         return None  # none, or several requests in flight: the request may be about another caller's
     return next(iter(calls))
 

@@ -15,7 +15,7 @@ import time
 from collections import Counter
 from collections.abc import Callable
 
-import mcp.types as mt
+import mcp_types as mt
 from cachetools import TTLCache
 
 from ._upstream_changes import Change

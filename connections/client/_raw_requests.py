@@ -16,4 +16,4 @@ async def send_request(client: Client, method: str, params: dict[str, Any]) -> A
     data: dict[str, Any] = {"method": method, "params": params}
     opts: dict[str, Any] = {}
     session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]

@@ -25,7 +25,7 @@ from typing import Literal
 
 import anyio
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
 from .._exceptions import ConnectionsError, ConnectionUnavailable

@@ -26,7 +26,7 @@ import anyio
 import anyio.abc
 import httpx2
 from mcp.client.session import IncomingMessage
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .._call_context import calling
 from .._exceptions import (

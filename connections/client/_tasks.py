@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from pydantic import BaseModel
 

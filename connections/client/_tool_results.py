@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, LoggingLevel
 from mcp_types import methods as _methods
@@ -83,7 +83,7 @@ async def call_tool_json(
         structured = result.get("structuredContent")
         validator = session._tool_output_validators.get(tool)  # pyright: ignore[reportPrivateUsage]
         if validator is None and schema is not _UNLISTED:  # compiled once per listed schema, by the SDK
-            validator = session._output_schema_validator(tool, schema)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+            validator = session._output_schema_validator(tool, schema)  # pyright: ignore[reportPrivateUsage]
         if validator is None or structured is None or not validator.is_valid(structured):
             # Never listed, or the content fails its schema: the SDK's own check lists first and
             # raises its own sentence (valid content costs only the cached validator's `is_valid`).
@@ -113,13 +113,13 @@ async def _send_call(
     session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     meta = data["params"].get("_meta")
     if isinstance(meta, dict) and CLIENT_CAPABILITIES_META_KEY in meta:  # 2026-07-28: per request
-        meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])  # pyright: ignore[reportUnknownArgumentType]
+        meta[CLIENT_CAPABILITIES_META_KEY] = advertised(context, meta[CLIENT_CAPABILITIES_META_KEY])
     if context is None:
-        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+        return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     logs = await prepare_call(client, context, data["params"], opts, log_cap)
     try:
         with in_flight(session, context):
-            return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType, reportUnknownMemberType]
+            return await session._dispatcher.send_raw_request("tools/call", data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
     finally:
         if logs is not None:
             logs.calls.pop(context, None)
@@ -133,12 +133,12 @@ def as_call_tool_result(result: Mapping[str, Any]) -> mt.CallToolResult:
 def holds_long_text(result: object) -> bool:
     """Whether `result` (a `tools/call` result as JSON) has a content item holding a string of at least
     `LONG_TEXT` characters: the large results whose copies are worth avoiding. Cheap: nothing is serialized."""
-    content = result.get("content") if isinstance(result, dict) else None  # pyright: ignore[reportUnknownMemberType]
+    content = result.get("content") if isinstance(result, dict) else None
     if not isinstance(content, list):
         return False
-    for part in content:  # pyright: ignore[reportUnknownVariableType]
+    for part in content:
         if isinstance(part, dict):
-            for value in part.values():  # pyright: ignore[reportUnknownVariableType]
+            for value in part.values():
                 if isinstance(value, str) and len(value) >= LONG_TEXT:
                     return True
     return False

@@ -13,7 +13,7 @@ from typing import Literal
 
 import anyio
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
@@ -77,8 +77,8 @@ def leaves(exc: BaseException) -> list[BaseException]:
     """The non-group exceptions inside `exc` (itself when it is not a group)."""
     if isinstance(exc, BaseExceptionGroup):
         out: list[BaseException] = []
-        for inner in exc.exceptions:  # pyright: ignore[reportUnknownVariableType]
-            out.extend(leaves(inner))  # pyright: ignore[reportUnknownArgumentType]
+        for inner in exc.exceptions:
+            out.extend(leaves(inner))
         return out
     return [exc]
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp.client.subscriptions import (
     PromptsListChanged,
@@ -29,7 +29,7 @@ from mcp.client.subscriptions import (
     ServerEvent,
     ToolsListChanged,
 )
-from mcp.types.version import MODERN_PROTOCOL_VERSIONS
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from ._call_routing import session_logs
 from ._raw_requests import send_request

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, overload
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp_types import LoggingLevel
 
 from .._exceptions import UnknownConnection

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 from pydantic import TypeAdapter
 
 from .._call_context import CallContext, InputHandler, calling, current_call

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp_types import LoggingLevel
 
 from .._call_context import CallContext, calling, current_call

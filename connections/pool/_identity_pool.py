@@ -39,8 +39,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-import mcp.types as mt
-from mcp.types.version import HANDSHAKE_PROTOCOL_VERSIONS
+import mcp_types as mt
+from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 from .._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnection, UnknownTool
 from ..client._clients import OpenedClient, list_all_tools

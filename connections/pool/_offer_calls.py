@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 
 from ..client._clients import LIST_PAGE_CAP
@@ -131,7 +131,7 @@ def result_json(result: Any) -> dict[str, Any]:
     out = {k: v for k, v in as_json(result).items() if k not in _ENVELOPE}
     meta = out.pop("_meta", None)
     if isinstance(meta, dict):
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}
         if kept:
             out["_meta"] = kept
     return out

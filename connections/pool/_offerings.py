@@ -6,7 +6,7 @@ nothing (and the gateway's log says so once), rather than failing every listing 
 A connection offers what `advertise_resources` / `advertise_prompts` (less `deny_resources` /
 `deny_prompts`) let through; connections with a per-session `auth` take no part (the endpoint has no
 session), nor do host-only and account connections (`agent-sdk validate` says so). As for tools
-(DESIGN.md §5), a listing is all or nothing: a connection that cannot be listed, or two connections
+(docs/connections.md), a listing is all or nothing: a connection that cannot be listed, or two connections
 offering one resource URI, one template or one prompt name, fail it with a `TurnBuildError` naming
 every problem, never a shorter list.
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp import Client
 from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 

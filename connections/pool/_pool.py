@@ -26,7 +26,7 @@ from typing import Any, TypeVar
 import anyio
 import anyio.abc
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import (
     ClientError,

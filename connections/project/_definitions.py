@@ -357,7 +357,7 @@ def define_connection(
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
-        protocol=protocol,  # type: ignore[arg-type]
+        protocol=protocol,
         description=description,
         linkable=linkable,
         max_result_bytes=max_result_bytes,
@@ -366,7 +366,7 @@ def define_connection(
         max_identities=max_identities,
         identity_idle_timeout=float(idle),
         pin=pin,
-        upstream_sessions=upstream_sessions,  # type: ignore[arg-type]  # checked above
+        upstream_sessions=upstream_sessions,  # checked above
         source=origin,
         line=line,
         problems=tuple(problems),

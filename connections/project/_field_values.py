@@ -152,11 +152,11 @@ def shown(fname: str, value: object) -> str:
     if isinstance(value, bool | int | float | str) and fname not in ("headers", "env"):
         return repr(value)[:80]
     if isinstance(value, list | tuple):
-        odd = next((item for item in value if not isinstance(item, str)), None)  # pyright: ignore[reportUnknownVariableType]
+        odd = next((item for item in value if not isinstance(item, str)), None)
         if odd is not None:
             return f"a {type(value).__name__} holding {type(odd).__name__} {odd!r}"[:120]
     if isinstance(value, Mapping) and fname in ("headers", "env"):
-        odd = next((v for v in value.values() if not isinstance(v, str)), None)  # pyright: ignore[reportUnknownVariableType]
+        odd = next((v for v in value.values() if not isinstance(v, str)), None)
         if odd is not None:
             return f"a value of type {type(odd).__name__}"
     return type(value).__name__
@@ -165,13 +165,10 @@ def shown(fname: str, value: object) -> str:
 def str_map(fname: str, value: object, bad: Callable[[str, object], None]) -> dict[str, str]:
     if value is None:
         return {}
-    if not isinstance(value, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str)
-        for k, v in value.items()  # pyright: ignore[reportUnknownVariableType]
-    ):
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         bad(fname, value)
         return {}
-    return dict(value)  # pyright: ignore[reportUnknownArgumentType]
+    return dict(value)
 
 
 def str_list(fname: str, value: object, bad: Callable[[str, object], None]) -> tuple[str, ...] | None:
@@ -180,8 +177,8 @@ def str_list(fname: str, value: object, bad: Callable[[str, object], None]) -> t
     if isinstance(value, str) or not isinstance(value, list | tuple):
         bad(fname, value)
         return None
-    items = tuple(value)  # pyright: ignore[reportUnknownArgumentType]
+    items = tuple(value)
     if not all(isinstance(item, str) for item in items):
         bad(fname, value)
         return None
-    return items  # pyright: ignore[reportReturnType]
+    return items

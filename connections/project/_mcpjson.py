@@ -92,7 +92,7 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
     if isinstance(doc, dict):
         # Claude Desktop and Cursor write "mcpServers"; VS Code writes "servers".
         servers_key = "mcpServers" if "mcpServers" in doc else "servers"
-        servers = doc.get(servers_key)  # pyright: ignore[reportUnknownMemberType]
+        servers = doc.get(servers_key)
     if not isinstance(servers, dict):
         diag(
             1,
@@ -104,16 +104,16 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
     lines = _server_lines(text, servers_key)
 
     found: list[ConnectionDefinition] = []
-    for name, entry in servers.items():  # pyright: ignore[reportUnknownVariableType]
-        line = lines.get(str(name))  # pyright: ignore[reportUnknownArgumentType]
-        name = str(name)  # pyright: ignore[reportUnknownArgumentType]  # JSON object keys are strings
+    for name, entry in servers.items():
+        line = lines.get(str(name))
+        name = str(name)  # JSON object keys are strings
         if (why := check_name(name, "server", "rename it in mcp.json")) is not None:
             diag(line, why, "bad-name")
             continue
         if not isinstance(entry, dict):
             diag(line, f"server {name!r} must be an object with command or url", "bad-mcp-json")
             continue
-        entry_d: dict[str, Any] = entry  # pyright: ignore[reportUnknownVariableType]
+        entry_d: dict[str, Any] = entry
         if entry_d.get("disabled") is True:
             continue
         for key in sorted(set(entry_d) - _FIELDS - _CLIENT_KEYS):
@@ -150,7 +150,7 @@ def load_mcp_json(path: Path) -> tuple[list[ConnectionDefinition], list[Diagnost
                 "bad-mcp-json",
             )
             continue
-        own_d: dict[str, Any] = own  # pyright: ignore[reportUnknownVariableType]
+        own_d: dict[str, Any] = own
         strange = sorted(set(own_d) - set(_OWN))
         if strange:
             diag(

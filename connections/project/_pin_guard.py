@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import TurnProblem
 from ._definitions import ConnectionDefinition

@@ -76,14 +76,14 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 
 
 def canonical_definition(item: Any) -> dict[str, Any]:
-    """`item` (an `mcp.types` model or its JSON) as the JSON its digest covers: every field the upstream
+    """`item` (an `mcp_types` model or its JSON) as the JSON its digest covers: every field the upstream
     sent, `_meta` without `VOLATILE_META` (and without `_meta` when nothing else is left)."""
     data: dict[str, Any] = (
         dict(item) if isinstance(item, Mapping) else item.model_dump(mode="json", by_alias=True, exclude_none=True)
     )
     meta = data.get("_meta")
     if isinstance(meta, Mapping):
-        kept = {k: v for k, v in meta.items() if k not in VOLATILE_META}  # pyright: ignore[reportUnknownVariableType]
+        kept = {k: v for k, v in meta.items() if k not in VOLATILE_META}
         data.pop("_meta")
         if kept:
             data["_meta"] = kept
@@ -158,16 +158,16 @@ def read_lock(path: Path, known: Iterable[str] | None = None) -> tuple[Lock | No
         return None, [_diag(path, exc.lineno, f"{path.name} is not valid JSON ({exc.msg}); run agent-sdk pin")]
     lines = text.splitlines()
     problems: list[Diagnostic] = []
-    shaped = isinstance(doc, dict) and doc.get("version") == LOCK_VERSION  # pyright: ignore[reportUnknownMemberType]
+    shaped = isinstance(doc, dict) and doc.get("version") == LOCK_VERSION
     if not shaped or not isinstance(doc.get("connections"), dict):
         shape = '{"version": 1, "connections": {...}}'
         return None, [_diag(path, 1, f"{path.name} must be {shape}; run agent-sdk pin")]
-    raw_defs: Any = doc.get("definitions", {})  # pyright: ignore[reportUnknownMemberType]
+    raw_defs: Any = doc.get("definitions", {})
     definitions: dict[str, Mapping[str, Any]] = {}
     if isinstance(raw_defs, dict):
-        for key, value in raw_defs.items():  # pyright: ignore[reportUnknownVariableType]
-            if isinstance(value, dict) and digest_of(value) == key:  # pyright: ignore[reportUnknownArgumentType]
-                definitions[key] = value  # pyright: ignore[reportUnknownArgumentType]
+        for key, value in raw_defs.items():
+            if isinstance(value, dict) and digest_of(value) == key:
+                definitions[key] = value
             else:
                 where = _line_of(lines, f'"{key}": {{', 0)
                 problems.append(
@@ -175,7 +175,7 @@ def read_lock(path: Path, known: Iterable[str] | None = None) -> tuple[Lock | No
                 )
     known_set = set(known) if known is not None else None
     connections: dict[str, PinnedConnection] = {}
-    for name, entry in doc["connections"].items():  # pyright: ignore[reportUnknownVariableType]
+    for name, entry in doc["connections"].items():
         start = _line_of(lines, f'"{name}": {{', 0)
         if known_set is not None and name not in known_set:
             problems.append(
@@ -190,9 +190,9 @@ def read_lock(path: Path, known: Iterable[str] | None = None) -> tuple[Lock | No
         if not isinstance(entry, dict):
             problems.append(_diag(path, start, f"connection {name!r} must be an object of tools, resources, prompts"))
             continue
-        parsed = _entry(path, lines, start or 0, str(name), entry, problems)  # pyright: ignore[reportUnknownArgumentType]
+        parsed = _entry(path, lines, start or 0, str(name), entry, problems)
         if parsed is not None:
-            connections[str(name)] = parsed  # pyright: ignore[reportUnknownArgumentType]
+            connections[str(name)] = parsed
     return Lock(connections, definitions), problems
 
 
@@ -212,9 +212,9 @@ def _entry(
             ok = False
             continue
         items[kind] = {}
-        for item, value in raw.items():  # pyright: ignore[reportUnknownVariableType]
+        for item, value in raw.items():
             if not isinstance(value, str) or not _DIGEST.fullmatch(value):
-                shown = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__  # pyright: ignore[reportUnknownArgumentType]
+                shown = f"{len(value)} characters" if isinstance(value, str) else type(value).__name__
                 problems.append(
                     _diag(
                         path,
@@ -225,8 +225,8 @@ def _entry(
                 )
                 ok = False
                 continue
-            items[kind][str(item)] = value  # pyright: ignore[reportUnknownArgumentType]
-    return PinnedConnection(items, accept) if ok else None  # pyright: ignore[reportArgumentType]
+            items[kind][str(item)] = value
+    return PinnedConnection(items, accept) if ok else None
 
 
 def _line_of(lines: list[str], needle: str, start: int) -> int | None:

@@ -149,7 +149,7 @@ def define_tool(
         input_schema=schema,
         input_model=input_model,
         output_schema=output_schema,
-        effect=effect,  # type: ignore[arg-type]
+        effect=effect,
         title=title,
         source=origin,
         line=line,

@@ -1,4 +1,4 @@
-"""The rules of DESIGN.md §3 for one connection definition, as diagnostics."""
+"""The rules of docs/connections.md for one connection definition, as diagnostics."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from types import TracebackType
 from typing import Any
 
 import httpx2
-import mcp.types as mt
+import mcp_types as mt
 
 from oauth import ConnectionAuth, TokenStore, connection_auth
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import ConnectionsError, UpstreamError
 from ..client._clients import OpenedClient

@@ -18,13 +18,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from .._exceptions import ConnectionsError
+
 __all__ = ["AUTH_THREADS", "AuthThreads", "AuthThreadsBusy"]
 
 AUTH_THREADS = 4
 """Callback threads one connection may have running at once."""
 
 
-class AuthThreadsBusy(Exception):
+class AuthThreadsBusy(ConnectionsError):
     """Every thread of the connection's budget is still running an earlier call of the callback."""
 
 

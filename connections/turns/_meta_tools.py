@@ -1,4 +1,4 @@
-"""The attached-connection meta-tools (DESIGN.md §5.5): the model lists and calls tools of connections
+"""The attached-connection meta-tools (docs/connections.md): the model lists and calls tools of connections
 that are neither advertised nor host-only through `mcp_list_tools` and `mcp_call_tool`."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-import mcp.types as mt
+import mcp_types as mt
 
 from .._exceptions import ToolInputError
 from ..project._definitions import ConnectionDefinition

@@ -22,8 +22,8 @@ def outcome_from_mcp(result: dict[str, Any]) -> ToolOutcome:
     """A passthrough outcome: the upstream's `CallToolResult` as JSON (`call_tool_json`), kept as it came
     but for the spec-reserved keys of its `_meta`."""
     meta = result.get("_meta")
-    if isinstance(meta, dict) and any(str(key).startswith(_RESERVED_META) for key in meta):  # pyright: ignore[reportUnknownVariableType]
-        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+    if isinstance(meta, dict) and any(str(key).startswith(_RESERVED_META) for key in meta):
+        kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}
         result = {k: v for k, v in result.items() if k != "_meta"}
         if kept:
             result["_meta"] = kept

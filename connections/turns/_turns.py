@@ -1,4 +1,4 @@
-"""Build one turn's toolset, fail-closed (DESIGN.md §5).
+"""Build one turn's toolset, fail-closed (docs/connections.md).
 
 Order of work for a turn:
 1. authored server tools;
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import mcp.types as mt
+import mcp_types as mt
 from mcp.shared.inbound import x_mcp_header_map
 
 from .._exceptions import ConnectionsError, TurnBuildError, TurnProblem
@@ -349,7 +349,7 @@ async def evaluate_auth(defn: ConnectionDefinition, session: SessionInfo, thread
             else:
                 value = await threads.run(callback, session)
                 if hasattr(value, "__await__"):
-                    value = await value  # type: ignore[misc]
+                    value = await value
     except AuthThreadsBusy:
         raise _AuthFailure(
             "auth_busy",
@@ -378,7 +378,7 @@ def _checked_headers(value: Any) -> dict[str, str]:
     if not isinstance(headers, Mapping):
         raise _AuthFailure("auth_malformed", f"{shape}; 'headers' is {type(headers).__name__}")
     out: dict[str, str] = {}
-    for key, val in headers.items():  # pyright: ignore[reportUnknownVariableType]
+    for key, val in headers.items():
         if not isinstance(key, str) or not _HEADER_NAME.fullmatch(key):
             raise _AuthFailure("auth_malformed", f"{shape}; header name {str(key)[:40]!r} is not a valid name")
         if not isinstance(val, str):

@@ -26,6 +26,8 @@ import filelock
 from connections.serving import is_valid_tool_name
 from oauth._shared import Secret, write_private
 
+from ..errors import GatewayError
+
 __all__ = [
     "KEY_PREFIX",
     "HubKey",
@@ -45,7 +47,7 @@ KEY_PREFIX = "ask_"
 _T = TypeVar("_T")
 
 
-class HubKeyError(Exception):
+class HubKeyError(GatewayError):
     """A key operation failed; the message is one sentence with the fix, never a key."""
 
 

@@ -1,4 +1,4 @@
-"""The gateway's account surface (DESIGN.md §6, docs/accounts.md): the hub API and the local bridge.
+"""The gateway's account surface (docs/accounts.md): the hub API and the local bridge.
 
 - **Hub** (`serve --hub`): `GET /v1/hub/connectors` lists the calling account's linked connectors
   (the project's `linkable=True` connections its API key may use); `POST

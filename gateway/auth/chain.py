@@ -231,7 +231,7 @@ def scope_peer_uid(scope: Scope) -> int | None:
     if PEER_UID in extensions:
         return extensions[PEER_UID]
     client, server = scope.get("client"), scope.get("server")
-    return peer_uid(tuple(client) if client else None, tuple(server) if server else None)  # type: ignore[arg-type]
+    return peer_uid(tuple(client) if client else None, tuple(server) if server else None)
 
 
 class AuthChain:

@@ -117,10 +117,10 @@ class DpopChecker:
         alg, raw_key = head.get("alg"), head.get("jwk")
         if head.get("typ") != "dpop+jwt" or alg not in ALGORITHMS or not isinstance(raw_key, dict):
             raise _invalid("the DPoP proof needs typ dpop+jwt, an asymmetric alg and a jwk header")
-        if "d" in raw_key or raw_key.get("kty") == "oct":  # pyright: ignore[reportUnknownMemberType]
+        if "d" in raw_key or raw_key.get("kty") == "oct":
             raise _invalid("the DPoP proof's jwk must be a public key")
         try:
-            key = JWKRegistry.import_key(raw_key)  # pyright: ignore[reportUnknownArgumentType]
+            key = JWKRegistry.import_key(raw_key)
             if key.thumbprint() != jkt:
                 raise _invalid("the DPoP proof is signed by another key than the token is bound to")
             claims = jwt.decode(proof, key, algorithms=[alg]).claims

@@ -27,6 +27,8 @@ from joserfc.jwk import ECKey, KeySet, OKPKey, RSAKey
 
 from oauth._shared import printable
 
+from ..errors import GatewayError
+
 __all__ = ["Issuer", "IssuerError", "IssuerMisconfigured", "IssuerUnavailable", "introspection_credentials"]
 
 SIGNING_KEY_TYPES = {"RSA": RSAKey, "EC": ECKey, "OKP": OKPKey}
@@ -35,7 +37,7 @@ SIGNING_KEY_TYPES = {"RSA": RSAKey, "EC": ECKey, "OKP": OKPKey}
 _TIMEOUT = 5.0
 
 
-class IssuerError(Exception):
+class IssuerError(GatewayError):
     """An issuer's metadata or keys cannot be used; the message is a sentence naming the issuer."""
 
 
@@ -75,20 +77,20 @@ async def _get_json(http: httpx2.AsyncClient, url: str, what: str) -> dict[str, 
         data = None
     if not isinstance(data, dict):
         raise IssuerUnavailable(f"{what} at {printable(url, 200)} is not a JSON object")
-    return data  # pyright: ignore[reportUnknownVariableType]
+    return data
 
 
 def usable_keys(jwks: dict[str, Any]) -> KeySet:
     """The JWKS's asymmetric signing keys (no `oct`, no `use: enc`); skips keys that do not import."""
     keys: list[Any] = []
     for raw in jwks.get("keys") or []:
-        if not isinstance(raw, dict) or raw.get("use", "sig") != "sig":  # pyright: ignore[reportUnknownMemberType]
+        if not isinstance(raw, dict) or raw.get("use", "sig") != "sig":
             continue
-        kind = SIGNING_KEY_TYPES.get(str(raw.get("kty")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        kind = SIGNING_KEY_TYPES.get(str(raw.get("kty")))
         if kind is None:
             continue
         try:
-            keys.append(kind.import_key(raw))  # pyright: ignore[reportUnknownArgumentType, reportUnknownMemberType]
+            keys.append(kind.import_key(raw))
         except (JoseError, ValueError, TypeError):
             continue
     return KeySet(keys)
@@ -116,7 +118,7 @@ class Issuer:
     def dpop_algs(self) -> tuple[str, ...]:
         """`dpop_signing_alg_values_supported` (RFC 9449 §5.1): the issuer binds tokens to DPoP keys."""
         values = self.metadata.get("dpop_signing_alg_values_supported")
-        return tuple(str(v) for v in values) if isinstance(values, list) else ()  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return tuple(str(v) for v in values) if isinstance(values, list) else ()
 
     async def load(self) -> None:
         """Fetch the metadata and the JWKS. Raises `IssuerUnavailable`, `IssuerMisconfigured`."""
@@ -211,4 +213,4 @@ class Issuer:
                 f"the introspection endpoint of issuer {printable(self.issuer, 200)} answered HTTP "
                 f"{response.status_code}; check AGENT_SDK_OAUTH_CLIENT_ID and AGENT_SDK_OAUTH_CLIENT_SECRET"
             )
-        return data  # pyright: ignore[reportUnknownVariableType]
+        return data

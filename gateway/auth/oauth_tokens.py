@@ -30,6 +30,7 @@ from joserfc.errors import ExpiredTokenError, InvalidClaimError, JoseError, Miss
 
 from oauth._shared import printable
 
+from ..errors import GatewayError
 from .oauth_issuers import Issuer, IssuerError, IssuerUnavailable
 
 __all__ = ["ALGORITHMS", "OAuthIdentity", "TokenRefused", "TokenVerifier", "token_digest"]
@@ -66,7 +67,7 @@ class OAuthIdentity:
         object.__setattr__(self, "id", f"oauth:{digest}")
 
 
-class TokenRefused(Exception):
+class TokenRefused(GatewayError):
     """A token not admitted: `status` (401, 403, 400, 503), the RFC 6750 `error`, a sentence."""
 
     def __init__(self, status: int, error: str, description: str, *, scope: str | None = None) -> None:
@@ -87,7 +88,7 @@ def _scopes(claims: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(raw, str):
         return frozenset(raw.split())
     if isinstance(raw, list):
-        return frozenset(str(s) for s in raw)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return frozenset(str(s) for s in raw)
     return frozenset()
 
 
@@ -96,7 +97,7 @@ def _audiences(claims: Mapping[str, Any]) -> frozenset[str]:
     if isinstance(raw, str):
         return frozenset((raw,))
     if isinstance(raw, list):
-        return frozenset(str(a) for a in raw)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return frozenset(str(a) for a in raw)
     return frozenset()
 
 
@@ -107,7 +108,7 @@ def _identity(issuer: str, claims: Mapping[str, Any], expires: float) -> OAuthId
     if not isinstance(subject, str) or not subject:
         raise _invalid("the token names no subject (sub) and no client (client_id)")
     cnf = claims.get("cnf")
-    jkt = cnf.get("jkt") if isinstance(cnf, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    jkt = cnf.get("jkt") if isinstance(cnf, dict) else None
     return OAuthIdentity(
         issuer=issuer,
         subject=subject,
@@ -182,10 +183,10 @@ class TokenVerifier:
             unverified = None
         if not isinstance(unverified, dict):
             raise _invalid("the token's payload is not a JSON object")
-        issuer = self.issuers.get(str(unverified.get("iss")))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        issuer = self.issuers.get(str(unverified.get("iss")))
         if issuer is None:
             raise _invalid(
-                f"the token is from issuer {printable(unverified.get('iss'), 120)}, which this gateway does not trust"  # pyright: ignore[reportUnknownMemberType]
+                f"the token is from issuer {printable(unverified.get('iss'), 120)}, which this gateway does not trust"
             )
         kid = header.get("kid")
         try:

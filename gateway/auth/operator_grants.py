@@ -37,13 +37,13 @@ def _claim(claims: Mapping[str, Any], name: str) -> object:
     for part in name.split("."):
         if not isinstance(node, Mapping) or part not in node:
             return None
-        node = node[part]  # pyright: ignore[reportUnknownVariableType]
-    return node  # pyright: ignore[reportUnknownVariableType]
+        node = node[part]
+    return node
 
 
 def _holds(found: object, value: str) -> bool:
     if isinstance(found, list | tuple):
-        return any(isinstance(item, str) and item == value for item in found)  # pyright: ignore[reportUnknownVariableType]
+        return any(isinstance(item, str) and item == value for item in found)
     if isinstance(found, bool):
         return value == ("true" if found else "false")
     return isinstance(found, str | int) and str(found) == value

@@ -42,4 +42,4 @@ def json_object_arg(text: str, flag: str, example: str) -> dict[str, Any]:
         raise CliError(f"{flag} is not valid JSON ({exc.msg} at position {exc.pos})") from None
     if not isinstance(value, dict):
         raise CliError(f"{flag} must be a JSON object, e.g. '{example}'")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value

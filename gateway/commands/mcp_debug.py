@@ -14,7 +14,7 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import mcp.types as mt
+import mcp_types as mt
 
 from connections import Broker, ConnectionDefinition, Project
 from connections.serving import CallContext, calling, shown_command, shown_url
@@ -93,7 +93,7 @@ def mcp_call(args: argparse.Namespace) -> int:
 
     async def call(broker: Broker) -> mt.CallToolResult:
         with calling(context):
-            return await broker.host.mcp.call_tool(args.name, args.tool, arguments)  # pyright: ignore[reportUnknownArgumentType]
+            return await broker.host.mcp.call_tool(args.name, args.tool, arguments)
 
     result: mt.CallToolResult = run_with_broker(project, args, call, what=f"calling {args.tool!r} on {args.name!r}")
     print(json.dumps(result.model_dump(mode="json", by_alias=True, exclude_none=True), indent=2))

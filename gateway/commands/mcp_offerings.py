@@ -14,7 +14,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-import mcp.types as mt
+import mcp_types as mt
 
 from connections import Broker, Project
 from oauth._shared import printable

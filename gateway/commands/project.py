@@ -14,6 +14,7 @@ from connections.serving import check_account_servers, unset_variables
 
 from ..errors import CliError
 from ..info import project_info
+from ..policy import policy_diagnostics
 from ._common import add_project_args
 from ._online_check import online_diagnostics, unchecked_connections
 from ._progress import waiting
@@ -53,7 +54,7 @@ def validate(args: argparse.Namespace) -> int:
     with waiting("asking the account hub"):
         account = check_account_servers(project, os.environ)
     unset = unset_variables(project, os.environ, strict=args.strict)
-    found = [*project.diagnostics, *unset, *account.warnings]
+    found = [*project.diagnostics, *policy_diagnostics(project.root), *unset, *account.warnings]
     if args.online and project.ok:
         found += online_diagnostics(project, args)
         if unchecked := unchecked_connections(project):

@@ -42,7 +42,8 @@ from oauth._shared import printable
 from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http.json_answers import error_response
-from ..runtime import runtime_of
+from ..policy import connection_target, require
+from ..runtime import principal_of, runtime_of
 from ..state.pending_logins import LOGIN_TTL
 from ._pages import CSP
 from ._services import ConsoleServices, console_of, record_action
@@ -80,6 +81,7 @@ async def begin_route(request: Request) -> Response:
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/login", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
         assert defn.oauth is not None and defn.url is not None
         services = console_of(request)
@@ -124,6 +126,7 @@ async def logout_route(request: Request) -> Response:
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/logout", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
         services = console_of(request)
         try:

@@ -26,6 +26,7 @@ from oauth._shared import printable
 from ..auth.roles import is_operator, require_operator
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response
+from ..policy import connection_target, require
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
 
@@ -163,6 +164,7 @@ async def restart(request: Request) -> Response:
     name = request.path_params["name"]
     try:
         require_operator(request)
+        require(runtime_of(request).policy, principal_of(request), "console/restart", connection_target(name))
         host = runtime_of(request).host.mcp
         try:
             host.restart(name)

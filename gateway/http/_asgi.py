@@ -29,6 +29,7 @@ from starlette.types import Scope, Send
 
 from oauth._shared import printable
 
+from ..errors import GatewayError
 from .request_ids import note_error
 
 __all__ = [
@@ -185,7 +186,7 @@ async def receive_body(receive: Any) -> bytes | None:
             return b"".join(chunks)
 
 
-class JsonRefused(ValueError):
+class JsonRefused(GatewayError, ValueError):
     """The body is not JSON this server accepts; the message says why, in a sentence."""
 
 
@@ -238,10 +239,10 @@ def _has_lone_surrogate(value: Any) -> bool:
                 except UnicodeEncodeError:
                     return True
         elif isinstance(item, dict):
-            stack.extend(item.keys())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
-            stack.extend(item.values())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            stack.extend(item.keys())
+            stack.extend(item.values())
         elif isinstance(item, list):
-            stack.extend(item)  # pyright: ignore[reportUnknownArgumentType]
+            stack.extend(item)
     return False
 
 

@@ -35,7 +35,7 @@ async def read_object(request: Request, *, optional: bool = False) -> dict[str, 
         raise InvalidRequest(str(exc)) from None
     if not isinstance(value, dict):
         raise InvalidRequest("the body must be a JSON object")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def string_field(body: dict[str, Any], name: str, *, required: bool = False, max_len: int = 1_000_000) -> str | None:

@@ -99,5 +99,5 @@ def _all_ascii(value: Any, depth: int) -> bool:
     if depth <= 0 or kind not in (dict, list):
         return pydantic_core.to_json(value).isascii()
     if kind is dict:
-        return all(_all_ascii(k, 0) and _all_ascii(v, depth - 1) for k, v in value.items())  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType, reportUnknownMemberType]
-    return all(_all_ascii(v, depth - 1) for v in value)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
+        return all(_all_ascii(k, 0) and _all_ascii(v, depth - 1) for k, v in value.items())
+    return all(_all_ascii(v, depth - 1) for v in value)

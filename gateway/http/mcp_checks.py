@@ -96,7 +96,7 @@ def envelope_problem(raw: bytes) -> tuple[int, str] | dict[str, Any]:
         return mt.INVALID_REQUEST, "Invalid Request: a batch inside a batch"  # a top-level batch is `serve_batch`'s
     if not isinstance(message, dict):
         return mt.INVALID_REQUEST, "Invalid Request: the body must be a JSON-RPC object"
-    body: dict[str, Any] = message  # pyright: ignore[reportUnknownVariableType]
+    body: dict[str, Any] = message
     if body.get("jsonrpc") != "2.0":
         return mt.INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'
     if "id" in body:
@@ -121,8 +121,8 @@ _MODERN_IN_BATCH = (
 
 def _modern_in_batch(item: Any) -> bool:
     """Whether a batch's message carries the 2026-07-28 `_meta` envelope (module docstring)."""
-    params = item.get("params") if isinstance(item, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    meta = params.get("_meta") if isinstance(params, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    params = item.get("params") if isinstance(item, dict) else None
+    meta = params.get("_meta") if isinstance(params, dict) else None
     return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
 
 
@@ -146,15 +146,15 @@ async def serve_batch(handle: Handle, scope: Scope, raw: bytes, send: Send) -> N
     if not items:  # JSON-RPC 2.0 §6: an empty array is one Invalid Request, not an empty batch answer
         await send_rpc_error(send, 400, mt.INVALID_REQUEST, "Invalid Request: an empty batch")
         return
-    for item in items:  # pyright: ignore[reportUnknownVariableType]
+    for item in items:
         one = json.dumps(item).encode()
         checked = envelope_problem(one)
         if isinstance(checked, tuple):
-            ident = item.get("id") if isinstance(item, dict) else None  # pyright: ignore[reportUnknownMemberType]
+            ident = item.get("id") if isinstance(item, dict) else None
             answers.append(_error(ident if isinstance(ident, str | int) else None, *checked))
             continue
         if _modern_in_batch(item):
-            answers.append(_error(item.get("id"), mt.INVALID_REQUEST, _MODERN_IN_BATCH))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+            answers.append(_error(item.get("id"), mt.INVALID_REQUEST, _MODERN_IN_BATCH))
             continue
         answer = await _one(handle, scope, one)
         if answer is not None:

@@ -71,7 +71,7 @@ class _LimitedProtocol(HttpToolsProtocol):
         self._head_bytes = 0
         self._peer_uid: int | None = None
 
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+    def connection_made(self, transport: asyncio.Transport) -> None:
         super().connection_made(transport)
         if len(self.connections) > self.limits.max_connections:
             transport.write(_REFUSED_503)

@@ -76,7 +76,7 @@ def call_context(runtime: Runtime, peer: Peer, params: Mapping[str, Any], *, mod
     level = meta.get(LOG_LEVEL_META_KEY) if modern and isinstance(meta, Mapping) else None
     if not modern:
         level = runtime.peers.level(peer)
-    context = CallContext(progress_token=token, log_level=level if log_level_value(level) is not None else None)  # pyright: ignore[reportArgumentType]
+    context = CallContext(progress_token=token, log_level=level if log_level_value(level) is not None else None)
     if context.progress_token is not None or context.log_level is not None:
         context.sink = _unset_sink
     return context
@@ -89,8 +89,8 @@ def _unset_sink(method: str, params: dict[str, Any]) -> None:  # pragma: no cove
 def peer_cancelled(peers: PeerCalls, peer: Peer, params: Any) -> None:
     """A peer's `notifications/cancelled`: cancel its call, if in flight (a late or unknown one is ignored)."""
     if isinstance(params, Mapping):
-        request_id = params.get("requestId")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-        if type(request_id) in (str, int):  # pyright: ignore[reportUnknownArgumentType]
+        request_id = params.get("requestId")
+        if type(request_id) in (str, int):
             peers.cancel(peer, request_id, "the peer cancelled the request")
 
 

@@ -20,7 +20,7 @@ the same handlers (`mcp_tools.tools_call_result`, `tools_list_result`), writing 
 
 Anything else (another method, a notification, an envelope with extra members, a server whose
 middleware or tracing would observe the request) returns False and goes to the SDK's manager,
-unchanged. `tests/gateway/test_mcp_lane.py` requires every answer equal to the SDK's.
+unchanged. `tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to the SDK's.
 """
 
 from __future__ import annotations
@@ -61,7 +61,9 @@ from starlette.types import Receive, Scope, Send
 
 from connections.serving import tracing_enabled
 
+from ..auth.chain import Principal
 from ..http.json_pieces import answer_pieces
+from ..policy import caller_of
 from ..runtime import Runtime
 from .call_stream import (
     call_context,
@@ -177,20 +179,22 @@ async def serve_lane(
             if context.sink is not None:
                 # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
                 # error has an HTTP status of its own, which a stream's 200 could not carry).
-                await server_tool(runtime, params["name"])
+                await server_tool(runtime, params["name"], caller_of(scope))
                 run_call = functools.partial(
-                    _answer, server, runtime, ident, version, params, peer, principal, modern=modern
+                    _answer, server, runtime, ident, version, params, peer, principal, caller_of(scope), modern=modern
                 )
                 await stream_answer(send, receive, runtime.peers, who, ident, context, run_call)
                 return True
-            call = tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
+            call = tools_call_result(
+                runtime, params["name"], params.get("arguments"), peer, principal, caller_of(scope)
+            )
             found = await until_gone(receive, runtime.peers, who, ident, call, context)
             if found is None:
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
                 return True
             result, found = found, None  # one reference: the answer written in pieces releases the result
         else:
-            result = await tools_list_result(runtime)
+            result = await tools_list_result(runtime, caller_of(scope))
         wire = _shaped(server, method, version, result, modern=modern)
     except Exception as exc:
         await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)
@@ -225,7 +229,7 @@ async def _param_rejection(
     tool, _, _ = await runtime.catalog.tool(name, None)
     if tool is None or not tool.header_params:
         return None  # no annotated parameter: no header can be out of line
-    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))  # pyright: ignore[reportUnknownArgumentType]
+    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))
     if rejection is not None and not _envelope_lists(params["_meta"]):
         return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
     return rejection
@@ -283,7 +287,7 @@ def _shaped(server: Server[Any], method: str, version: str, result: dict[str, An
         meta = wire.get("_meta")
         if meta is None:
             wire["_meta"] = {SERVER_INFO_META_KEY: _stamp(server)}
-        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:  # pyright: ignore[reportUnknownMemberType]
+        elif isinstance(meta, dict) and meta.get(SERVER_INFO_META_KEY) is None:
             wire["_meta"] = {**meta, SERVER_INFO_META_KEY: _stamp(server)}
     return wire
 
@@ -339,13 +343,14 @@ async def _answer(
     params: dict[str, Any],
     peer: PeerCall | None,
     principal: str,
+    caller: Principal,
     *,
     modern: bool,
 ) -> dict[str, Any]:
     """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
     result shaped for the peer's version, or the error the JSON answer would carry."""
     try:
-        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal)
+        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal, caller)
         return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
     except Exception as exc:
         return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)

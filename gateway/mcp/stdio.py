@@ -11,6 +11,7 @@ child is closed then (as on Ctrl-C).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import sys
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from mcp.server.stdio import stdio_server
 from connections import Project
 
 from ..app import default_broker
+from ..policy import PolicyGate, turn_toolset
 from ..runners._select import make_runner
 from ..runtime import Runtime
 from ..sessions import SessionService
@@ -65,7 +67,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             mcp={},
             offerings=getattr(broker, "offerings", None),
+            policy=PolicyGate.for_project(project.root),
         )
+        sessions.narrow = functools.partial(turn_toolset, runtime.policy)
 
         pool = getattr(broker, "pool", None)
         if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
@@ -76,8 +80,10 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
 
         server = tools_server(runtime_of, runtime.offerings)
         stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
-        async with stdio_server(stdout=stdout) as (read, write):
+        async with stdio_server(stdout=stdout) as (read, write), anyio.create_task_group() as watcher:
+            watcher.start_soon(runtime.policy.watch, settings.policy_reload_s)  # reload on change
             await server.run(read, write, server.create_initialization_options())
+            watcher.cancel_scope.cancel()
 
 
 def serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:

@@ -36,10 +36,11 @@ from starlette.types import Scope, Send
 from connections import ConnectionsError
 from oauth._shared import printable
 
+from ..auth.chain import Principal
 from ..http._asgi import header
+from ..policy import caller_of
 from ..runtime import Runtime
 from ..state.request_state import SealedTask
-from .call_stream import principal_id
 from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
 from .task_capability import TASKS_EXTENSION
 from .task_owners import TaskGone
@@ -55,8 +56,8 @@ _STATUS_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdated
 
 def _declares_tasks(params: Mapping[str, Any]) -> bool:
     meta = params.get("_meta")
-    caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
-    extensions = caps.get("extensions") if isinstance(caps, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+    extensions = caps.get("extensions") if isinstance(caps, dict) else None
     return isinstance(extensions, dict) and TASKS_EXTENSION in extensions
 
 
@@ -79,7 +80,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     if rejection is not None:
         await _write(send, ident, error=(rejection.code, rejection.message))
         return True
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if method == "tools/call":
             result = await _create(runtime, principal, params)
@@ -90,7 +91,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
                 "tasks/result stream, which this gateway does not bridge yet",
             )
         else:
-            task = open_task(runtime, principal, params.get("taskId"))
+            task = open_task(runtime, principal, params.get("taskId"), str(method))
             if method == "tasks/cancel":
                 try:
                     await task_request(runtime, task, "tasks/cancel", {})
@@ -110,8 +111,8 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     return True
 
 
-async def _create(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    await server_tool(runtime, params["name"])  # an unknown name: -32602 as on the lane
+async def _create(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
+    await server_tool(runtime, params["name"], principal)  # an unknown (or hidden) name: -32602 as on the lane
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}

@@ -44,10 +44,12 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
+from ..auth.chain import Principal
+from ..errors import GatewayError
 from ..http._asgi import header
+from ..policy import caller_of, connection_target
 from ..runtime import Runtime
 from ..state.request_state import SealedTask
-from .call_stream import principal_id
 from .task_owners import TaskGone
 from .tools import server_tool
 
@@ -75,7 +77,7 @@ _FOLLOW_UP_PARAMS: dict[str, type[BaseModel]] = {
 }
 
 
-class Refused(Exception):
+class Refused(GatewayError):
     """A task request the gateway answers with a JSON-RPC error of its own (`code`, `message`)."""
 
     def __init__(self, code: int, message: str) -> None:
@@ -95,7 +97,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if is_task_call:
             _methods.validate_client_request("tools/call", version, params)
@@ -119,11 +121,13 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
 
 
 async def start_task(
-    runtime: Runtime, principal: str, name: str, arguments: Any, ttl: Any
+    runtime: Runtime, caller: Principal, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
-    """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
-    the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
-    tool = await server_tool(runtime, name)
+    """Start `name` as a task of `caller`'s on its connection: the handle and the task as JSON with its sealed
+    id, or (None, the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`
+    (an unknown tool, or one the policy hides from `caller`), `ConnectionsError`."""
+    principal = caller.id
+    tool = await server_tool(runtime, name, caller)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")
@@ -150,10 +154,11 @@ async def start_task(
     return created, {**task_json, "taskId": sealed}
 
 
-def open_task(runtime: Runtime, principal: str, task_id: Any) -> SealedTask:
-    """What `task_id` seals, if `principal` made it. Raises `Refused`."""
-    opened = runtime.request_states.task_facts(task_id, principal)
-    if opened is None:
+def open_task(runtime: Runtime, caller: Principal, task_id: Any, action: str) -> SealedTask:
+    """What `task_id` seals, if `caller` made it and the policy lets it perform `action` (`tasks/get`, ...) on
+    that connection. Raises `Refused` (the same answer for both)."""
+    opened = runtime.request_states.task_facts(task_id, caller.id)
+    if opened is None or not runtime.policy.decide(caller, action, connection_target(opened.connection)).allowed:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
     return opened
 
@@ -180,21 +185,21 @@ def gone_task(task: SealedTask, sealed_id: str, reason: str) -> dict[str, Any]:
     }
 
 
-async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _start(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
-    ttl = task.get("ttl") if isinstance(task, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    ttl = task.get("ttl") if isinstance(task, dict) else None
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
 
-async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _follow(runtime: Runtime, principal: Principal, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if method == "tasks/list":
         raise Refused(
             METHOD_NOT_FOUND,
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    task = open_task(runtime, principal, params.get("taskId"))
+    task = open_task(runtime, principal, params.get("taskId"), method)
     sealed_id = params["taskId"]
     try:
         answer = await task_request(runtime, task, method, params)
@@ -207,9 +212,9 @@ async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping
         return gone_task(task, sealed_id, str(exc))
     if method == "tasks/result":
         meta = answer.get("_meta")
-        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
         if isinstance(meta, dict) and isinstance(related, dict):
-            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}  # pyright: ignore[reportUnknownArgumentType]
+            answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}
         return answer
     return {**answer, "taskId": sealed_id}
 

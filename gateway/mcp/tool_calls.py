@@ -1,4 +1,4 @@
-"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (reference/tools.md)."""
+"""A direct tool call, as `POST /v1/tools/{name}` and the `call_tool` MCP tool both make it (docs/http-api.md)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from ..errors import (
     ToolHeldBack,
     UnknownTool,
 )
+from ..policy import as_principal, callable_tool
 from ..runtime import Runtime
 from ..sessions import LiveSession, parse_continuation_token
 
@@ -119,7 +120,10 @@ async def call_tool(
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
-    tool, toolset, problems = await runtime.catalog.tool(name, info)
+    caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
+    tool, toolset, problems = await callable_tool(
+        runtime.policy, caller, runtime.catalog, name, info
+    )  # hidden: unknown
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
@@ -136,7 +140,7 @@ async def call_tool(
     outcome: ToolOutcome
     try:
         with acting_for(principal if isinstance(principal, str) else principal.id):
-            outcome = await tool.call(dict(arguments))  # pyright: ignore[reportUnknownArgumentType]
+            outcome = await tool.call(dict(arguments))
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
     except ConnectionsError as exc:
@@ -147,7 +151,7 @@ async def call_tool(
         )
     duration_ms = round((time.perf_counter() - started) * 1000)
     if live is not None:
-        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)  # pyright: ignore[reportUnknownArgumentType]
+        await runtime.sessions.record_tool_call(live, call_id, name, dict(arguments), outcome, duration_ms)
     return {
         "ok": True,
         "toolName": name,

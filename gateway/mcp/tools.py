@@ -29,6 +29,8 @@ from connections import (
 )
 from connections.serving import CallContext, Offerings
 
+from ..auth.chain import Principal
+from ..policy import callable_tool, caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from .call_stream import peer_of, principal_id
 from .instructions import InstructionsMiddleware
@@ -82,30 +84,37 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
     return _error_result(f"{type(exc).__name__}: {exc}"[:500])
 
 
-async def server_tool(runtime: Runtime, name: str) -> TurnTool:
-    """The server tool `name` for a `tools/call`. Raises `MCPError` (invalid params) for an unknown tool
-    and for one `mcp.lock` holds back (its sentence says what changed)."""
-    tool, toolset, problems = await runtime.catalog.tool(name, None)
+async def server_tool(runtime: Runtime, name: str, caller: Principal) -> TurnTool:
+    """The server tool `name` for `caller`'s `tools/call`. Raises `MCPError` (invalid params) for an unknown
+    tool, one the policy hides from `caller` (the same answer) and one `mcp.lock` holds back (its sentence
+    says what changed)."""
+    tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name)  # hidden: as unknown
+    if tool is not None:
+        return tool
     held = toolset.held_back.get(name)
-    if tool is None and held is not None:
+    if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
-    if tool is None:
-        refusal = missing_tool(name, toolset.names(), problems)
-        message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
-        raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
-    return tool
+    refusal = missing_tool(name, toolset.names(), problems)
+    message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
+    raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
 
 
 async def tools_call_result(
-    runtime: Runtime, name: str, arguments: Mapping[str, Any] | None, peer: PeerCall | None, principal: str
+    runtime: Runtime,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    peer: PeerCall | None,
+    principal: str,
+    caller: Principal,
 ) -> dict[str, Any]:
     """`tools/call` on `/v1/mcp/tools`: the `CallToolResult` as JSON. A passthrough result is the
     upstream's JSON as the pool returned it (`ToolOutcome.mcp_result`); a failing tool is an error
     result. With `peer` (a caller that answers input requests, `gateway/mcp/peers/input.py`) the call runs with its
     context, and an upstream's `InputRequiredResult` goes back to it sealed. Raises `MCPError` for an
     unknown tool, and the upstream's own -32042 (URL elicitation required) error. The call is
-    `principal`'s (`acting_for`), even where a held call runs it in a task of its own."""
-    tool = await server_tool(runtime, name)
+    `principal`'s (`acting_for`), even where a held call runs it in a task of its own; `caller` is whom the
+    policy decides for."""
+    tool = await server_tool(runtime, name, caller)
 
     async def call() -> ToolOutcome:
         with acting_for(principal):
@@ -129,13 +138,14 @@ async def tools_call_result(
     return result
 
 
-async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed. Raises `MCPError` naming the
-    connections that could not be listed, never a shorter list."""
+async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
+    filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
     try:
         toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
         raise failed_closed("tools/list", exc) from None
+    toolset = visible_tools(runtime.policy, caller, toolset)[0]
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
@@ -165,7 +175,7 @@ def tools_server(
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
-        return await tools_list_result(runtime(ctx))
+        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
@@ -173,7 +183,8 @@ def tools_server(
         principal = principal_id(getattr(ctx.request, "scope", None) or {})  # none on `serve --stdio`
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
         peer = await peer_call(served, principal, dumped, CallContext(), session)
-        return await tools_call_result(served, params.name, params.arguments, peer, principal)
+        caller = caller_of(getattr(ctx.request, "scope", None))
+        return await tools_call_result(served, params.name, params.arguments, peer, principal, caller)
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (mcp/peers/calls.py).
@@ -186,7 +197,7 @@ def tools_server(
         # Logging is deprecated at 2026-07-28 (SEP-2577) but still in it, and the handshake era has it:
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
-        server = TaskServer(  # pyright: ignore[reportDeprecated]
+        server = TaskServer(
             "agent-sdk-tools",
             version=SERVER_VERSION,
             relays_changes=subscriptions,  # the GET stream carries list_changed (gateway/mcp/peers/streams.py)

@@ -1,6 +1,6 @@
 """`ToolCatalog`: the session-less toolset, listed live for catalogs and reused briefly for calls.
 
-`tools/list` on `/v1/mcp/tools` rebuilds the toolset on every request (fail-closed, DESIGN.md §5;
+`tools/list` on `/v1/mcp/tools` rebuilds the toolset on every request (fail-closed, docs/connections.md;
 each auth-less listing comes through the pool's listing cache, see docs/clients.md). A `tools/call`
 reuses the last listing for `ttl` seconds so a call costs one upstream round trip, not a listing
 plus a call; an unknown name or an expired listing lists again first. A call opens only the

@@ -17,13 +17,14 @@ import anyio
 
 from connections import ConnectionsError, SessionInfo, Toolset
 
+from ..errors import GatewayError
 from ..http._asgi import JsonRefused, loads_bounded
 from ._events import FinalText, MessageDelta, ToolCalled, ToolReturned, TurnEvent, Usage
 
 __all__ = ["DeterministicRunner", "RunnerError"]
 
 
-class RunnerError(Exception):
+class RunnerError(GatewayError):
     """The runner could not finish the turn; the message is the sentence the session records."""
 
 

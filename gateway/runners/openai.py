@@ -133,7 +133,7 @@ class OpenAIRunner:
             raise RunnerError("the model endpoint answered with something that is not JSON") from None
         if not isinstance(data, dict):
             raise RunnerError("the model endpoint's answer is not a JSON object")
-        return data  # pyright: ignore[reportUnknownVariableType]
+        return data
 
     async def _run_call(
         self, toolset: Toolset, call: dict[str, Any], messages: list[dict[str, Any]]
@@ -154,7 +154,7 @@ class OpenAIRunner:
             result = "the arguments are not a JSON object"
         else:
             try:
-                outcome = await tool.call(arguments)  # pyright: ignore[reportUnknownArgumentType]
+                outcome = await tool.call(arguments)
                 is_error, result = outcome.is_error, outcome.result
             except ConnectionsError as exc:
                 result = str(exc)
@@ -169,7 +169,7 @@ def _first_message(reply: dict[str, Any]) -> dict[str, Any]:
     choices = reply.get("choices")
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
         raise RunnerError("the model endpoint's answer has no choices")
-    message = choices[0].get("message")  # pyright: ignore[reportUnknownMemberType]
+    message = choices[0].get("message")
     if not isinstance(message, dict):
         raise RunnerError("the model endpoint's answer has no message")
-    return message  # pyright: ignore[reportUnknownVariableType]
+    return message

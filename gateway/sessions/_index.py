@@ -249,9 +249,9 @@ def _parse(line: bytes) -> Any:
 def _is_entry(row: Any) -> bool:
     """`[id, owner, created, token, running, ino, mtime, size]` with those types (an entry that is not is ignored,
     and its record read)."""
-    if type(row) is not list or len(row) != 8:  # pyright: ignore[reportUnknownArgumentType]
+    if type(row) is not list or len(row) != 8:
         return False
-    types = tuple(map(type, row))  # pyright: ignore[reportUnknownArgumentType]
+    types = tuple(map(type, row))
     return types == _ENTRY_TYPES
 
 

@@ -92,7 +92,7 @@ def decode_cursor(cursor: str) -> tuple[int, str] | None:
         return None
     if (
         isinstance(raw, list)
-        and len(raw) == 2  # pyright: ignore[reportUnknownArgumentType]
+        and len(raw) == 2
         and isinstance(raw[0], int)
         and isinstance(raw[1], str)
         and SESSION_ID.fullmatch(raw[1])

@@ -158,13 +158,13 @@ class RedisSessionStore:
             last = loads_stored(raw["last"]) if raw.get("last") else None
             if not isinstance(identity, dict) or not (last is None or isinstance(last, dict)):
                 raise TypeError("not an object")
-            if not _sound(identity, session_id):  # pyright: ignore[reportUnknownArgumentType]
+            if not _sound(identity, session_id):
                 raise TypeError("not the shape of a record")
             record = SessionRecord(
-                **identity,  # pyright: ignore[reportUnknownArgumentType]
+                **identity,
                 continuation_token=raw.get("token", ""),
                 turn=raw.get("turn") or None,
-                last_turn=last,  # pyright: ignore[reportUnknownArgumentType]
+                last_turn=last,
                 event_count=int(raw.get("n") or 0),
             )
         except (ValueError, TypeError):
@@ -272,8 +272,8 @@ class RedisSessionStore:
             event = loads_stored(fields.get("e", ""))
         except ValueError:
             event = None
-        if isinstance(event, dict) and _sound_event(event, index):  # pyright: ignore[reportUnknownArgumentType]
-            return event  # pyright: ignore[reportUnknownVariableType]
+        if isinstance(event, dict) and _sound_event(event, index):
+            return event
         self._damaged(
             self._ev(session_id), f"holds an event this gateway did not write (index {index}); marking it unreadable"
         )

@@ -1,4 +1,4 @@
-"""`SessionService`: chat sessions, their turns and their event streams (reference/sessions.md).
+"""`SessionService`: chat sessions, their turns and their event streams (docs/http-api.md).
 
 Sessions live in a `SessionStore` (files, or Redis shared by replicas); this service keeps only
 the turns running in this process. A turn runs on the process that accepted it, under a lease in
@@ -37,7 +37,7 @@ from ..errors import (
 from ..runners import TurnRunner
 from ._protocol import SessionStore
 from ._records import SESSION_ID, SessionRecord, closing_events, interrupted_outcome, new_event, now
-from ._turns import Turn, run_turn
+from ._turns import Narrow, Turn, run_turn
 
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
@@ -112,6 +112,8 @@ class SessionService:
         self._locks: dict[str, anyio.Lock] = {}
         self.on_turn_end: Callable[[str], None] | None = None
         """Told each finished turn's status (the gateway's metrics)."""
+        self.narrow: Narrow | None = None
+        """Narrows each turn's toolset to what its principal may call (the gateway's policy, `gateway/policy/`)."""
 
     @classmethod
     @asynccontextmanager

@@ -269,7 +269,7 @@ class FileSessionStore:
             except ValueError:
                 continue
             if isinstance(event, dict):
-                events.append(event)  # pyright: ignore[reportUnknownArgumentType]
+                events.append(event)
         return events
 
 

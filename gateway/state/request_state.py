@@ -37,6 +37,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
+from ..errors import GatewayError
+
 __all__ = [
     "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
@@ -80,7 +82,7 @@ _AAD = b"agent-sdk requestState v1"
 _REDIS_USED = "agent-sdk:request-state:used:"
 
 
-class RequestStateRefused(MCPError):
+class RequestStateRefused(MCPError, GatewayError):
     """A `requestState` the gateway will not honour; the message names the check that failed."""
 
     def __init__(self, reason: str) -> None:
@@ -188,7 +190,7 @@ class RequestStates:
             return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
         payload = self._session(token, principal, _SESSION_PREFIX)
         capabilities = payload.get("c") if payload is not None else None
-        return capabilities if isinstance(capabilities, dict) else {}  # pyright: ignore[reportUnknownVariableType]
+        return capabilities if isinstance(capabilities, dict) else {}
 
     def holds_session(self, token: object, principal: str) -> bool:
         """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
@@ -305,7 +307,7 @@ class RequestStates:
             raise forged from None
         if not isinstance(payload, dict):
             raise forged
-        return payload  # pyright: ignore[reportUnknownVariableType]
+        return payload
 
 
 def canonical_b64decode(body: str) -> bytes:

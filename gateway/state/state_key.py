@@ -31,6 +31,7 @@ from typing import Any
 
 import anyio
 
+from ..errors import GatewayError
 from ..settings import ServeSettings
 from .request_state import canonical_b64decode
 
@@ -56,7 +57,7 @@ _BASE64URL = re.compile(r"[A-Za-z0-9_-]{43}")
 _MAKE_ONE = "make one with `agent-sdk state-key --out PATH` (or AGENT_SDK_STATE_KEY=$(agent-sdk state-key))"
 
 
-class StateKeyInvalid(ValueError):
+class StateKeyInvalid(GatewayError, ValueError):
     """The deployment's state key is missing, cannot be read, or is not a key; the message says which."""
 
 

@@ -24,7 +24,7 @@ from .._shared import printable
 __all__ = ["INSECURE_ENV", "insecure_transport_allowed", "insecure_transport_warning", "require_secure"]
 
 INSECURE_ENV = "AGENT_SDK_OAUTH_INSECURE_TRANSPORT"
-_log = logging.getLogger("oauth")
+_log = logging.getLogger(__name__)
 _warned: set[str] = set()
 
 

@@ -124,13 +124,13 @@ _LOGIN_VERSION = 1
 def _object(value: object) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise TypeError("expected an object")
-    return value  # pyright: ignore[reportUnknownVariableType]
+    return value
 
 
 def _texts(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise TypeError("expected a list")
-    return tuple(text_field(item) for item in value)  # pyright: ignore[reportUnknownVariableType]
+    return tuple(text_field(item) for item in value)
 
 
 def _flag(value: object) -> bool:

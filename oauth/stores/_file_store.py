@@ -152,12 +152,12 @@ class FileTokenStore:
                 f"{self.name} is not valid JSON; move it aside and log in again with `agent-sdk mcp oauth NAME`"
             ) from None
         grants = data.get("grants") if isinstance(data, dict) else None
-        if not isinstance(grants, dict) or not all(isinstance(v, dict) for v in grants.values()):  # pyright: ignore[reportUnknownVariableType]
+        if not isinstance(grants, dict) or not all(isinstance(v, dict) for v in grants.values()):
             raise StoreCorrupt(
                 f"{self.name} is not an agent-sdk token file; move it aside and log in again with "
                 "`agent-sdk mcp oauth NAME`"
             )
-        return grants  # pyright: ignore[reportUnknownVariableType]
+        return grants
 
     def _modify(self, change: Callable[[dict[str, dict[str, Any]]], bool]) -> bool:
         self._ensure_root()
@@ -177,7 +177,7 @@ class FileTokenStore:
 
 def _pointer(record: object) -> tuple[str, str] | None:
     if isinstance(record, dict) and "home" in record:
-        kind, name = record.get("home"), record.get("home_name")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        kind, name = record.get("home"), record.get("home_name")
         if isinstance(kind, str) and isinstance(name, str):
             return kind, name
     return None

@@ -159,11 +159,10 @@ class KeyringTokenStore:
         except ValueError:
             data = None
         if not isinstance(data, list) or not all(
-            isinstance(i, list) and len(i) == 2 and all(isinstance(p, str) for p in i)  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            for i in data  # pyright: ignore[reportUnknownVariableType]
+            isinstance(i, list) and len(i) == 2 and all(isinstance(p, str) for p in i) for i in data
         ):
             raise StoreCorrupt(f"the index entry {INDEX!r} of {self.name} is not valid; delete it")
-        return data  # pyright: ignore[reportUnknownVariableType]
+        return data
 
     async def _call(self, fn: Callable[[keyring.backend.KeyringBackend], _T]) -> _T:
         def run() -> _T:

@@ -24,7 +24,7 @@ from ._store import KeyLocks
 
 __all__ = ["RedisTokenStore"]
 
-_log = logging.getLogger("oauth")
+_log = logging.getLogger(__name__)
 
 
 class RedisTokenStore:

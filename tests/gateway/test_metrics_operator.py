@@ -16,8 +16,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import free_port
+from tests.oauth.flows.test_cli import agent_sdk
 from tests.oauth.peers import ResourceServer
-from tests.oauth.test_cli import agent_sdk
 
 from .conftest import Served, Upstream, assert_clean, make_project, serve, url_connection
 

@@ -7,7 +7,7 @@ idle connections, one `httptools` parser (uvicorn's C parser) per connection, bo
 to the reader as they arrive (`docs/performance.md`). Failures are raised as the `httpx2`
 exceptions the SDK path would surface, so `_translate.translate` maps both paths alike. Not here,
 on purpose: proxies, redirects, compression, HTTP/2, request streaming (the caller only uses this
-leg where none of them applies). Framing edge cases: `tests/connections/test_http1.py`.
+leg where none of them applies). Framing edge cases: `tests/connections/client/test_http1.py`.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit
 import anyio
 import httpx2
 
+from ..._exceptions import ConnectionsError
 from ._http1_connection import MAX_HEAD_BYTES, Connection, readable
 from ._json_chunks import JsonChunks
 
@@ -37,7 +38,7 @@ def valid_header_value(value: str) -> bool:
     return not any(c in value for c in "\r\n\0")
 
 
-class BodyTooLarge(Exception):
+class BodyTooLarge(ConnectionsError):
     """A response body over the reader's limit; the rest is left unread (the connection is not reused)."""
 
 

@@ -1,6 +1,6 @@
 """One keep-alive HTTP/1.1 connection on an asyncio protocol with `httptools` (uvicorn's C parser):
 the connection half of the fast wire (`client/_transports/_http1.py` holds the response and the origin's pool).
-Framing edge cases: `tests/connections/test_http1.py`."""
+Framing edge cases: `tests/connections/client/test_http1.py`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import select
 from collections import deque
 from typing import cast
 
-import httptools  # pyright: ignore[reportMissingTypeStubs]
+import httptools
 import httpx2
 
 __all__ = ["MAX_HEAD_BYTES", "Connection", "readable"]
@@ -31,7 +31,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
-        self.parser = httptools.HttpResponseParser(self)  # pyright: ignore[reportUnknownMemberType]
+        self.parser = httptools.HttpResponseParser(self)
         self.closed = False
         self.busy = False
         """A request is out and its response not complete; bytes arriving otherwise spoil the connection."""
@@ -69,8 +69,8 @@ class Connection(asyncio.Protocol):
         if not self.head_done:
             self.head_bytes += len(data)
         try:
-            self.parser.feed_data(data)  # pyright: ignore[reportUnknownMemberType]
-        except httptools.HttpParserError as exc:  # pyright: ignore[reportUnknownMemberType]
+            self.parser.feed_data(data)
+        except httptools.HttpParserError as exc:
             if not self.complete:  # garbage after a whole answer spoils only the connection, not the answer
                 self._fail(httpx2.RemoteProtocolError(f"malformed HTTP response: {exc}"))
             self.close()
@@ -111,7 +111,7 @@ class Connection(asyncio.Protocol):
         if sum(len(name) + len(value) + 4 for name, value in self.headers) > MAX_HEAD_BYTES:
             self._head_too_large()
             return
-        self.status = int(self.parser.get_status_code())  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+        self.status = int(self.parser.get_status_code())
         names = {name for name, _ in self.headers}
         delimited = b"content-length" in names or b"transfer-encoding" in names
         self.until_eof = not delimited and self.status not in _NO_BODY
@@ -136,7 +136,7 @@ class Connection(asyncio.Protocol):
             return
         self.complete = True
         self.busy = False
-        self.reusable = bool(self.parser.should_keep_alive()) and not self.until_eof  # pyright: ignore[reportUnknownMemberType]
+        self.reusable = bool(self.parser.should_keep_alive()) and not self.until_eof
         for name, value in self.headers:
             if name == b"keep-alive":
                 self.keep_alive_for = _announced_timeout(value, self.keep_alive_for)

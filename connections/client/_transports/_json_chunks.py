@@ -180,16 +180,16 @@ def _restore(node: Any, prefix: str, literals: list[str]) -> Any:
         found = _literal(node, prefix, literals)
         return node if found is None else found
     if kind is list:
-        for i, item in enumerate(node):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            if type(item) in _CONTAINERS:  # pyright: ignore[reportUnknownArgumentType]
+        for i, item in enumerate(node):
+            if type(item) in _CONTAINERS:
                 node[i] = _restore(item, prefix, literals)
     elif kind is dict:
-        if any(_literal(key, prefix, literals) is not None for key in node):  # pyright: ignore[reportUnknownVariableType, reportUnknownArgumentType]
-            return {_restore(key, prefix, literals): _restore(item, prefix, literals) for key, item in node.items()}  # pyright: ignore[reportUnknownVariableType]
-        for key, item in node.items():  # pyright: ignore[reportUnknownVariableType]
-            if type(item) in _CONTAINERS:  # pyright: ignore[reportUnknownArgumentType]
+        if any(_literal(key, prefix, literals) is not None for key in node):
+            return {_restore(key, prefix, literals): _restore(item, prefix, literals) for key, item in node.items()}
+        for key, item in node.items():
+            if type(item) in _CONTAINERS:
                 node[key] = _restore(item, prefix, literals)
-    return node  # pyright: ignore[reportUnknownVariableType]
+    return node
 
 
 _CONTAINERS = (str, list, dict)

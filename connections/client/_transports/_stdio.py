@@ -35,7 +35,7 @@ from typing import Any, TextIO
 
 import anyio
 import anyio.abc
-import mcp.types as mt
+import mcp_types as mt
 import pydantic_core
 from mcp.os.posix.utilities import terminate_posix_process_tree
 from mcp.shared.message import SessionMessage

@@ -90,16 +90,16 @@ class PeerAsks:
             )
         error = answer.get("error")
         if isinstance(error, Mapping):
-            code, message = error.get("code"), error.get("message")  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+            code, message = error.get("code"), error.get("message")
             raise MCPError(
                 code=code if isinstance(code, int) else mt.INTERNAL_ERROR,
-                message=str(message)[:500] if message is not None else "the caller refused",  # pyright: ignore[reportUnknownArgumentType]
-                data=error.get("data"),  # pyright: ignore[reportUnknownMemberType]
+                message=str(message)[:500] if message is not None else "the caller refused",
+                data=error.get("data"),
             )
         result = answer.get("result")
         if not isinstance(result, Mapping):
             raise MCPError(code=mt.INTERNAL_ERROR, message=f"the caller's answer to {method} carried no result")
-        return dict(result)  # pyright: ignore[reportUnknownArgumentType]
+        return dict(result)
 
     def answer(self, principal: str, message: Mapping[str, Any]) -> bool:
         """Hand a peer's JSON-RPC response to the question it answers. False when no question of this

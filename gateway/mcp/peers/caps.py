@@ -25,6 +25,8 @@ from contextlib import contextmanager
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
+from ...errors import GatewayError
+
 __all__ = ["MAX_HELD", "MAX_QUESTIONS", "MAX_STREAMS", "MAX_URIS", "AtCap", "PerPrincipal", "stream_cap"]
 
 MAX_STREAMS = 32
@@ -44,7 +46,7 @@ def stream_cap(max_connections: int) -> int:
     return max(1, min(MAX_STREAMS, max_connections // 4))
 
 
-class AtCap(MCPError):
+class AtCap(MCPError, GatewayError):
     """One principal at one of its caps. A JSON-RPC error (INVALID_REQUEST); `status` for an HTTP answer."""
 
     status = 429

@@ -121,7 +121,7 @@ class HeldCalls:
             if not isinstance(response, Mapping):
                 raise MCPError(code=mt.INVALID_PARAMS, message=f"inputResponses has no answer for {key!r}")
             if not future.done():
-                future.set_result(dict(response))  # pyright: ignore[reportUnknownArgumentType]
+                future.set_result(dict(response))
 
     async def next(self, held: HeldCall) -> dict[str, Any]:
         """The call's result once it ended, or an `InputRequiredResult` naming the questions it waits on.

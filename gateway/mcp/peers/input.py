@@ -50,10 +50,10 @@ def declared_input(params: Mapping[str, Any]) -> dict[str, Any]:
     meta = params.get("_meta")
     if not isinstance(meta, Mapping) or PROTOCOL_VERSION_META_KEY not in meta:
         return {}
-    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    capabilities = meta.get(CLIENT_CAPABILITIES_META_KEY)
     if not isinstance(capabilities, Mapping):
         return {}
-    return {k: v for k in INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+    return {k: v for k in INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}
 
 
 @dataclass(slots=True)
@@ -131,7 +131,7 @@ async def peer_call(
         return None
     name: str = params["name"]
     tool, _, _ = await runtime.catalog.tool(name, None)
-    answers = dict(responses) if isinstance(responses, Mapping) else None  # pyright: ignore[reportUnknownArgumentType]
+    answers = dict(responses) if isinstance(responses, Mapping) else None
     peer = PeerCall(
         context, principal, name, tool.connection if tool is not None else None, runtime.request_states, runtime.held
     )

@@ -38,7 +38,7 @@ def with_peer_session(runtime: Runtime, scope: Scope, message: Mapping[str, Any]
     capabilities = params.get("capabilities") if isinstance(params, Mapping) else None
     declared: dict[str, Any] = {}
     if isinstance(capabilities, Mapping):
-        declared = {k: v for k in _INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}  # pyright: ignore[reportUnknownMemberType, reportUnknownVariableType]
+        declared = {k: v for k in _INPUT_FEATURES if isinstance(v := capabilities.get(k), Mapping)}
     session = runtime.request_states.seal_session(principal_id(scope), declared)
 
     async def sending(event: Message) -> None:

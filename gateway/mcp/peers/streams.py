@@ -42,9 +42,10 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import event_to_notification
 from starlette.types import Receive, Scope, Send
 
+from ...errors import GatewayError
 from ...http._asgi import send_error
 from ...state.request_state import RequestStates
-from ..subscriptions import Subscriptions, viewer
+from ..subscriptions import Subscriptions, refuse_hidden, viewer
 from .caps import MAX_URIS, AtCap
 
 __all__ = ["IDLE_S", "PeerStreams", "StreamRefused", "subscribe_handlers"]
@@ -59,7 +60,7 @@ _HOW = (
 )
 
 
-class StreamRefused(Exception):
+class StreamRefused(GatewayError):
     """A session the gateway will not serve; `status` for HTTP, the message says what to do."""
 
     def __init__(self, status: int, message: str) -> None:
@@ -285,7 +286,7 @@ def _frame(event: ServerEvent | None) -> bytes:
     notification = event_to_notification(event, {}).model_dump(by_alias=True, mode="json", exclude_none=True)
     params = notification.get("params")
     if isinstance(params, dict) and not params.get("_meta"):
-        params.pop("_meta", None)  # pyright: ignore[reportUnknownMemberType]
+        params.pop("_meta", None)
         if not params:
             notification.pop("params")
     return f"event: message\ndata: {json.dumps({'jsonrpc': '2.0', **notification}, separators=(',', ':'))}\n\n".encode()
@@ -304,6 +305,7 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
+        refuse_hidden(runtime_for(ctx).policy, ctx, [str(params.uri)])  # as a resource no connection offers
         await streams.subscribe(token, principal, str(params.uri))
         return {}
 

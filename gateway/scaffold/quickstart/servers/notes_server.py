@@ -7,7 +7,7 @@ a stdio server"); or point a connection at a remote one with `url=...`.
 from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
-from mcp.types import ToolAnnotations
+from mcp_types import ToolAnnotations
 
 server = MCPServer("quickstart-notes")
 _notes: list[str] = []
