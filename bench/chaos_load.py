@@ -1,6 +1,6 @@
 """The load of `bench/chaos.py`: what peers and session-API users do while the faults strike.
 
-Raw JSON-RPC over `httpx2` (as `tests/gateway/test_replicas.py` does), so that each peer's answer is
+Raw JSON-RPC over `httpx2` (as `tests/gateway/state/test_replicas.py` does), so that each peer's answer is
 seen exactly as it came, and every request carries an `X-Chaos-Id` the nginx log joins on:
 
 - MCP peers of both generations on `/v1/mcp/tools`: handshake-era ones (`initialize` at 2025-11-25,

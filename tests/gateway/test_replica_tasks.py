@@ -1,4 +1,4 @@
-"""Tasks followed from any replica, and tasks whose replica or child died (`gateway/task_owners.py`).
+"""Tasks followed from any replica, and tasks whose replica or child died (`gateway/mcp/task_owners.py`).
 
 server-everything over stdio (a child per replica, each keeping its tasks in memory) runs
 `simulate-research-query` as a task; two `agent-sdk serve --state-url` replicas share Redis. A peer
