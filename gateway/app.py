@@ -61,7 +61,7 @@ from .runners._select import make_runner
 from .runtime import Runtime
 from .sessions import SessionService
 from .settings import ServeSettings
-from .stores import serving_hub_keys, serving_request_states, session_store, token_store
+from .stores import serving_hub_keys, serving_request_states, serving_task_owners, session_store, token_store
 
 __all__ = ["BrokerFactory", "create_app", "default_broker"]
 
@@ -258,6 +258,8 @@ def create_app(
                 policy=policy,
                 guard=guard,
             )
+            if runtime.host is not None:
+                runtime.task_owners = await serving_task_owners(settings, runtime.host.mcp.task_request, stack)
             sessions.narrow = functools.partial(turn_toolset, policy)
             watcher = await stack.enter_async_context(anyio.create_task_group())
             watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)

@@ -18,6 +18,7 @@ from .mcp.peers.calls import PeerCalls
 from .mcp.peers.held import HeldCalls
 from .mcp.peers.streams import PeerStreams
 from .mcp.subscriptions import Subscriptions
+from .mcp.task_owners import TaskOwners
 from .mcp.toolsets import ToolCatalog
 from .policy import PolicyGate
 from .runners import TurnRunner
@@ -55,6 +56,8 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`gateway/mcp/subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
+    task_owners: TaskOwners | None = None
+    """Where each task a peer started lives, and other replicas' follow-ups for ours (`gateway/mcp/task_owners.py`)."""
     policy: PolicyGate = field(default_factory=PolicyGate)
     """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
     guard: CallGuard | None = None

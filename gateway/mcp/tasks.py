@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as mt
@@ -49,9 +50,21 @@ from ..errors import CallRefused, GatewayError
 from ..http._asgi import header
 from ..policy import caller_of, connection_target
 from ..runtime import Runtime
+from ..state.request_state import SealedTask
+from .task_owners import TaskGone
 from .tools import server_tool
 
-__all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
+__all__ = [
+    "RELATED_TASK_META_KEY",
+    "Refused",
+    "error_answer",
+    "gone_task",
+    "open_task",
+    "serve_tasks",
+    "start_task",
+    "task_request",
+    "write_answer",
+]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -148,16 +161,42 @@ async def start_task(
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
         return None, created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return created, {**task_json, "taskId": runtime.request_states.seal_task(connection, created.task_id, principal)}
+    owner = runtime.task_owners.me if runtime.task_owners is not None else ""
+    sealed = runtime.request_states.seal_task(
+        connection, created.task_id, principal, owner=owner, created_at=created.task.created_at, ttl=created.task.ttl
+    )
+    return created, {**task_json, "taskId": sealed}
 
 
-def open_task(runtime: Runtime, caller: Principal, task_id: Any, action: str) -> tuple[str, str]:
-    """The connection and the upstream's task id sealed in `task_id`, if `caller` made it and the policy lets it
-    perform `action` (`tasks/get`, ...) on that connection. Raises `Refused` (the same answer for both)."""
-    opened = runtime.request_states.open_task(task_id, caller.id)
-    if opened is None or not runtime.policy.decide(caller, action, connection_target(opened[0])).allowed:
+def open_task(runtime: Runtime, caller: Principal, task_id: Any, action: str) -> SealedTask:
+    """What `task_id` seals, if `caller` made it and the policy lets it perform `action` (`tasks/get`, ...) on
+    that connection. Raises `Refused` (the same answer for both)."""
+    opened = runtime.request_states.task_facts(task_id, caller.id)
+    if opened is None or not runtime.policy.decide(caller, action, connection_target(opened.connection)).allowed:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
     return opened
+
+
+async def task_request(runtime: Runtime, task: SealedTask, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`method` for `task` where it lives (`task_owners.py`), `params` with the upstream's id. Raises `TaskGone`
+    (its session ended with its replica or child), `MCPError`, `ConnectionsError`."""
+    upstream = {**params, "taskId": task.upstream_id}
+    if runtime.task_owners is None:
+        return await runtime.host.mcp.task_request(task.connection, method, upstream)
+    return await runtime.task_owners.request(task.owner, task.connection, method, upstream)
+
+
+def gone_task(task: SealedTask, sealed_id: str, reason: str) -> dict[str, Any]:
+    """A task whose upstream session ended (`TaskGone`), as the 2025-11-25 `Task` the peer polls: `failed`."""
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {
+        "taskId": sealed_id,
+        "status": "failed",
+        "statusMessage": reason,
+        "createdAt": task.created_at or now,
+        "lastUpdatedAt": now,
+        "ttl": task.ttl,
+    }
 
 
 async def _start(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -174,13 +213,21 @@ async def _follow(runtime: Runtime, principal: Principal, method: str, params: M
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    connection, upstream_id = open_task(runtime, principal, params.get("taskId"), method)
-    answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
+    task = open_task(runtime, principal, params.get("taskId"), method)
     sealed_id = params["taskId"]
+    try:
+        answer = await task_request(runtime, task, method, params)
+    except TaskGone as exc:
+        if method == "tasks/cancel":  # 2025-11-25: a terminal task cannot be cancelled (-32602)
+            raise Refused(INVALID_PARAMS, f"the task already ended failed: {exc}") from None
+        if method == "tasks/result":  # what the call returns, for a call that failed
+            stamp = {RELATED_TASK_META_KEY: {"taskId": sealed_id}}
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True, "_meta": stamp}
+        return gone_task(task, sealed_id, str(exc))
     if method == "tasks/result":
         meta = answer.get("_meta")
         related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
-        if isinstance(related, dict):
+        if isinstance(meta, dict) and isinstance(related, dict):
             answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}
         return answer
     return {**answer, "taskId": sealed_id}
