@@ -261,6 +261,8 @@ def create_app(
             if runtime.host is not None:
                 runtime.task_owners = await serving_task_owners(settings, runtime.host.mcp.task_request, stack)
             sessions.narrow = functools.partial(turn_toolset, policy)
+            guard.policy = policy  # each audit record names the policies that decided it
+            policy.on_denied_call = guard.policy_refused
             watcher = await stack.enter_async_context(anyio.create_task_group())
             watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
             stack.callback(watcher.cancel_scope.cancel)

@@ -22,6 +22,7 @@ from ..auth.chain import Principal
 from ..errors import CallRefused
 from ..http.request_ids import current_request_id
 from ..limits import Limiter
+from ..policy import Decision, PolicyGate, tool_target
 from ._record import AuditRecord, argument_digest
 from ._trail import AuditTrail
 
@@ -63,6 +64,8 @@ class CallGuard:
         self.limiter = limiter
         self.approvals = approvals
         self.stream_reader: Any = None
+        self.policy: PolicyGate | None = None
+        """The project's policy (`gateway/policy/`): each record names the policies that decided its call."""
         """The Redis client `GET /v1/audit` reads the shared stream with (None: the file is read)."""
 
     def tool(self, tool: TurnTool, surface: str | None, principal: Principal | str) -> TurnTool:
@@ -70,10 +73,18 @@ class CallGuard:
         surface, `mcp/tools` or `stdio`). Its call raises `CallRefused` subclasses (`RateLimited`,
         `LimitsUnavailable`, `ApprovalDenied`, `AuditUnavailable`) before it runs; the rest is the tool's own."""
         invoke = tool.invoke
+        policies = self._policies(principal, tool)
 
         async def guarded(arguments: Mapping[str, Any]) -> ToolOutcome:
             return await self.run(
-                tool.name, tool.connection, surface, principal, arguments, lambda: invoke(arguments), _is_error
+                tool.name,
+                tool.connection,
+                surface,
+                principal,
+                arguments,
+                lambda: invoke(arguments),
+                _is_error,
+                policies=policies,
             )
 
         return dataclasses.replace(tool, invoke=guarded)
@@ -87,12 +98,15 @@ class CallGuard:
         arguments: object,
         call: Callable[[], Awaitable[T]],
         is_error: Callable[[T], bool],
+        *,
+        policies: tuple[str, ...] = (),
     ) -> T:
         """`call()` once the call of tool `name` is admitted, and its audit record. Raises `CallRefused`
         (recorded as `refused`) and whatever `call` raises (recorded as `failed`)."""
         who, issuer = _who(principal)
         record = AuditRecord(who, surface or self.mcp_surface, name, issuer=issuer, connection=connection)
         record.request_id = current_request_id()
+        record.policies = list(policies)
         if self.trail.digest_arguments:
             record.arguments_digest = argument_digest(arguments)
         started = time.perf_counter()
@@ -123,6 +137,22 @@ class CallGuard:
         finally:
             record.duration_ms = (time.perf_counter() - started) * 1000
             self.trail.write(record)
+
+    def _policies(self, principal: Principal | str, tool: TurnTool) -> tuple[str, ...]:
+        """The ids of the policies that let `principal` call `tool` (none without a policy file)."""
+        if self.policy is None or not self.policy.enforcing or not isinstance(principal, Principal):
+            return ()
+        return self.policy.decide(principal, "tools/call", tool_target(tool)).policies
+
+    def policy_refused(self, principal: Principal, tool: TurnTool, decision: Decision, surface: str | None) -> None:
+        """The record of a call the policy refused (the caller was answered as for an unknown tool)."""
+        who, issuer = _who(principal)
+        record = AuditRecord(who, surface or self.mcp_surface, tool.name, issuer=issuer, connection=tool.connection)
+        record.request_id = current_request_id()
+        record.decision, record.outcome, record.reason = "deny", "refused", "policy_denied"
+        record.policies = list(decision.policies)
+        record.duration_ms = 0.0
+        self.trail.write(record)
 
     def toolset(self, toolset: Toolset, surface: str, principal: Principal | str) -> Toolset:
         """Every tool of `toolset` guarded (a turn's toolset, for the session API)."""

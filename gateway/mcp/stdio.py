@@ -75,6 +75,8 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
             guard=guard,
         )
         sessions.narrow = functools.partial(turn_toolset, runtime.policy)
+        guard.policy = runtime.policy  # each audit record names the policies that decided it
+        runtime.policy.on_denied_call = guard.policy_refused
 
         pool = getattr(broker, "pool", None)
         if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call

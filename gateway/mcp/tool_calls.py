@@ -125,7 +125,7 @@ async def call_tool(
     live, info = await bind_session(runtime, principal, session_id, token)
     caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
     tool, toolset, problems = await callable_tool(
-        runtime.policy, caller, runtime.catalog, name, info
+        runtime.policy, caller, runtime.catalog, name, info, surface
     )  # hidden: unknown
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
@@ -139,7 +139,7 @@ async def call_tool(
     if not isinstance(arguments, Mapping):
         raise InvalidToolInput(f"invalid input for tool {name!r}: input must be a JSON object")
     if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
-        tool = runtime.guard.tool(tool, surface, principal)
+        tool = runtime.guard.tool(tool, surface, caller)
     call_id = f"tool_{name}_{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     outcome: ToolOutcome

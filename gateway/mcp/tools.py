@@ -93,7 +93,7 @@ async def server_tool(runtime: Runtime, name: str, caller: Principal) -> TurnToo
     answer) and one `mcp.lock` holds back (its sentence says what changed), and `SignInRequired` when
     `caller` must sign in to a per-user connection to list it."""
     with acting_for(caller.id):  # hidden: as unknown (gateway/policy/)
-        tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name)
+        tool, toolset, problems = await callable_tool(runtime.policy, caller, runtime.catalog, name, None, None)
     if tool is not None:
         return tool
     signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
@@ -128,7 +128,7 @@ async def tools_call_result(
     except SignInRequired as exc:
         return _signing_in(runtime, exc, name, peer)
     if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
-        tool = runtime.guard.tool(tool, None, principal)
+        tool = runtime.guard.tool(tool, None, caller if caller.id == principal else principal)
 
     async def call() -> ToolOutcome:
         with acting_for(principal):

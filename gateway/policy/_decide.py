@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import cedarpy
 from cachetools import LRUCache
+
+from connections import TurnTool
 
 from ..auth.chain import Principal
 from ._entities import GATEWAY, Target, principal_json
@@ -70,6 +72,9 @@ class PolicyGate:
         self._compiled = compiled
         self._stamp = _stamp(path) if path is not None else None
         self._decisions: LRUCache[tuple[str, str, str], Decision] = LRUCache(maxsize=16384)
+        self.on_denied_call: Callable[[Principal, TurnTool, Decision, str | None], None] | None = None
+        """Told of each `tools/call` the policy refuses (the principal, the tool, the decision, the surface):
+        the audit trail's record of a refusal (`gateway/audit`), set by the app."""
 
     @classmethod
     def for_project(cls, root: Path) -> PolicyGate:

@@ -53,15 +53,26 @@ class Catalog(Protocol):
 
 
 async def callable_tool(
-    gate: PolicyGate, principal: Principal, catalog: Catalog, name: str, session: SessionInfo | None = None
+    gate: PolicyGate,
+    principal: Principal,
+    catalog: Catalog,
+    name: str,
+    session: SessionInfo | None = None,
+    surface: str | None = None,
 ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
     """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
     hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
     problems), so that the refusal of a hidden tool is the refusal of an unknown one, word for word."""
     tool, toolset, problems = await catalog.tool(name, session)
-    if not gate.enforcing or (tool is not None and may_call(gate, principal, tool)):
+    if not gate.enforcing:
         return tool, toolset, problems
-    if tool is not None:  # found without a listing (an authored tool, a reused one): list as for an unknown name
+    if tool is not None:
+        decision = gate.decide(principal, "tools/call", tool_target(tool))
+        if decision.allowed:
+            return tool, toolset, problems
+        if gate.on_denied_call is not None:  # the audit trail records the refusal (the caller sees an unknown tool)
+            gate.on_denied_call(principal, tool, decision, surface)
+        # found without a listing (an authored tool, a reused one): list as for an unknown name
         toolset, problems = await catalog.collect(session)
     return None, visible_tools(gate, principal, toolset)[0], problems
 

@@ -15,6 +15,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -395,3 +396,38 @@ def test_serve_stdio_decides_for_its_one_caller(tmp_path: Path, everything: Upst
             _same_as_unknown(await _refusal(client, "echo"), await _refusal(client, "ecko"), "echo", "ecko")
 
     _run(run, 90)
+
+
+def _audit_records(served: Served, principal: str, target: str, within: float = 30) -> list[dict[str, Any]]:
+    """The audit records of `principal`'s calls of `target`, once the trail's writer has written one."""
+    path = served.state_root / "audit" / "audit.jsonl"
+    deadline = time.monotonic() + within
+    while True:
+        lines = path.read_text().splitlines() if path.exists() else []
+        found = [r for r in map(json.loads, lines) if r["principal"] == principal and r["target"] == target]
+        if found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_the_audit_trail_names_the_policy_that_decided_each_call(served: Served, mode: str) -> None:
+    # One record per decision: an allowed call names the permit that let it through; a hidden tool's call
+    # (answered as an unknown tool) is a refusal naming no permit (the default deny), reason `policy_denied`.
+    async def run() -> None:
+        http, client = await _with_client(served, CAROL, mode)
+        async with http, client:
+            assert not (await client.call_tool("lookup", {"key": f"audit-{mode}"})).is_error
+            await _refusal(client, "echo")
+
+    anyio.run(run)
+    allowed = _audit_records(served, pid(CAROL), "lookup")
+    assert allowed and allowed[-1]["decision"] == "allow" and allowed[-1]["outcome"] == "ok", allowed
+    [permit] = allowed[-1]["policies"]  # Carol's permit for authored tools has no @id: its file and line
+    assert permit.startswith("policies.cedar:"), allowed
+    refused = _audit_records(served, pid(CAROL), "echo")
+    assert refused, "a call the policy refused left no audit record"
+    assert {(r["decision"], r["outcome"], r["reason"], r["connection"]) for r in refused} == {
+        ("deny", "refused", "policy_denied", "ev")
+    }
+    assert all(r["policies"] == [] for r in refused), refused  # no permit: Cedar's default deny
