@@ -143,7 +143,7 @@ def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
     # keyrings.alt's PlaintextKeyring, selected explicitly, writing under a temporary XDG_DATA_HOME.
     script = (
         "import anyio, json, sys\n"
-        "sys.path.insert(0, 'tests/oauth')\n"
+        "sys.path.insert(0, 'tests/oauth/stores')\n"
         "from test_stores import make_grant, roundtrip\n"
         "from oauth import KeyringTokenStore\n"
         "async def main():\n"
@@ -256,7 +256,7 @@ def test_keyring_writers_in_two_processes_lose_no_index_entry(tmp_path: Path) ->
     # read-modify-write of one entry) must list all 30 afterwards.
     script = (
         "import anyio, sys\n"
-        "sys.path.insert(0, 'tests/oauth')\n"
+        "sys.path.insert(0, 'tests/oauth/stores')\n"
         "from test_stores import make_grant\n"
         "from oauth import KeyringTokenStore\n"
         "async def main():\n"
