@@ -27,7 +27,7 @@ import anyio
 import httpx2
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_mcp_tools as bench
+import harness as bench
 
 CLIENTS = 16
 PHASE = 320

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import HANDSHAKE, RawPeer, _decode, free_port, start_listening, start_serve  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from harness import HANDSHAKE, RawPeer, decode_answer, free_port, start_listening, start_serve  # noqa: E402
 
 COUNTING = str(ROOT / "tests" / "fixtures" / "upstreams" / "counting_server.py")
 MB = 1024 * 1024
@@ -62,7 +62,7 @@ async def measure(url: str, pid: int, size: int, calls: int) -> dict[str, float]
             start = time.perf_counter()
             response = await http.post(url, json=body, headers=peer.headers)
             elapsed = time.perf_counter() - start
-            message = _decode(response)
+            message = decode_answer(response)
             assert "result" in message and not message["result"].get("isError"), str(message)[:300]
             return elapsed, len(response.content)
 

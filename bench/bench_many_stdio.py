@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import HANDSHAKE, RawPeer, _decode, start_serve  # noqa: E402  # pyright: ignore[reportPrivateUsage]
+from harness import HANDSHAKE, RawPeer, decode_answer, start_serve  # noqa: E402
 
 from connections import ClientPool, define_connection  # noqa: E402
 from connections.pool._pool import default_start_limit  # noqa: E402
@@ -65,7 +65,7 @@ async def first_listing(url: str, tries: int) -> tuple[float, int, int]:
         await peer.open()
         for attempt in range(1, tries + 1):
             response = await http.post(url, json=peer._request("tools/list", {}), headers=peer.headers)  # pyright: ignore[reportPrivateUsage]
-            message = _decode(response)
+            message = decode_answer(response)
             if "result" in message:
                 return time.perf_counter() - start, attempt, len(message["result"]["tools"])
             print(f"   try {attempt} failed after {time.perf_counter() - start:.1f}s: {str(message)[:160]}")

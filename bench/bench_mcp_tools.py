@@ -1,10 +1,10 @@
 """`tools/call` through `/v1/mcp/tools` against the same call made directly to the upstream and
 through a plain nginx reverse-proxy hop, for both MCP protocol generations, in one run.
 
-    .venv/bin/python bench/bench_mcp_tools.py                        # fast upstream; auto, legacy, raw clients
-    .venv/bin/python bench/bench_mcp_tools.py --runs 3 --calls 3200  # three runs, each interleaved
-    .venv/bin/python bench/bench_mcp_tools.py --upstream everything  # server-everything, the realistic one
-    .venv/bin/python bench/bench_mcp_tools.py --fastmcp               # FastMCP's create_proxy as a fourth path
+    .venv/bin/python bench/bench_mcp_tools.py                        # fast upstream, both generations, one run
+    .venv/bin/python bench/bench_mcp_tools.py --runs 3               # three runs (the figures of docs/performance.md)
+    .venv/bin/python bench/bench_mcp_tools.py --upstream everything  # server-everything, the slow realistic one
+    .venv/bin/python bench/bench_mcp_tools.py --py-spy /tmp/serve.txt  # and sample the gateway with py-spy
 
 Upstream (`--upstream`): `fast` (default) is `bench/fast_upstream.py`, an `mcp` 2.x `MCPServer` in
 stateless JSON mode with an `echo` tool, speaking 2026-07-28 and the handshake versions;
@@ -14,13 +14,18 @@ auth) on a project whose one connection advertises the upstream. The floor is ng
 with `proxy_pass` to an upstream block with `keepalive`, `proxy_http_version 1.1`, `Connection ""`
 and `Host $http_host`: what one plain HTTP hop costs on this machine.
 
-Clients (`--clients`, 16 concurrent each): `auto` is the `mcp` 2.x `Client` in its default mode (it
-speaks 2026-07-28 to every path here), `legacy` the same `Client` with `mode="legacy"` (the
-2025-11-25 handshake), `raw` plain JSON-RPC posts at 2025-11-25 on one keep-alive connection per
-client and path (the client costs the same on every path, so this one measures the servers),
-`raw-2026` the same at 2026-07-28. For each client kind, phases of `--phase` calls alternate
-between the paths (rotating the order each round), so drift on a busy machine hits every path
-alike. Prints Markdown tables: latency and rate per path, and CPU per call of every process.
+Clients (`--clients`): `auto` is the `mcp` 2.x `Client` in its default mode (it speaks 2026-07-28 to
+every path that can), `legacy` the same `Client` with `mode="legacy"` (the 2025-11-25 handshake);
+`raw` and `raw-2026` post plain JSON-RPC (2025-11-25, 2026-07-28) on one keep-alive connection each.
+For each kind, `--concurrency` clients per path are opened once and stay open for the whole run, as
+agents do. Each round then runs, for every path in a rotating order, a throughput phase (every
+client calling back to back for `--seconds`), then a sequential phase: one client per path (the
+others open and idle) making one call at a time, the paths taken in turn call by call for
+`--seq-seconds` per path, so drift on a busy machine hits every path alike. Per path: calls/s,
+p50/p99 under load, the single client's sequential p50, and the CPU seconds per call of every
+process (`/proc/<pid>/stat` utime + stime over the phases, divided by the calls; in the sequential
+phase only a hop's own process, which works for its path alone).
+Prints Markdown; `--json FILE` also writes every figure. The issue-27 targets are checked at the end.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ import argparse
 import json
 import os
 import shutil
-import socket
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,212 +50,150 @@ import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.harness import (  # noqa: E402
+    EVERYTHING,
+    FAST_UPSTREAM,
+    HANDSHAKE,
+    MODERN,
+    RawPeer,
+    SdkPeer,
+    children,
+    cpu_tree,
+    free_port,
+    pct,
+    wait_port,
+)
 from tests.nginx import main_conf  # noqa: E402
 
-PEERS = Path(os.environ.get("AGENT_SDK_PEERS", ROOT / ".peers"))
-EVERYTHING = PEERS / "node_modules" / ".bin" / "mcp-server-everything"
-FAST_UPSTREAM = ROOT / "bench" / "fast_upstream.py"
-HANDSHAKE = "2025-11-25"
-MODERN = "2026-07-28"
 CLIENTS = ("auto", "legacy", "raw", "raw-2026")
+DIRECT, GATEWAY, NGINX, FASTMCP = "direct", "agent-sdk /v1/mcp/tools", "nginx hop", "fastmcp create_proxy"
+HOPS = {GATEWAY: "agent-sdk", NGINX: "nginx", FASTMCP: "fastmcp"}  # each hop path's own process
+# Issue 27's "done when", on the fast upstream, for both peer generations.
+TARGET_CPU_MS, TARGET_RATE, TARGET_SEQ_P50 = 0.20, 0.85, 1.25
+
+
 ARGUMENTS = {"message": "benchmark"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_port(port: int, proc: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"{what} exited with {proc.returncode}")
-        with socket.socket() as sock:
-            if sock.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise SystemExit(f"{what} did not listen on {port}")
-
-
-def start_listening(cmd: list[str], port: int, what: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    """`cmd` (output discarded) with `env` added to ours, once it listens on `port`."""
-    proc = subprocess.Popen(cmd, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wait_port(port, proc, what)
-    return proc
-
-
-def start_serve(project: Path, state_root: Path, *flags: str) -> tuple[subprocess.Popen[bytes], int]:
-    """`agent-sdk serve` on `project` (a subprocess, no `AGENT_SDK_*` variables, output discarded) and its port,
-    once it listens."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
-    cmd = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "serve", "--dir", str(project)]
-    cmd += ["--port", str(port), "--state-root", str(state_root), *flags]
-    proc = subprocess.Popen(
-        cmd, env={**env, "PYTHONPATH": str(ROOT)}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    wait_port(port, proc, "agent-sdk serve")
-    return proc, port
-
-
-def pct(samples: list[float], q: float) -> float:
-    ordered = sorted(samples)
-    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
-
-
-def _decode(response: httpx2.Response) -> dict[str, Any]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        for line in response.text.splitlines():
-            if line.startswith("data:") and line[5:].strip():
-                message = json.loads(line[5:])
-                if "id" in message:
-                    return message
-        raise RuntimeError("no response in the event stream")
-    return response.json()
-
-
 @dataclass
-class RawPeer:
-    """One client's keep-alive connection to one path, posting JSON-RPC itself (`version`'s rules)."""
+class PathFigures:
+    """What one path measured over a run: samples, wall time and CPU per role, for both phase kinds."""
 
-    url: str
-    http: httpx2.AsyncClient
-    version: str
-    headers: dict[str, str] = field(default_factory=dict)
-    next_id: int = 0
+    samples: list[float] = field(default_factory=list[float])
+    wall: float = 0.0
+    cpu: dict[str, float] = field(default_factory=dict[str, float])
+    sequential: list[float] = field(default_factory=list[float])
+    seq_hop_cpu: float = 0.0
+    """CPU seconds of this path's own hop process (the gateway, nginx) in the sequential phases."""
+    version: str = ""
+    phases: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    """Each throughput phase: when it started (time.time()), its calls, its CPU ms per call by role."""
 
-    async def open(self) -> None:
-        self.headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
-        if self.version == MODERN:  # no handshake: every request carries its envelope and routing headers
-            self.headers |= {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
-            return
-        init = {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}
-        response = await self.http.post(self.url, json=self._request("initialize", init), headers=self.headers)
-        response.raise_for_status()
-        if "mcp-session-id" in response.headers:
-            self.headers["mcp-session-id"] = response.headers["mcp-session-id"]
-        self.headers["mcp-protocol-version"] = HANDSHAKE
-        note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        await self.http.post(self.url, json=note, headers=self.headers)
-
-    def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        self.next_id += 1
-        return {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-
-    async def call(self) -> float:
-        params: dict[str, Any] = {"name": "echo", "arguments": ARGUMENTS}
-        if self.version == MODERN:
-            params["_meta"] = {
-                "io.modelcontextprotocol/protocolVersion": MODERN,
-                "io.modelcontextprotocol/clientCapabilities": {},
-                "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-            }
-        start = time.perf_counter()
-        response = await self.http.post(self.url, json=self._request("tools/call", params), headers=self.headers)
-        message = _decode(response)
-        elapsed = time.perf_counter() - start
-        if "error" in message or message["result"].get("isError"):
-            raise RuntimeError(f"{self.url}: {message}")
-        return elapsed
+    def summary(self) -> dict[str, Any]:
+        calls, seq = len(self.samples), len(self.sequential)
+        return {
+            "calls": calls,
+            "rate": calls / self.wall,
+            "p50": statistics.median(self.samples),
+            "p99": pct(self.samples, 0.99),
+            "seq_calls": seq,
+            "seq_p50": statistics.median(self.sequential),
+            "cpu_ms": {role: spent / calls * 1000 for role, spent in self.cpu.items()},
+            "seq_hop_cpu_ms": self.seq_hop_cpu / seq * 1000,
+            "version": self.version,
+            "phases": self.phases,
+        }
 
 
-class SdkPeer:
-    """The same through the `mcp` 2.x `Client` (`mode`: "auto" or "legacy"), one session per client and path."""
-
-    def __init__(self, url: str, http: httpx2.AsyncClient, mode: str) -> None:
-        from mcp import Client
-        from mcp.client.streamable_http import streamable_http_client
-
-        self.client = Client(streamable_http_client(url, http_client=http), mode=mode, cache=None)  # pyright: ignore[reportArgumentType]
-
-    async def call(self) -> float:
-        start = time.perf_counter()
-        result = await self.client.call_tool("echo", ARGUMENTS)
-        elapsed = time.perf_counter() - start
-        if result.is_error:
-            raise RuntimeError(f"error result: {result}")
-        return elapsed
-
-
-async def phase(peers: list[Any], calls: int, samples: list[float]) -> float:
-    """`calls` calls spread over the peers (one in flight per peer); the phase's wall time."""
-    remaining = calls
+async def timed_phase(peers: list[Any], seconds: float, samples: list[float]) -> tuple[float, int]:
+    """Every peer calls back to back until `seconds` have passed (the calls in flight then finish):
+    the phase's wall time and its number of calls."""
+    before = len(samples)
+    deadline = time.perf_counter() + seconds
 
     async def worker(peer: Any) -> None:
-        nonlocal remaining
-        while remaining > 0:
-            remaining -= 1
+        while time.perf_counter() < deadline:
             samples.append(await peer.call())
 
     start = time.perf_counter()
     async with anyio.create_task_group() as tg:
         for peer in peers:
             tg.start_soon(worker, peer)
-    return time.perf_counter() - start
+    return time.perf_counter() - start, len(samples) - before
 
 
-def cpu_seconds(pid: int) -> float:
-    """User + system CPU time of process `pid` so far (Linux `/proc`)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+async def interleaved(peers: dict[str, Any], seconds: float, figures: dict[str, PathFigures]) -> None:
+    """One client per path, one call at a time, taking the paths in turn (the order rotating each
+    turn) until `seconds` have passed: a single client's sequential latency, every path within
+    milliseconds of the others, so the box's drift hits them alike."""
+    order = list(peers)
+    deadline = time.perf_counter() + seconds
+    while time.perf_counter() < deadline:
+        for name in order:
+            figures[name].sequential.append(await peers[name].call())
+        order = order[1:] + order[:1]
 
 
-def cpu_tree(pids: list[int]) -> float:
-    return sum(cpu_seconds(pid) for pid in pids)
+def cpu_now(pids: dict[str, list[int]]) -> dict[str, float]:
+    return {role: cpu_tree(group) for role, group in pids.items()}
+
+
+def add_spent(into: dict[str, float], before: dict[str, float], pids: dict[str, list[int]]) -> None:
+    for role, now in cpu_now(pids).items():
+        into[role] = into.get(role, 0.0) + now - before[role]
+
+
+async def open_peers(stack: AsyncExitStack, url: str, kind: str, count: int) -> tuple[list[Any], str]:
+    """`count` peers of `kind` on `url`, each on its own HTTP client, open until `stack` closes;
+    and the protocol version they speak there."""
+    peers: list[Any] = []
+    for _ in range(count):
+        http = await stack.enter_async_context(httpx2.AsyncClient(timeout=60))
+        if kind in ("auto", "legacy"):
+            peer: Any = SdkPeer(url, http, kind)
+            await stack.enter_async_context(peer.client)
+        else:
+            peer = RawPeer(url, http, MODERN if kind == "raw-2026" else HANDSHAKE)
+            await peer.open()
+        peers.append(peer)
+    first = peers[0]
+    version = first.client.protocol_version if isinstance(first, SdkPeer) else first.version
+    return peers, version
 
 
 async def measure(
-    urls: dict[str, str], calls: int, concurrency: int, phase_size: int, kind: str, pids: dict[str, list[int]]
-) -> dict[str, dict[str, float]]:
-    """Latency and rate per path for one client kind; each role's CPU per call on each path."""
-    clients = [httpx2.AsyncClient(timeout=60) for _ in range(concurrency * len(urls))]
-    stack = AsyncExitStack()
-    try:
+    urls: dict[str, str], kind: str, pids: dict[str, list[int]], args: argparse.Namespace
+) -> dict[str, Any]:
+    """One run of one client kind over every path (module docstring); its figures per path."""
+    figures = {name: PathFigures() for name in urls}
+    async with AsyncExitStack() as stack:
         peers: dict[str, list[Any]] = {}
-        index = 0
         for name, url in urls.items():
-            peers[name] = []
-            for _ in range(concurrency):
-                http = clients[index]
-                index += 1
-                if kind in ("auto", "legacy"):
-                    peer: Any = SdkPeer(url, http, kind)
-                    await stack.enter_async_context(peer.client)  # nested in order, closed LIFO
-                else:
-                    peer = RawPeer(url, http, MODERN if kind == "raw-2026" else HANDSHAKE)
-                    await peer.open()
-                peers[name].append(peer)
+            peers[name], figures[name].version = await open_peers(stack, url, kind, args.concurrency)
         for name in urls:  # warm every path: connections, pools, listings, caches
-            await phase(peers[name], 10 * concurrency, [])
-        samples: dict[str, list[float]] = {name: [] for name in urls}
-        wall: dict[str, float] = dict.fromkeys(urls, 0.0)
-        cpu: dict[str, dict[str, float]] = {name: dict.fromkeys(pids, 0.0) for name in urls}
+            await timed_phase(peers[name], args.warm, [])
         order = list(urls)
-        done = 0
-        while done < calls:
-            size = min(phase_size, calls - done)
+        for _ in range(args.rounds):
             for name in order:
-                before = {role: cpu_tree(group) for role, group in pids.items()}
-                wall[name] += await phase(peers[name], size, samples[name])
-                for role, group in pids.items():
-                    cpu[name][role] += cpu_tree(group) - before[role]
+                path = figures[name]
+                before, at = cpu_now(pids), time.time()
+                wall, calls = await timed_phase(peers[name], args.seconds, path.samples)
+                path.wall += wall
+                spent: dict[str, float] = {}
+                add_spent(spent, before, pids)
+                for role, seconds in spent.items():
+                    path.cpu[role] = path.cpu.get(role, 0.0) + seconds
+                cpu_ms = {role: seconds / calls * 1000 for role, seconds in spent.items()}
+                path.phases.append({"at": at, "calls": calls, "wall": wall, "cpu_ms": cpu_ms})
             order = order[1:] + order[:1]
-            done += size
-    finally:
-        await stack.aclose()
-        for client in clients:
-            await client.aclose()
-    return {
-        name: {
-            "p50": statistics.median(samples[name]),
-            "p99": pct(samples[name], 0.99),
-            "rate": len(samples[name]) / wall[name],
-            **{f"cpu_{role}": spent / len(samples[name]) for role, spent in cpu[name].items()},
-        }
-        for name in urls
-    }
+            before = cpu_now(pids)
+            await interleaved({name: peers[name][0] for name in urls}, args.seq_seconds * len(urls), figures)
+            spent = {}
+            add_spent(spent, before, pids)
+            for name, path in figures.items():  # a hop's process works only for its own path's calls
+                if (role := HOPS.get(name)) in spent:
+                    path.seq_hop_cpu += spent[role]
+    return {name: path.summary() for name, path in figures.items()}
 
 
 def nginx_conf(tmp: Path, port: int, upstream_port: int) -> Path:
@@ -275,37 +218,73 @@ def nginx_conf(tmp: Path, port: int, upstream_port: int) -> Path:
     return conf
 
 
-def children(pid: int) -> list[int]:
-    """`pid` and its direct children (nginx's worker)."""
-    found = [pid]
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(stat[1]) == pid:
-                found.append(int(entry.name))
+def workers(master: int) -> list[int]:
+    """nginx's worker processes: the master listens before it forks them, so wait for one."""
+    deadline = time.monotonic() + 10
+    while not (found := children(master)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if not found:
+        raise SystemExit("nginx started no worker process")
     return found
 
 
-def start(procs: list[subprocess.Popen[bytes]], cmd: list[str], port: int, what: str, **kwargs: Any) -> int:
-    procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kwargs))
+def start(
+    procs: list[subprocess.Popen[bytes]], cmd: list[str], port: int, what: str, env: dict[str, str] | None = None
+) -> int:
+    procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env))
     wait_port(port, procs[-1], what)
     return procs[-1].pid
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=1600, help="measured calls per path and client kind")
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--phase", type=int, default=160, help="calls per path before switching paths")
+def stop(procs: list[subprocess.Popen[bytes]], spied: int | None) -> None:
+    """Every process, last started first; a process py-spy records is stopped first, so py-spy sees it
+    exit and writes its file."""
+    if spied is not None:
+        os.kill(spied, signal.SIGTERM)
+    for proc in reversed(procs):
+        if spied is None or Path(str(proc.args[0])).name != "py-spy":  # pyright: ignore[reportIndexIssue]
+            proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def project_for(tmp: Path, upstream: str) -> Path:
+    """A project whose one connection advertises `upstream`'s tools."""
+    project = tmp / "project"
+    (project / "agent" / "mcp-connections").mkdir(parents=True)
+    (project / "agent" / "mcp-connections" / "upstream.py").write_text(
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
+    )
+    return project
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=1, help="repeat the whole measurement (same processes)")
+    parser.add_argument("--rounds", type=int, default=3, help="rotations over the paths per run and client kind")
+    parser.add_argument("--seconds", type=float, default=2.0, help="each throughput phase")
+    parser.add_argument(
+        "--seq-seconds", type=float, default=2.0, help="per path and round: one client per path, calls interleaved"
+    )
+    parser.add_argument("--warm", type=float, default=1.0, help="seconds of warm-up per path and client kind")
+    parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--upstream", choices=("fast", "everything"), default="fast")
-    parser.add_argument("--clients", default="auto,legacy,raw", help=f"comma-separated, from {', '.join(CLIENTS)}")
+    parser.add_argument("--clients", default="auto,legacy", help=f"comma-separated, from {', '.join(CLIENTS)}")
     parser.add_argument("--fastmcp", action="store_true", help="add FastMCP's create_proxy as a path")
     parser.add_argument("--no-nginx", action="store_true", help="leave the nginx hop out")
-    args = parser.parse_args()
+    parser.add_argument("--py-spy", type=Path, help="record the gateway with py-spy (raw collapsed stacks) here")
+    parser.add_argument("--json", type=Path, help="write every figure here")
+    parser.add_argument(
+        "--serve-arg", action="append", default=[], help="pass this to agent-sdk serve (repeat; e.g. =--flag=value)"
+    )
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     kinds = [k.strip() for k in args.clients.split(",") if k.strip()]
     if unknown := set(kinds) - set(CLIENTS):
         raise SystemExit(f"unknown client kind(s): {', '.join(sorted(unknown))}; choose from {', '.join(CLIENTS)}")
@@ -314,9 +293,13 @@ def main() -> None:
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
     if nginx is None and not args.no_nginx:
         raise SystemExit("nginx is not installed; run `bash scripts/test` once (or pass --no-nginx)")
+    py_spy = shutil.which("py-spy", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if args.py_spy and py_spy is None:
+        raise SystemExit("py-spy is not installed: .venv/bin/python -m pip install py-spy")
 
     procs: list[subprocess.Popen[bytes]] = []
-    runs: list[dict[str, dict[str, dict[str, float]]]] = []
+    spied: int | None = None
+    runs: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         try:
@@ -330,26 +313,31 @@ def main() -> None:
                 pids = {"upstream": [start(procs, cmd, up_port, "mcp-server-everything", env=env)]}
             upstream = f"http://127.0.0.1:{up_port}/mcp"
 
-            project = tmp / "project"
-            (project / "agent" / "mcp-connections").mkdir(parents=True)
-            (project / "agent" / "mcp-connections" / "upstream.py").write_text(
-                "from connections import define_connection\n\n"
-                f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
-            )
             gw_port = free_port()
             env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
             serve = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "serve"]
-            serve += ["--dir", str(project), "--port", str(gw_port), "--state-root", str(tmp / "state")]
-            pids["agent-sdk"] = [start(procs, serve, gw_port, "agent-sdk serve", env={**env, "PYTHONPATH": str(ROOT)})]
-            urls = {"direct": upstream, "agent-sdk /v1/mcp/tools": f"http://127.0.0.1:{gw_port}/v1/mcp/tools"}
+            serve += ["--dir", str(project_for(tmp, upstream)), "--port", str(gw_port)]
+            serve += ["--state-root", str(tmp / "state"), *args.serve_arg]
+            if args.py_spy:
+                assert py_spy is not None
+                spy = ["py-spy", "record", "--nonblocking", "--rate", "400", "--format", "raw", "-o", str(args.py_spy)]
+                serve = [*spy, "--", *serve]
+                serve[0] = py_spy
+            gateway = start(procs, serve, gw_port, "agent-sdk serve", env={**env, "PYTHONPATH": str(ROOT)})
+            if args.py_spy:
+                spied = children(gateway)[0]
+                gateway = spied
+            pids["agent-sdk"] = [gateway]
+            serving = time.time()  # the gateway's toolset listing is reused for 30 s from about now
+            urls = {DIRECT: upstream, GATEWAY: f"http://127.0.0.1:{gw_port}/v1/mcp/tools"}
 
             if not args.no_nginx:
                 assert nginx is not None
                 ng_port = free_port()
                 conf = nginx_conf(tmp, ng_port, up_port)
                 master = start(procs, [nginx, "-p", str(tmp), "-c", str(conf), "-g", "daemon off;"], ng_port, "nginx")
-                pids["nginx"] = children(master)
-                urls["nginx hop"] = f"http://127.0.0.1:{ng_port}/mcp"
+                pids["nginx"] = [master, *workers(master)]
+                urls[NGINX] = f"http://127.0.0.1:{ng_port}/mcp"
 
             if args.fastmcp:
                 fm_port = free_port()
@@ -361,64 +349,86 @@ def main() -> None:
                 )
                 cmd = [sys.executable, "-c", script, upstream, str(fm_port)]
                 pids["fastmcp"] = [start(procs, cmd, fm_port, "fastmcp proxy")]
-                urls["fastmcp create_proxy"] = f"http://127.0.0.1:{fm_port}/mcp"
+                urls[FASTMCP] = f"http://127.0.0.1:{fm_port}/mcp"
 
             pids["clients"] = [os.getpid()]
             for run in range(args.runs):
-                results: dict[str, dict[str, dict[str, float]]] = {}
+                results: dict[str, Any] = {"load": list(os.getloadavg()), "started": time.time(), "serving": serving}
                 for kind in kinds:
-                    results[kind] = anyio.run(measure, urls, args.calls, args.concurrency, args.phase, kind, pids)
+                    results[kind] = anyio.run(measure, urls, kind, pids, args)
                     report(run, kind, results[kind], args)
+                results["load_after"] = list(os.getloadavg())
                 runs.append(results)
         finally:
-            for proc in reversed(procs):
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-    summary(runs, kinds)
+            stop(procs, spied)
+    summary(runs, kinds, args)
+    if args.json:
+        args.json.write_text(json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, "runs": runs}, indent=1))
 
 
-def report(run: int, kind: str, results: dict[str, dict[str, float]], args: argparse.Namespace) -> None:
-    direct = results["direct"]
+def report(run: int, kind: str, results: dict[str, Any], args: argparse.Namespace) -> None:
+    direct = results[DIRECT]
     print(
-        f"\n### run {run + 1}, {kind} clients: tools/call echo, {args.upstream} upstream, {args.calls} calls per path, "
-        f"{args.concurrency} concurrent, phases of {args.phase}\n"
+        f"\n### run {run + 1}, {kind} clients: tools/call echo, {args.upstream} upstream, {args.concurrency} "
+        f"clients open per path, {args.rounds} rounds of {args.seconds:g} s per path + {args.seq_seconds:g} s "
+        "sequential"
+        f" (load average {os.getloadavg()[0]:.2f})\n"
     )
-    print("| path | p50 ms | p99 ms | calls/s | p50 vs direct | calls/s vs direct |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("| path | speaks | calls/s | vs direct | p50 ms | p99 ms | sequential p50 ms | vs direct |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
     for name, r in results.items():
         print(
-            f"| {name} | {r['p50'] * 1000:.2f} | {r['p99'] * 1000:.2f} | {r['rate']:.0f} | "
-            f"{r['p50'] / direct['p50']:.3f}x | {r['rate'] / direct['rate']:.3f}x |"
+            f"| {name} | {r['version']} | {r['rate']:.0f} | {r['rate'] / direct['rate']:.3f}x | "
+            f"{r['p50'] * 1000:.2f} | {r['p99'] * 1000:.2f} | {r['seq_p50'] * 1000:.3f} | "
+            f"{r['seq_p50'] / direct['seq_p50']:.3f}x |"
         )
-    # CPU per call of every process while each path ran (read from /proc around every phase): the
-    # steadier figure on a shared machine, and what bounds calls/s once the 2 cores are busy.
-    roles = [key.removeprefix("cpu_") for key in direct if key.startswith("cpu_")]
-    print("\nCPU per call (ms), by process, while each path ran:\n")
+    roles = list(direct["cpu_ms"])
+    print(
+        "\nCPU ms per call, by process, while each path ran (16 clients; the hop alone with one client in brackets):\n"
+    )
     print("| path | " + " | ".join(roles) + " | all |")
     print("|---|" + "---:|" * (len(roles) + 1))
     for name, r in results.items():
-        spent = [r[f"cpu_{role}"] * 1000 for role in roles]
-        print(f"| {name} | " + " | ".join(f"{v:.3f}" for v in spent) + f" | {sum(spent):.3f} |")
+        cells = [f"{r['cpu_ms'][role]:.3f}" for role in roles]
+        if name in HOPS:  # its own process, alone with one client
+            cells[roles.index(HOPS[name])] += f" ({r['seq_hop_cpu_ms']:.3f})"
+        print(f"| {name} | " + " | ".join(cells) + f" | {sum(r['cpu_ms'].values()):.3f} |")
     sys.stdout.flush()
 
 
-def summary(runs: list[dict[str, dict[str, dict[str, float]]]], kinds: list[str]) -> None:
-    """One line per client kind and path: the ratios to direct in every run."""
-    print("\n### ratios to direct, every run (p50 / calls/s)\n")
-    print("| clients | path | " + " | ".join(f"run {i + 1}" for i in range(len(runs))) + " |")
-    print("|---|---|" + "---|" * len(runs))
+def summary(runs: list[dict[str, Any]], kinds: list[str], args: argparse.Namespace) -> None:
+    """Per client kind and run: the three issue-27 figures for the gateway, the nginx hop beside them."""
+    print("\n### every run: calls/s vs direct, sequential p50 vs direct, CPU ms per call of the hop\n")
+    print(
+        "| run | load | clients | agent-sdk calls/s | seq p50 | gateway CPU ms "
+        "| nginx calls/s | seq p50 | nginx CPU ms |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|")
+    for i, results in enumerate(runs, 1):
+        load = f"{results['load'][0]:.1f}→{results['load_after'][0]:.1f}"
+        for kind in kinds:
+            d, cells = results[kind][DIRECT], []
+            for name, role in ((GATEWAY, "agent-sdk"), (NGINX, "nginx")):
+                if name not in results[kind]:
+                    continue
+                r = results[kind][name]
+                rate, seq = r["rate"] / d["rate"], r["seq_p50"] / d["seq_p50"]
+                cells += [f"{rate:.2f}x", f"{seq:.2f}x", f"{r['cpu_ms'][role]:.3f}"]
+            print(f"| {i} | {load} | {kind} | " + " | ".join(cells) + " |")
+    if args.upstream != "fast":
+        return
+    print(
+        f"\nTargets (issue 27, fast upstream): gateway CPU per call <= {TARGET_CPU_MS} ms, calls/s >= "
+        f"{TARGET_RATE}x direct, sequential p50 <= {TARGET_SEQ_P50}x direct."
+    )
     for kind in kinds:
-        for name in runs[0][kind]:
-            if name == "direct":
-                continue
-            cells = []
-            for results in runs:
-                r, d = results[kind][name], results[kind]["direct"]
-                cells.append(f"{r['p50'] / d['p50']:.2f}x / {r['rate'] / d['rate']:.2f}x")
-            print(f"| {kind} | {name} | " + " | ".join(cells) + " |")
+        met = [0, 0, 0]
+        for results in runs:
+            d, g = results[kind][DIRECT], results[kind][GATEWAY]
+            met[0] += g["cpu_ms"]["agent-sdk"] <= TARGET_CPU_MS
+            met[1] += g["rate"] / d["rate"] >= TARGET_RATE
+            met[2] += g["seq_p50"] / d["seq_p50"] <= TARGET_SEQ_P50
+        print(f"- {kind}: CPU met in {met[0]} of {len(runs)} runs, calls/s in {met[1]}, sequential p50 in {met[2]}")
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import bench_mcp_tools as bench  # noqa: E402
+import harness as bench  # noqa: E402
 
 from gateway.auth.chain import AuthChain  # noqa: E402
 from gateway.auth.oauth_gate import oauth_gate  # noqa: E402

@@ -30,8 +30,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import free_port, wait_port  # noqa: E402
 from bench_sessions import cpu_s, populate, wait_healthy  # noqa: E402
+from harness import free_port, wait_port  # noqa: E402
 
 SIZES = (100, 10_000)
 

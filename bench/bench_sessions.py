@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_mcp_tools import start_serve  # noqa: E402
+from harness import start_serve  # noqa: E402
 
 from gateway.sessions._records import SessionRecord, new_event, now  # noqa: E402  # pyright: ignore[reportPrivateUsage]
 from gateway.sessions._store import FileSessionStore  # noqa: E402  # pyright: ignore[reportPrivateUsage]

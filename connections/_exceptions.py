@@ -14,6 +14,7 @@ ConnectionsError                 root; `code` is the wire code the gateway maps 
 │   ├── ConnectionUnavailable    cannot start/connect, the server exited, or restarts are paused (crash loop)
 │   │   └── AuthorizationUnavailable  an `oauth=` connection's authorization server does not answer (an outage)
 │   ├── ConnectionUnauthorized   an `oauth=` connection has no tokens the server accepts (log in again)
+│   │   └── SignInRequired       a `grants="per_principal"` connection: the calling principal has no grant of its own
 │   └── AccountError             an account connection (docs/accounts.md) cannot use its hub
 │       ├── AccountNotConfigured     no hub URL or API key (agent-sdk login, or AGENT_SDK_ACCOUNT_URL + _API_KEY)
 │       ├── AccountUnauthorized      the hub refused the API key (wrong or revoked)
@@ -43,6 +44,7 @@ __all__ = [
     "NotOffered",
     "ProjectError",
     "ResultTooLarge",
+    "SignInRequired",
     "ToolInputError",
     "TurnBuildError",
     "TurnProblem",
@@ -241,6 +243,18 @@ class ConnectionUnauthorized(ClientError):
     """
 
     code = "connection_unauthorized"
+
+
+class SignInRequired(ConnectionUnauthorized):
+    """A `grants="per_principal"` connection and a principal without a usable grant of its own (none yet,
+    refused at refresh, or logged out): the gateway answers with a sign-in URL for that principal
+    (docs/oauth.md#per-user-grants). `principal` is whose grant is missing."""
+
+    code = "sign_in_required"
+
+    def __init__(self, connection: str, principal: str, message: str) -> None:
+        super().__init__(connection, message)
+        self.principal = principal
 
 
 class AccountError(ClientError):

@@ -11,6 +11,7 @@ two MCP session managers; leaving it (Ctrl-C) closes them in reverse order.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import AsyncGenerator, Callable
@@ -20,6 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -31,6 +33,7 @@ from connections import Broker, Project
 from connections.serving import Offerings, tracing_enabled
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
+from .audit import guard_counters, serving_guard
 from .auth.chain import AuthChain, BodyLimit, RequestGuard
 from .auth.oauth_gate import OAuthGate, oauth_gate
 from .auth.operator_grants import OperatorGrant
@@ -40,13 +43,16 @@ from .http._asgi import json_error
 from .http.proxies import TrustedProxies
 from .http.request_ids import RequestIds
 from .http_observer import HttpObserver, RouteTemplates
+from .limits import load_limit_rules
 from .mcp.endpoints import McpEndpoint, agent_server, session_manager
 from .mcp.peers.caps import stream_cap
 from .mcp.peers.streams import PeerStreams
+from .mcp.sign_in import SignInLinks
 from .mcp.subscriptions import Subscriptions
 from .mcp.tools import tools_server
 from .mcp.toolsets import BrokerLike, ToolCatalog
 from .metrics import Metrics, metrics_routes
+from .policy import PolicyGate, turn_toolset
 from .rest.discovery_routes import discovery_routes
 from .rest.session_routes import session_routes
 from .rest.tool_routes import tool_routes
@@ -55,7 +61,7 @@ from .runners._select import make_runner
 from .runtime import Runtime
 from .sessions import SessionService
 from .settings import ServeSettings
-from .stores import serving_hub_keys, serving_request_states, session_store, token_store
+from .stores import serving_hub_keys, serving_request_states, serving_task_owners, session_store, token_store
 from .telemetry import app_durations
 
 __all__ = ["BrokerFactory", "create_app", "default_broker"]
@@ -190,9 +196,11 @@ def create_app(
         return default_broker(p, settings, child_env=bridge.child_env())
 
     open_broker = broker or _serving_broker
+    load_limit_rules(project.root)  # a bad agent/limits.toml is a ValueError here: `serve` refuses to start
     metrics = Metrics()
     if tracing_enabled():  # the MCP conventions' histograms on /v1/metrics too (gateway/telemetry/durations.py)
         app_durations(metrics.registry)
+    policy = PolicyGate.for_project(project.root)  # raises PolicyError naming each bad line (serve checks first)
     if oauth is None and settings.oauth_issuers:
         oauth = oauth_gate(settings)
 
@@ -209,6 +217,9 @@ def create_app(
                 SessionService.running(session_store(settings), builder, chosen, lease_s=settings.turn_lease_s)
             )
             sessions.on_turn_end = metrics.turn_finished
+            guard = await serving_guard(settings, project, stack)  # audit, limits, approvals (docs/audit.md)
+            guard_counters(guard, metrics.counted)
+            sessions.wrap_toolset = lambda toolset, caller: guard.toolset(toolset, "session", caller)
             offerings: Offerings | None = getattr(brk, "offerings", None)
             pool = getattr(brk, "pool", None)  # a test's broker may have none
             host = getattr(brk, "host", None)
@@ -247,7 +258,18 @@ def create_app(
                 request_states=await serving_request_states(settings, stack),
                 offerings=offerings,
                 subscriptions=subscriptions,
+                policy=policy,
+                guard=guard,
             )
+            if runtime.host is not None:
+                runtime.task_owners = await serving_task_owners(settings, runtime.host.mcp.task_request, stack)
+            sessions.narrow = functools.partial(turn_toolset, policy)
+            guard.policy = policy  # each audit record names the policies that decided it
+            policy.on_denied_call = guard.policy_refused
+            watcher = await stack.enter_async_context(anyio.create_task_group())
+            watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
+            stack.callback(watcher.cancel_scope.cancel)
+            sessions.sign_in_links = SignInLinks(settings, runtime.request_states).for_problems  # per-user grants
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
                 stack.callback(pool.listing_cache.watch(runtime.catalog.changed))
             if subscriptions is not None:

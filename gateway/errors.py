@@ -16,6 +16,11 @@ GatewayError
     ├── SessionNotFound           404 session_not_found
     ├── StaleContinuationToken    409 stale_continuation_token
     ├── SessionBusy               409 session_busy
+    ├── CallRefused               a tool call refused before it ran (docs/audit.md); `rpc_code` on MCP
+    │   ├── RateLimited               429 rate_limited (`retry_after`: the Retry-After header)
+    │   ├── LimitsUnavailable         503 limits_unavailable (the shared limit store cannot be reached)
+    │   ├── ApprovalDenied            403 approval_denied (an operator denied it, or nobody answered in time)
+    │   └── AuditUnavailable          503 audit_unavailable (`--audit-required` and the audit queue is full)
     └── StateUnavailable          503 state_unavailable (the shared state store cannot be reached)
 """
 
@@ -26,6 +31,7 @@ from typing import Any, ClassVar
 __all__ = [
     "ApiError",
     "AuthorizationServerDown",
+    "CallRefused",
     "CliError",
     "ConnectionFailed",
     "ConnectionNeedsLogin",
@@ -70,6 +76,10 @@ class ApiError(GatewayError):
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": False, "error": self.code, "message": self.message, **self.extra}
+
+    def headers(self) -> dict[str, str] | None:
+        """Headers the HTTP answer carries besides the body (none but for a few refusals)."""
+        return None
 
 
 class InvalidRequest(ApiError):
@@ -152,3 +162,13 @@ class SessionBusy(ApiError):
 class StateUnavailable(ApiError):
     status = 503
     code = "state_unavailable"
+
+
+class CallRefused(ApiError):
+    """A tool call refused before it ran: its limits, its approval, or the audit trail said no
+    (`gateway/limits`, `gateway/approvals`, `gateway/audit`). On MCP it is a JSON-RPC error with `rpc_code`."""
+
+    status = 403
+    code = "call_refused"
+    rpc_code: ClassVar[int] = -32003
+    retry_after: int | None = None

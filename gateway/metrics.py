@@ -207,6 +207,7 @@ class _StaticCollector(Collector):
 
     def __init__(self) -> None:
         self.expires_at: dict[str, float | None] = {}
+        self.grants: dict[str, int] = {}
         self.build = {
             "version": _package_version("agent-sdk"),
             "mcp": _package_version("mcp"),
@@ -229,7 +230,15 @@ class _StaticCollector(Collector):
         for name, at in sorted(self.expires_at.items()):
             if at is not None:
                 expiry.add_metric([name], round(at - now, 3))
-        return [build, expiry]
+        grants = GaugeMetricFamily(
+            "agent_sdk_oauth_grants",
+            "OAuth grants stored for a connection: its one grant (1 or 0), or with grants='per_principal' the "
+            "number of principals that signed in (never who)",
+            labels=["connection"],
+        )
+        for name, count in sorted(self.grants.items()):
+            grants.add_metric([name], count)
+        return [build, expiry, grants]
 
 
 class Metrics:
@@ -292,6 +301,8 @@ class Metrics:
             "agent_sdk_auth_refusals", "Requests refused by the auth chain, by status and code", ["status", "code"],
             registry=counted,
         )  # fmt: skip
+        self.counted = counted
+        """The registry the counted metrics register in (None in multiprocess mode: prometheus_client's files)."""
         self._multiprocess = multiprocess
         self._watched: _BrokerCollector | None = None
 
@@ -328,11 +339,21 @@ class Metrics:
         self.http_seconds.labels(route, method, str(status)).observe(seconds)
 
     async def read_tokens(self, store: TokenStore, connections: Mapping[str, ConnectionDefinition]) -> None:
-        """Note when each OAuth connection's stored access token expires (a store it cannot read: none)."""
+        """Note when each OAuth connection's stored access token expires, and how many grants it has (a store it
+        cannot read: none)."""
         expires: dict[str, float | None] = {}
+        try:
+            held = await store.keys()
+        except OAuthError:
+            held = []
+        grants: dict[str, int] = {}
         for name, defn in connections.items():
             if defn.oauth is None or defn.url is None:
                 continue
+            own = [k for k in held if k.connection == name and k.resource == defn.url]
+            grants[name] = sum(1 for k in own if bool(k.principal) == (defn.grants == "per_principal"))
+            if defn.grants == "per_principal":
+                continue  # one expiry per principal would name them: the count is what an operator sees
             try:
                 grant = await store.load(StoreKey(name, defn.url))
             except OAuthError:
@@ -340,6 +361,7 @@ class Metrics:
             tokens = grant.tokens if grant is not None else None
             expires[name] = tokens.expires_at if tokens is not None else None
         self._static.expires_at = expires
+        self._static.grants = grants
 
     def listing_failed(self, problems: list[TurnProblem]) -> None:
         """Count each connection a toolset was built without, by its cause (the builder's `CallObserver`)."""

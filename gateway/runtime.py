@@ -11,6 +11,7 @@ from starlette.requests import Request
 from connections import Project, TurnBuilder
 from connections.serving import Offerings, tracing_enabled
 
+from .audit import CallGuard
 from .auth.chain import Principal
 from .mcp.peers.asks import PeerAsks
 from .mcp.peers.calls import PeerCalls
@@ -18,7 +19,9 @@ from .mcp.peers.held import HeldCalls
 from .mcp.peers.streams import PeerStreams
 from .mcp.pipeline import Executor, traced
 from .mcp.subscriptions import Subscriptions
+from .mcp.task_owners import TaskOwners
 from .mcp.toolsets import ToolCatalog
+from .policy import PolicyGate
 from .runners import TurnRunner
 from .sessions import SessionService
 from .settings import ServeSettings
@@ -54,6 +57,12 @@ class Runtime:
     """What upstreams say changed, relayed to peers' `subscriptions/listen` streams (`gateway/mcp/subscriptions.py`)."""
     streams: PeerStreams | None = None
     """Handshake-era peers' GET streams and resource subscriptions on this replica (`gateway/mcp/peers/streams.py`)."""
+    task_owners: TaskOwners | None = None
+    """Where each task a peer started lives, and other replicas' follow-ups for ours (`gateway/mcp/task_owners.py`)."""
+    policy: PolicyGate = field(default_factory=PolicyGate)
+    """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
+    guard: CallGuard | None = None
+    """The audit trail, rate limits and approvals every tool call passes (`gateway/audit`, docs/audit.md)."""
     executor: Executor = field(init=False)
     """Runs every peer's `tools/call` (`gateway/mcp/pipeline.py`); `executor.wrap(...)` puts a wrapper around each."""
 

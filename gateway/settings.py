@@ -45,6 +45,8 @@ class ServeSettings(BaseModel):
     default_wait_ms: int = Field(default=20_000, ge=0)
     toolset_ttl_s: float = Field(default=30.0, ge=0)
     """How long the session-less toolset (advertised listings) is reused for `tools/call` and direct calls."""
+    policy_reload_s: float = Field(default=1.0, gt=0)
+    """How often `agent/policies.cedar` is checked for a change (docs/policy.md)."""
     page_size: int = Field(default=100, ge=1, le=10_000)
     """Items per page of `resources/list`, `resources/templates/list` and `prompts/list` on `/v1/mcp/tools`."""
     access_log: bool = False
@@ -89,6 +91,17 @@ class ServeSettings(BaseModel):
     """`AGENT_SDK_STATE_KEY`: the deployment's state key itself (base64url of 32 bytes); never a flag (`ps`)."""
     turn_lease_s: float = Field(default=10.0, ge=1.0, le=600.0)
     """With `state_url`: how long a turn's lease lasts unrenewed; a dead replica's turn is closed within this + 1 s."""
+
+    audit_required: bool = False
+    """`--audit-required`: a call is refused (503 `audit_unavailable`) while the audit queue is full (docs/audit.md)."""
+    audit_argument_digest: bool = False
+    """`--audit-argument-digest`: each record carries a SHA-256 of the call's arguments (never the arguments)."""
+    audit_max_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
+    """The audit file is rotated past this size (`audit.jsonl.1` ... `.5` kept)."""
+    audit_stream_max: int = Field(default=100_000, ge=100)
+    """With `state_url`: the shared audit stream keeps about this many records (`XADD MAXLEN ~`)."""
+    approval_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
+    """`--approval-timeout`: how long a call waits for an operator's approval; no answer is a denial."""
 
     oauth_issuers: tuple[str, ...] = ()
     """`--oauth-issuer`: authorization servers whose access tokens admit a peer (docs/http-api.md, "OAuth")."""
@@ -267,6 +280,9 @@ class ServeSettings(BaseModel):
             "state_key_file": "AGENT_SDK_STATE_KEY_FILE",
             "state_key": "AGENT_SDK_STATE_KEY",
             "page_size": "AGENT_SDK_PAGE_SIZE",
+            "audit_max_bytes": "AGENT_SDK_AUDIT_MAX_BYTES",
+            "audit_stream_max": "AGENT_SDK_AUDIT_STREAM_MAX",
+            "approval_timeout_s": "AGENT_SDK_APPROVAL_TIMEOUT",
         }
         for field, var in simple.items():
             if env.get(var):
@@ -300,6 +316,9 @@ class ServeSettings(BaseModel):
             values["hub"] = True
         if env.get("AGENT_SDK_ACCESS_LOG", "").lower() in ("1", "true", "yes"):
             values["access_log"] = True
+        for flag in ("audit_required", "audit_argument_digest"):
+            if env.get(f"AGENT_SDK_{flag.upper()}", "").lower() in ("1", "true", "yes"):
+                values[flag] = True
         if env.get("AGENT_SDK_WARM", "").lower() in ("1", "true", "yes"):
             values["warm"] = True
         if env.get("AGENT_SDK_FAST_CALLS", "").lower() in ("0", "false", "no"):

@@ -8,10 +8,13 @@ from collections.abc import Mapping
 from contextlib import AsyncExitStack
 from pathlib import Path
 
+import anyio
+
 from oauth import TokenStore, serving_store
 
 from .accounts.hub_keys import HubKeys, HubKeyStore
 from .accounts.hub_keys_redis import RedisHubKeyStore
+from .mcp.task_owners import Local, TaskOwners
 from .sessions import FileSessionStore, RedisSessionStore, SessionStore
 from .settings import ServeSettings
 from .state._redis import redis_client
@@ -25,6 +28,7 @@ __all__ = [
     "serving_hub_keys",
     "serving_pending_logins",
     "serving_request_states",
+    "serving_task_owners",
     "session_store",
     "token_store",
 ]
@@ -90,3 +94,17 @@ def serving_pending_logins(settings: ServeSettings, sealer: RequestStates, stack
     redis = redis_client(url)
     stack.push_async_callback(redis.aclose)
     return RedisPendingLogins(redis, sealer, url=url)
+
+
+async def serving_task_owners(settings: ServeSettings, local: Local, stack: AsyncExitStack) -> TaskOwners:
+    """Who runs which task (`task_owners.py`): with `state_url`, this replica answers the others' follow-ups
+    for its tasks over Redis until `stack` closes; else its own tasks only."""
+    if settings.state_url is None:
+        return TaskOwners(local)
+    redis = redis_client(settings.state_url.get_secret_value())
+    stack.push_async_callback(redis.aclose)
+    owners = TaskOwners(local, redis)
+    tg = await stack.enter_async_context(anyio.create_task_group())
+    stack.callback(tg.cancel_scope.cancel)
+    tg.start_soon(owners.serve)
+    return owners

@@ -7,14 +7,18 @@ Logging in: `await login(name, url, config, store, interaction=open_browser())`.
 """
 
 from ._config import OAuthConfig as OAuthConfig
+from ._exceptions import AssertionRefused as AssertionRefused
 from ._exceptions import AuthorizationDenied as AuthorizationDenied
 from ._exceptions import AuthorizationError as AuthorizationError
 from ._exceptions import AuthorizationServerUnreachable as AuthorizationServerUnreachable
+from ._exceptions import CallerTokenRequired as CallerTokenRequired
 from ._exceptions import DiscoveryError as DiscoveryError
+from ._exceptions import DpopNonceLoop as DpopNonceLoop
 from ._exceptions import InsecureTransport as InsecureTransport
 from ._exceptions import InsufficientScope as InsufficientScope
 from ._exceptions import InvalidClient as InvalidClient
 from ._exceptions import InvalidGrant as InvalidGrant
+from ._exceptions import InvalidTarget as InvalidTarget
 from ._exceptions import IssuerMismatch as IssuerMismatch
 from ._exceptions import KeyringUnavailable as KeyringUnavailable
 from ._exceptions import LoginRequired as LoginRequired
@@ -41,6 +45,9 @@ from .flows._auth import ConnectionAuth as ConnectionAuth
 from .flows._auth import LoginHandler as LoginHandler
 from .flows._auth import connection_auth as connection_auth
 from .flows._callback import CallbackListener as CallbackListener
+from .flows._caller_grants import CallerGrants as CallerGrants
+from .flows._caller_grants import UpstreamToken as UpstreamToken
+from .flows._caller_grants import is_caller_grant as is_caller_grant
 from .flows._interaction import Interaction as Interaction
 from .flows._interaction import follow_redirects as follow_redirects
 from .flows._interaction import open_browser as open_browser
@@ -50,6 +57,9 @@ from .flows._manage import GrantStatus as GrantStatus
 from .flows._manage import LogoutResult as LogoutResult
 from .flows._manage import grant_status as grant_status
 from .flows._manage import logout as logout
+from .flows._presented import PresentedToken as PresentedToken
+from .flows._presented import present as present
+from .flows._presented import presented as presented
 from .flows._redirect_login import LoginStart as LoginStart
 from .flows._redirect_login import finish_login as finish_login
 from .flows._redirect_login import start_login as start_login
@@ -63,16 +73,20 @@ from .stores._redis_store import RedisTokenStore as RedisTokenStore
 from .stores._store import TokenStore as TokenStore
 
 __all__ = [
+    "AssertionRefused",
     "AuthStats",
     "AuthorizationDenied",
     "AuthorizationError",
     "AuthorizationServerUnreachable",
     "CallbackListener",
+    "CallerGrants",
+    "CallerTokenRequired",
     "Challenge",
     "ClientRegistration",
     "ConnectionAuth",
     "Discovery",
     "DiscoveryError",
+    "DpopNonceLoop",
     "FileTokenStore",
     "Grant",
     "GrantStatus",
@@ -81,6 +95,7 @@ __all__ = [
     "Interaction",
     "InvalidClient",
     "InvalidGrant",
+    "InvalidTarget",
     "IssuerMismatch",
     "KeyringTokenStore",
     "KeyringUnavailable",
@@ -93,6 +108,7 @@ __all__ = [
     "OAuthConfig",
     "OAuthError",
     "PkceUnsupported",
+    "PresentedToken",
     "RedisTokenStore",
     "RegistrationError",
     "ResourceMetadata",
@@ -104,6 +120,7 @@ __all__ = [
     "TokenError",
     "TokenSet",
     "TokenStore",
+    "UpstreamToken",
     "check_store",
     "connection_auth",
     "deployment_store",
@@ -111,10 +128,13 @@ __all__ = [
     "follow_redirects",
     "grant_status",
     "insecure_transport_warning",
+    "is_caller_grant",
     "login",
     "logout",
     "open_browser",
     "parse_www_authenticate",
+    "present",
+    "presented",
     "print_url",
     "serving_store",
     "start_login",

@@ -30,9 +30,20 @@ class OAuthConfig:
     extra_authorize_params: dict[str, str] = field(default_factory=dict[str, str])
     """Extra parameters for the authorization request (e.g. `prompt`)."""
     grant: str = "authorization_code"
-    """`authorization_code` (a person logs in with PKCE) or `client_credentials` (the deployment itself,
-    machine to machine: needs `client_id` and `client_secret_env` or `private_key_env`)."""
+    """`authorization_code` (a person logs in with PKCE), `client_credentials` (the deployment itself,
+    machine to machine: needs `client_id` and `client_secret_env` or `private_key_env`), or one of the
+    caller's own credential (docs/oauth.md): `token_exchange` (RFC 8693 at the caller's IdP; `client_id` is
+    the gateway's client there) and `id_jag` (an ID-JAG from the caller's IdP redeemed at the upstream's
+    authorization server; `client_id` is the gateway's client there, `idp_client_id` at the IdP)."""
     private_key_env: str | None = None
     """`client_credentials` with `private_key_jwt` (RFC 7523): the variable holding the PEM private key."""
     assertion_alg: str | None = None
     """The `private_key_jwt` signing algorithm; by default from the key (RS256, ES256, ES384, ES512, EdDSA)."""
+    audience: str | None = None
+    """`token_exchange`: an RFC 8693 `audience` to ask for beside the upstream's `resource` (default: none)."""
+    actor_token_env: str | None = None
+    """`token_exchange` / `id_jag`: a variable holding the gateway's own token, sent as RFC 8693 `actor_token`."""
+    idp_client_id: str | None = None
+    """`id_jag`: the gateway's client at the caller's identity provider."""
+    idp_client_secret_env: str | None = None
+    """`id_jag`: the variable holding that client's secret."""

@@ -13,8 +13,12 @@
     ├── TokenError                   token_request_failed  the token endpoint refused or answered garbage
     │   ├── InvalidGrant             invalid_grant         the code or refresh token was rejected
     │   ├── InvalidClient            invalid_client        the server no longer knows (or accepts) this client
+    │   ├── InvalidTarget            invalid_target        RFC 8693: the IdP issues no token for that resource
+    │   ├── AssertionRefused         id_jag_refused        an ID-JAG for another authorization server (never sent)
+    │   ├── DpopNonceLoop            dpop_nonce_loop       RFC 9449 §8: a fresh nonce was demanded again and again
     │   └── AuthorizationServerUnreachable  authorization_server_unreachable  the token endpoint did not answer
     ├── LoginRequired                login_required        no usable tokens; the fix is `agent-sdk mcp oauth NAME`
+    │   └── CallerTokenRequired      caller_token_required a caller-credential connection called by no OAuth peer
     ├── InsufficientScope            insufficient_scope    step-up authorization did not satisfy the server
     └── StoreError                   store_error           a token store failed
         ├── StoreCorrupt             store_corrupt         the store holds something that is not ours
@@ -27,14 +31,18 @@ authorization server's own `error` / `error_description` (cut short).
 from __future__ import annotations
 
 __all__ = [
+    "AssertionRefused",
     "AuthorizationDenied",
     "AuthorizationError",
     "AuthorizationServerUnreachable",
+    "CallerTokenRequired",
     "DiscoveryError",
+    "DpopNonceLoop",
     "InsecureTransport",
     "InsufficientScope",
     "InvalidClient",
     "InvalidGrant",
+    "InvalidTarget",
     "IssuerMismatch",
     "KeyringUnavailable",
     "LoginRequired",
@@ -127,6 +135,24 @@ class InvalidClient(TokenError):
     error = "invalid_client"
 
 
+class InvalidTarget(TokenError):
+    """RFC 8693 §2.2.2: the identity provider will not issue a token for the requested resource or audience."""
+
+    error = "invalid_target"
+
+
+class AssertionRefused(TokenError):
+    """The identity provider's ID-JAG is not one for the upstream's authorization server: it is never sent there."""
+
+    error = "id_jag_refused"
+
+
+class DpopNonceLoop(TokenError):
+    """RFC 9449 §8/§9: the server demanded a fresh DPoP nonce again right after one was sent: given up, not looped."""
+
+    error = "dpop_nonce_loop"
+
+
 class AuthorizationServerUnreachable(TokenError):
     """The token endpoint did not answer (refused, unreachable, timed out): an outage, not a refusal.
 
@@ -137,9 +163,21 @@ class AuthorizationServerUnreachable(TokenError):
 
 
 class LoginRequired(OAuthError):
-    """No usable tokens for the connection, and this context may not start a browser login."""
+    """No usable tokens for the connection, and this context may not start a browser login.
+
+    `principal` names whose own grant is missing (`StoreKey.principal`); empty for the gateway's one grant."""
 
     error = "login_required"
+
+    def __init__(self, message: str, principal: str = "") -> None:
+        super().__init__(message)
+        self.principal = principal
+
+
+class CallerTokenRequired(LoginRequired):
+    """A connection that acts with each caller's own token (token exchange, ID-JAG) was called without one."""
+
+    error = "caller_token_required"
 
 
 class InsufficientScope(OAuthError):

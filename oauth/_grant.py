@@ -13,19 +13,53 @@ from typing import Any, NamedTuple
 from ._exceptions import StoreCorrupt
 from ._shared import Secret
 
-__all__ = ["ClientRegistration", "Grant", "StoreKey", "TokenSet"]
+__all__ = ["ClientRegistration", "Grant", "StoreKey", "TokenSet", "check_holder"]
 
 RECORD_VERSION = 1
 
 
 class StoreKey(NamedTuple):
-    """A record's address: the connection name and the resource URL it was granted for."""
+    """A record's address: the connection name, the resource URL it was granted for, and whose it is.
+
+    `principal` is empty for the gateway's one grant of a connection, and a principal's id for that
+    principal's own grant (`grants="per_principal"`, docs/oauth.md#per-user-grants). Stores file a grant
+    under `holder` (`docs`, or `docs@<principal>`: a connection name never holds `@`), so one principal's
+    grant can never be read under another's key.
+    """
 
     connection: str
     resource: str
+    principal: str = ""
+
+    @property
+    def holder(self) -> str:
+        """The name a store files this grant under: the connection, or `connection@principal`."""
+        return f"{self.connection}@{self.principal}" if self.principal else self.connection
+
+    @classmethod
+    def of_holder(cls, holder: str, resource: str) -> StoreKey:
+        """The inverse of `holder` (the first `@` splits: a connection name has none)."""
+        connection, _, principal = holder.partition("@")
+        return cls(connection, resource, principal)
+
+    def parts(self) -> list[str]:
+        """The key as an index entry: `[connection, resource]`, plus the principal of a principal's grant."""
+        return [self.connection, self.resource, self.principal] if self.principal else [self.connection, self.resource]
 
     def __str__(self) -> str:
-        return f"{self.connection} ({self.resource})"
+        return f"{self.connection} ({self.resource})" + (f" of principal {self.principal}" if self.principal else "")
+
+
+def check_holder(grant: Grant, key: StoreKey) -> Grant:
+    """`grant`, when it was saved for `key`; a record filed under one key that names another (a principal's
+    grant copied under someone else's key) is refused, never used. Raises `StoreCorrupt`."""
+    if grant.key != key:
+        raise StoreCorrupt(
+            f"the grant stored for {key} was issued for another key ({grant.key.connection!r}"
+            f"{', another principal' if grant.key.principal != key.principal else ''}); it is refused: delete it "
+            f"and sign in again"
+        )
+    return grant
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +117,8 @@ class Grant:
     dead: str | None = None
     """Why the server refused this grant (`invalid_grant`, `invalid_client`); None while it is alive.
     A dead grant keeps no tokens: nothing is spent twice, and the next step is a new login."""
+    dpop_key: Secret | None = None
+    """RFC 9449: the private JWK this grant's tokens are bound to (`flows/_dpop.py`), kept like the tokens."""
 
     def with_tokens(self, tokens: TokenSet | None) -> Grant:
         """A copy holding `tokens` (alive again), stamped now."""
@@ -103,12 +139,14 @@ class Grant:
             "version": RECORD_VERSION,
             "connection": self.key.connection,
             "resource": self.key.resource,
+            **({"principal": self.key.principal} if self.key.principal else {}),
             "resource_indicator": self.resource_indicator,
             "issuer": self.issuer,
             "token_endpoint": self.token_endpoint,
             "revocation_endpoint": self.revocation_endpoint,
             "updated_at": self.updated_at,
             "dead": self.dead,
+            "dpop_key": self.dpop_key.reveal() if self.dpop_key else None,
             "client": client_json(self.client),
             "tokens": None
             if tokens is None
@@ -152,7 +190,11 @@ class Grant:
                 )
             updated_at = record.get("updated_at", 0.0)
             return cls(
-                key=StoreKey(text_field(record["connection"]), text_field(record["resource"])),
+                key=StoreKey(
+                    text_field(record["connection"]),
+                    text_field(record["resource"]),
+                    text_field(record.get("principal", "")),
+                ),
                 issuer=text_field(record["issuer"]),
                 token_endpoint=text_field(record["token_endpoint"]),
                 client=client,
@@ -161,6 +203,7 @@ class Grant:
                 revocation_endpoint=optional_text(record.get("revocation_endpoint")),
                 updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
                 dead=optional_text(record.get("dead")),
+                dpop_key=Secret(text_field(record["dpop_key"])) if record.get("dpop_key") else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(

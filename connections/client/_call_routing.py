@@ -1,6 +1,6 @@
 """Where an upstream's notifications about a call go back to: the call's `CallContext` (`_call_context.py`).
 
-`call_tool_json` asks `prepare_call` for the call options and `_meta` that make the upstream report
+`call_upstream_tool` asks `prepare_call` for the call options and `_meta` that make the upstream report
 on the call, and every wire routes what comes back to the context of the call it belongs to:
 
 - **progress**: the upstream request carries a progress token of the wire's own (its request id,

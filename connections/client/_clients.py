@@ -11,11 +11,9 @@ connections get one `httpx2.AsyncClient` carrying the static headers and an opti
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
-import ssl
 from collections.abc import AsyncGenerator, Callable, Mapping
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -42,8 +40,9 @@ from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
 from ._tool_results import holds_long_text
 from ._tracing import TracedDispatcher, Upstream, tracing_enabled
-from ._transports._http1 import Http1Origin
+from ._transports._http1 import shared_ssl_context
 from ._transports._stdio import StdioChild, stdio_transport
+from ._wire import SdkWire, Wire
 
 __all__ = [
     "INHERITED_ENV",
@@ -80,6 +79,8 @@ class OpenedClient:
     """The last HTTP error status seen on this client (for error messages; empty for stdio)."""
     child: StdioChild | None = None
     """The stdio child process (None for HTTP and SSE)."""
+    wire: Wire | None = None
+    """What the pool's requests go out on (`client/_wire.py`): the fast wire, or the session's own dispatcher."""
     fast: FastCalls | None = None
     """The session's fast wire (`connections/client/_fast_calls.py`), when `tools/call` and `tools/list` go over it."""
     session_ids: list[str] = field(default_factory=list[str])
@@ -102,13 +103,6 @@ class OpenedClient:
     def alive(self) -> bool:
         """False once the transport ended or the stdio child exited."""
         return not self.gone.is_set() and (self.child is None or self.child.alive)
-
-
-@functools.cache
-def shared_ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context for every client: building one loads the CA bundle (~90 ms), and
-    every identity of a per-session `auth` connection opens its own client. Contexts are safe to share."""
-    return httpx2.create_ssl_context()
 
 
 def merge_headers(static: Mapping[str, str], extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -185,7 +179,6 @@ async def open_client(
     status: list[int] = [] if http_status is None else http_status
     children: list[StdioChild] = []
     session_ids: list[str] = []
-    origin: Http1Origin | None = None
     all_headers: dict[str, str] = {}
     if defn.kind == "stdio":
         assert defn.command is not None
@@ -231,13 +224,6 @@ async def open_client(
             )
         else:
             transport = _streamable_http(defn.url, lambda: factory(all_headers, None, auth))
-            if fast_calls and fast_calls_apply(defn, all_headers):
-                https = defn.url.startswith("https:")
-                origin = Http1Origin(
-                    defn.url,
-                    ssl_context=shared_ssl_context() if https else None,
-                    connect_timeout=defn.timeouts.connect,
-                )
     logs = SessionLogs()
     client = Client(
         _Watched(transport, gone),
@@ -249,33 +235,51 @@ async def open_client(
         # declares elicitation and sampling; each request is its call's (`connections/client/_input_requests.py`)
         **client_callbacks(defn.timeouts.question),
     )
+    fast: FastCalls | None = None
     try:
         async with client:
             session_logs(client.session, logs)
             child = children[0] if children else None
             opened = OpenedClient(client=client, gone=gone, http_status=status, child=child, session_ids=session_ids)
-            if origin is not None:
-                opened.fast = install_fast_calls(
+            if fast_calls and defn.kind == "http" and fast_calls_apply(defn, all_headers):
+                fast = opened.fast = install_fast_calls(
                     client,
-                    origin,
+                    defn,
                     headers=all_headers,
                     session_id=session_ids[0] if session_ids else None,
                     http_status=status,
                     auth=None if headers_per_call else auth,
-                    max_body=defn.max_result_bytes,
                 )
-                if headers_per_call and opened.fast is not None and isinstance(auth, IdentityAuth):
-                    # Before anyone sees the session: no fast-wire call ever leaves without its identity.
-                    client.session._dispatcher = HeadersPerCall(opened.fast, auth)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+            opened.wire = _chosen_wire(client, fast, auth if headers_per_call else None)
             if tracing_enabled():  # outermost: every request this session sends is marked (client/_tracing.py)
-                upstream = Upstream(defn.name, "pipe" if defn.kind == "stdio" else "tcp", client.protocol_version,
-                                    opened.session_id)  # fmt: skip
-                session = client.session
-                session._dispatcher = TracedDispatcher(session._dispatcher, upstream, fast=opened.fast_calls)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+                _trace(opened, Upstream(defn.name, "pipe" if defn.kind == "stdio" else "tcp", client.protocol_version,
+                                        opened.session_id))  # fmt: skip
             yield opened
     finally:
-        if origin is not None:
-            await origin.aclose()
+        if fast is not None:
+            await fast.aclose()
+
+
+def _chosen_wire(client: Client, fast: FastCalls | None, per_call: httpx2.Auth | None) -> Wire:
+    """The wire the pool's requests take (`client/_wire.py`): the fast wire where it was installed, an identity's
+    headers on each of its calls for a `headers_per_call` client, else the session's own dispatcher."""
+    if fast is None:
+        return SdkWire(client.session)
+    if isinstance(per_call, IdentityAuth):
+        # Before anyone sees the session: no fast-wire call ever leaves without its identity.
+        wire = HeadersPerCall(fast, per_call)
+        client.session._dispatcher = wire  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+        return wire
+    return fast
+
+
+def _trace(opened: OpenedClient, upstream: Upstream) -> None:
+    """Mark every request of `opened` for tracing: the session's dispatcher (the SDK's methods, and the
+    `SdkWire`), and the fast wire the pool calls directly."""
+    session = opened.client.session
+    session._dispatcher = TracedDispatcher(session._dispatcher, upstream, fast=opened.fast_calls)  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]
+    if opened.wire is not None and not isinstance(opened.wire, SdkWire):
+        opened.wire = TracedDispatcher(opened.wire, upstream, fast=True)
 
 
 @asynccontextmanager

@@ -4,8 +4,8 @@ An SSE answer stream is parsed with httpx2's own SSE parser under the SDK's even
 stream that ends without the answer is resumed with `Last-Event-ID` GETs (the SDK's attempts and
 delays); a notification met on the stream goes to the session's `_on_notify`, and a server request
 (ping, sampling, elicitation, roots) to its `_on_request`, whose reply is posted back.
-`FastAnswers` is this half of `FastCalls`: `FastCalls` holds the session and its headers and
-sends each request (`_send`, with the connection's `httpx2.Auth` flow).
+`FastCalls` holds one `AnswerReader` and hands it the request function it sends with (`FastCalls.send`,
+with the connection's `httpx2.Auth` flow): the reader sends its resumption GETs and replies through it.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import codecs
 import contextvars
 import itertools
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +45,16 @@ from pydantic import ValidationError
 from .._call_context import current_call
 from ._call_routing import stream_log
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
+from ._passthrough import result_text
 from ._transports._http1 import Http1Response
+from ._wire import WireAnswer
 
 try:  # httpx2's own SSE parser, so both wires parse alike; if a release moves it, the SDK path serves
     from httpx2._sse import _SSEParser  # pyright: ignore[reportPrivateUsage]
 except ImportError:  # pragma: no cover
     _SSEParser = None
 
-__all__ = ["PROGRESS", "FastAnswers", "plain_message_result", "plain_result", "sse_parser_found"]
+__all__ = ["PROGRESS", "AnswerReader", "Send", "plain_message_result", "plain_result", "sse_parser_found"]
 
 logger = logging.getLogger(__name__)
 
@@ -129,21 +132,24 @@ class _Stream:
     retry_ms: int | None = None
 
 
-class FastAnswers:
-    """The answer-reading half of `FastCalls`: SSE streams, resumption, and what the server sends on them."""
+Send = Callable[[str, list[tuple[str, str]], bytes], Awaitable[Http1Response]]
+"""One request on the connection's origin: method, headers, body (`FastCalls.send`)."""
 
-    _session: Any
-    """The SDK's `ClientSession`, whose `_on_notify` and `_on_request` handle what the server sends."""
-    _headers: dict[str, str]
-    """The session's own request headers (a resumption GET carries these, not a call's)."""
-    _max_body: int | None
-    """The connection's `max_result_bytes`: one event is capped at the smaller of it and the SDK's 1 MiB."""
 
-    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes = b"") -> Http1Response:
-        """One request on the connection's origin (`FastCalls._send`)."""
-        raise NotImplementedError
+class AnswerReader:
+    """Reads the answer stream of a fast-wire POST: SSE events, resumption, and what the server sends on them."""
 
-    async def _stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
+    def __init__(self, session: Any, headers: dict[str, str], max_body: int | None, send: Send) -> None:
+        self._session = session
+        """The SDK's `ClientSession`, whose `_on_notify` and `_on_request` handle what the server sends."""
+        self._headers = headers
+        """The session's own request headers (a resumption GET carries these, not a call's)."""
+        self._max_body = max_body
+        """The connection's `max_result_bytes`: one event is capped at the smaller of it and the SDK's 1 MiB."""
+        self._send = send
+
+    async def stream(self, response: Http1Response, headers: list[tuple[str, str]]) -> WireAnswer | ErrorData:
+        """The call's answer from an SSE `response` (resumed with `Last-Event-ID` when the stream ends first)."""
         stream = _Stream()
         try:
             outcome = await self._events(response, stream, headers)
@@ -160,7 +166,7 @@ class FastAnswers:
         response.release()
         return await self._resume(stream, headers)
 
-    async def _resume(self, stream: _Stream, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData:
+    async def _resume(self, stream: _Stream, headers: list[tuple[str, str]]) -> WireAnswer | ErrorData:
         """`StreamableHTTPTransport._handle_reconnection`: GET with `Last-Event-ID` until the answer comes."""
         attempt = 0
         # The transport's GET: the session's headers (not the call's own), as `_prepare_headers` builds them.
@@ -174,7 +180,7 @@ class FastAnswers:
             await anyio.sleep(delay_ms / 1000.0)
             assert stream.last_event_id is not None
             try:
-                response = await self._send("GET", [*get_headers, ("last-event-id", stream.last_event_id)])
+                response = await self._send("GET", [*get_headers, ("last-event-id", stream.last_event_id)], b"")
             except httpx2.TransportError:
                 attempt += 1
                 continue
@@ -199,7 +205,7 @@ class FastAnswers:
 
     async def _events(
         self, response: Http1Response, stream: _Stream, headers: list[tuple[str, str]]
-    ) -> dict[str, Any] | ErrorData | None:
+    ) -> WireAnswer | ErrorData | None:
         """Read SSE events until the call's answer (returned); None when the stream ends first."""
         assert _SSEParser is not None
         parser = _SSEParser(min(DEFAULT_MAX_SSE_EVENT_SIZE, self._max_body or DEFAULT_MAX_SSE_EVENT_SIZE))
@@ -215,9 +221,7 @@ class FastAnswers:
                 return outcome
         return None
 
-    async def _event(
-        self, sse: Any, stream: _Stream, headers: list[tuple[str, str]]
-    ) -> dict[str, Any] | ErrorData | None:
+    async def _event(self, sse: Any, stream: _Stream, headers: list[tuple[str, str]]) -> WireAnswer | ErrorData | None:
         """One SSE event, as `StreamableHTTPTransport._handle_sse_event` takes it: the answer, or None."""
         if sse.id:
             stream.last_event_id = sse.id
@@ -227,17 +231,17 @@ class FastAnswers:
             return None  # another event type, or a priming event (its id is kept above)
         result = plain_result(sse.data)
         if result is not None:
-            return result
+            return WireAnswer(result, result_text(sse.data.encode()))
         try:
             message = jsonrpc_message_adapter.validate_json(sse.data, by_name=False)
         except ValidationError as exc:
             return ErrorData(code=PARSE_ERROR, message=f"Failed to parse SSE message: {exc}")
-        return await self._message(message, headers)
+        return await self.message(message, headers)
 
-    async def _message(self, message: Any, headers: list[tuple[str, str]]) -> dict[str, Any] | ErrorData | None:
+    async def message(self, message: Any, headers: list[tuple[str, str]]) -> WireAnswer | ErrorData | None:
         """The answer when `message` is one; a notification or server request is handled and gives None."""
         if isinstance(message, JSONRPCResponse):
-            return message.result
+            return WireAnswer(message.result)
         if isinstance(message, JSONRPCError):
             return message.error
         if isinstance(message, JSONRPCNotification):

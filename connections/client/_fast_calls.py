@@ -11,7 +11,7 @@ which posts the JSON-RPC request on a keep-alive `Http1Origin` connection and re
 SSE answer itself. Everything above the wire is still the SDK's: the request is built, stamped,
 and its result validated (the negotiated version's schema, the tool's output schema) by
 `ClientSession` (its stamp writes the `_meta` envelope and, at 2026-07-28, `Mcp-Method`,
-`Mcp-Name` and the `Mcp-Param-*` headers from the tool's listed input schema; `call_tool_json`,
+`Mcp-Name` and the `Mcp-Param-*` headers from the tool's listed input schema; `call_upstream_tool`,
 `list_tools`); server requests met on the answer stream (ping, sampling, elicitation, roots) are
 answered by the session's own `_on_request`, and notifications go to its `_on_notify`
 (so `tools/list_changed` still clears the pool's listing cache).
@@ -28,7 +28,7 @@ Used only where it applies (`fast_calls_apply`): Streamable HTTP, no proxy in th
 userinfo in the URL, an asyncio event loop. At 2026-07-28 there is no session id, a 404 without a
 JSON-RPC body is METHOD_NOT_FOUND, and a caller's cancel closes the POST instead of posting
 `notifications/cancelled` (the 2026 wire has no client-to-server notifications), as in the SDK.
-An OAuth connection's `httpx2.Auth` runs on this wire as httpx2 runs it (`FastCalls._send`).
+An OAuth connection's `httpx2.Auth` runs on this wire as httpx2 runs it (`FastCalls.send`).
 """
 
 from __future__ import annotations
@@ -65,10 +65,12 @@ from pydantic import ValidationError
 
 from .._exceptions import ConnectionsError, ResultTooLarge
 from ..project._definitions import ConnectionDefinition
-from ._fast_answers import PROGRESS, FastAnswers, plain_message_result, sse_parser_found
+from ._fast_answers import PROGRESS, AnswerReader, plain_message_result, sse_parser_found
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
+from ._passthrough import result_text
 from ._tracing import tracing_enabled
-from ._transports._http1 import BodyTooLarge, Http1Origin, Http1Response, valid_header_value
+from ._transports._http1 import BodyTooLarge, Http1Origin, Http1Response, shared_ssl_context, valid_header_value
+from ._wire import WireAnswer
 
 __all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
 
@@ -107,19 +109,25 @@ def fast_calls_apply(defn: ConnectionDefinition, headers: Mapping[str, str]) -> 
 
 def install_fast_calls(
     client: Client,
-    origin: Http1Origin,
+    defn: ConnectionDefinition,
     *,
     headers: Mapping[str, str],
     session_id: str | None,
     http_status: list[int],
     auth: httpx2.Auth | None = None,
-    max_body: int | None = None,
 ) -> FastCalls | None:
-    """Route `client`'s `tools/call` over `origin`; None (and nothing changed) where it does not apply."""
+    """Route `client`'s `tools/call` and `tools/list` over keep-alive connections to `defn.url` (none is opened
+    before the first call); None (and nothing changed) where the session cannot take it."""
     session = client.session
     inner = getattr(session, "_dispatcher", None)
     if inner is None or not hasattr(session, "_on_request") or not hasattr(session, "_on_notify"):
         return None  # pragma: no cover - a future SDK reshaped its session
+    assert defn.url is not None
+    origin = Http1Origin(
+        defn.url,
+        ssl_context=shared_ssl_context() if defn.url.startswith("https:") else None,
+        connect_timeout=defn.timeouts.connect,
+    )
     base = {k.lower(): v for k, v in headers.items()}
     base.setdefault("user-agent", _USER_AGENT)
     base["accept"] = "application/json, text/event-stream"
@@ -130,7 +138,7 @@ def install_fast_calls(
     # The session's stamp sets it on every request too (and, at 2026-07-28, `Mcp-Method`, `Mcp-Name`
     # and `Mcp-Param-*`, which arrive as the call's own headers); here it also covers resumption GETs.
     base["mcp-protocol-version"] = client.protocol_version
-    fast = FastCalls(inner, session, origin, base, http_status, auth, modern=modern, max_body=max_body)
+    fast = FastCalls(inner, session, origin, base, http_status, auth, modern=modern, max_body=defn.max_result_bytes)
     session._dispatcher = fast  # pyright: ignore[reportPrivateUsage, reportAttributeAccessIssue]  # by delegation
     return fast
 
@@ -139,10 +147,11 @@ class _Redirected(ConnectionsError):
     """The upstream redirected the POST: the request was not processed, so the SDK path sends it."""
 
 
-class FastCalls(FastAnswers):
+class FastCalls:
     """A session dispatcher whose `tools/call` and `tools/list` go over `_http1`; the rest is the SDK's, unchanged.
 
-    Reading an answer stream (SSE, resumption, server requests met on it) is `FastAnswers`'s part."""
+    A `Wire` (`client/_wire.py`): `answer` gives a result with its bytes. Reading an answer stream (SSE,
+    resumption, server requests met on it) is its `AnswerReader`'s job."""
 
     def __init__(
         self,
@@ -166,6 +175,7 @@ class FastCalls(FastAnswers):
         self._headers = headers
         self._http_status = http_status
         self._auth = auth
+        self._reader = AnswerReader(session, headers, max_body, self.send)
         self._ids = itertools.count(1)
         self.on = True
         """False once the upstream redirected a request: the session's calls all take the SDK transport."""
@@ -178,15 +188,29 @@ class FastCalls(FastAnswers):
     def __getattr__(self, name: str) -> Any:
         return getattr(self._inner, name)
 
-    def send_raw_request(
+    async def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
-    ) -> Awaitable[dict[str, Any]]:
-        # A plain function handing back the coroutine to await: no frame of its own on the hot path.
+    ) -> dict[str, Any]:
+        """The SDK dispatcher's entry (what `ClientSession` calls): the result alone."""
         if not self.on or method not in _FAST_METHODS or kwargs or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
-            return self._inner.send_raw_request(method, params, opts, **kwargs)
-        return self._call(method, params, opts or {})
+            return await self._inner.send_raw_request(method, params, opts, **kwargs)
+        return (await self._call(method, params, opts or {})).result
 
-    async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> dict[str, Any]:
+    def answer(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> Awaitable[WireAnswer]:
+        """`Wire.answer`: over `_http1` where this wire takes the request, else by the SDK's dispatcher."""
+        # A plain function handing back the coroutine to await: no frame of its own on the hot path.
+        if not self.on or method not in _FAST_METHODS or (opts and not _TAKEN_OPTIONS.issuperset(opts)):
+            return self._sdk_answer(method, params, opts)
+        return self._call(method, params, opts)
+
+    async def _sdk_answer(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> WireAnswer:
+        return WireAnswer(await self._inner.send_raw_request(method, params, opts))
+
+    async def aclose(self) -> None:
+        """Close the wire's keep-alive connections (the session closes its own transport)."""
+        await self._origin.aclose()
+
+    async def _call(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> WireAnswer:
         # String ids in their own namespace: never equal to an id the SDK's dispatcher mints on this session.
         request_id = f"agent-sdk-{next(self._ids)}"
         out_params = dict(params or {})
@@ -236,7 +260,7 @@ class FastCalls(FastAnswers):
                 raise MCPError(code=outcome.code, message=outcome.message, data=outcome.data)
             if outcome is not None:
                 return outcome
-        return await self._inner.send_raw_request(method, params, opts)
+        return WireAnswer(await self._inner.send_raw_request(method, params, opts))
 
     def _switch_off(self) -> None:
         """Hand the session back to the SDK's dispatcher for good: a redirecting upstream would cost
@@ -276,7 +300,7 @@ class FastCalls(FastAnswers):
 
     # -- the wire -----------------------------------------------------------------------------
 
-    async def _send(self, method: str, headers: list[tuple[str, str]], body: bytes = b"") -> Http1Response:
+    async def send(self, method: str, headers: list[tuple[str, str]], body: bytes = b"") -> Http1Response:
         """One request on the origin; with an `httpx2.Auth` (OAuth), through its flow as httpx2 runs it.
 
         The flow sets `Authorization`, sees each answer's status and headers, and may ask for one more
@@ -304,15 +328,15 @@ class FastCalls(FastAnswers):
         finally:
             await flow.aclose()
 
-    async def _exchange(self, headers: Iterable[tuple[str, str]], body: bytes) -> dict[str, Any] | ErrorData:
+    async def _exchange(self, headers: Iterable[tuple[str, str]], body: bytes) -> WireAnswer | ErrorData:
         """POST `body`; the outcome from its answer, as `StreamableHTTPTransport._handle_post_request` maps it.
 
         Raises `_Redirected` for a 3xx (the request was not processed)."""
         headers = list(headers)
-        if self._auth is None:  # `_send` without its frame: the common case
+        if self._auth is None:  # `send` without its frame: the common case
             response = await self._origin.request("POST", headers, body)
         else:
-            response = await self._send("POST", headers, body)
+            response = await self.send("POST", headers, body)
         try:
             status = response.status
             self._http_status[:] = [status]  # every answer's: an error names the status it came with
@@ -337,24 +361,25 @@ class FastCalls(FastAnswers):
                 return ErrorData(code=INTERNAL_ERROR, message="Server returned an error response")
             if content_type.startswith("application/json"):
                 try:  # parsed as it arrives: a large answer's bytes and objects are never whole at once
-                    data = await response.read_json(self._max_body)
+                    data, text = await response.read_json(self._max_body)
                 except BodyTooLarge:  # the rest is not read; the connection is dropped, the session stays
                     return ErrorData(code=INTERNAL_ERROR, message=ResultTooLarge.transport_note(self._max_body or 0))
                 except ValueError as exc:
                     return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
                 result = plain_message_result(data)
                 if result is not None:
-                    return result
+                    return WireAnswer(result, None if text is None else result_text(text))
+                del text
                 try:
                     message = jsonrpc_message_adapter.validate_python(data, by_name=False)
                 except ValidationError as exc:
                     return ErrorData(code=PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
-                outcome = await self._message(message, headers)
+                outcome = await self._reader.message(message, headers)
                 if outcome is None:
                     return ErrorData(code=INTERNAL_ERROR, message="the upstream's JSON response carried no answer")
                 return outcome
             if content_type.startswith("text/event-stream"):
-                return await self._stream(response, headers)
+                return await self._reader.stream(response, headers)
             return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
         finally:
             response.release()

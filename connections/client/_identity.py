@@ -72,11 +72,14 @@ class SessionHeaders(dict[str, str]):
 
     session_id: str | None
     digest: str
+    principal: str | None
+    """A principal's partition (`principal_partition`): whose upstream session, and whose own grant."""
 
     def __init__(self, headers: Mapping[str, str], session_id: str | None = None) -> None:
         super().__init__(headers)
         self.session_id = session_id
         self.digest = identity_digest(headers)
+        self.principal = None
 
     def __repr__(self) -> str:
         # Header values are credentials: names and the digest only.
@@ -89,6 +92,7 @@ def principal_partition(principal_id: str) -> SessionHeaders:
     principal's id (never a token: the gateway's principal ids are already digests or names)."""
     partition = SessionHeaders({})
     partition.digest = identity_digest({"\x00principal": principal_id})
+    partition.principal = principal_id
     return partition
 
 
@@ -172,7 +176,14 @@ class HeadersPerCall:
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> Awaitable[dict[str, Any]]:
+        return self._inner.send_raw_request(method, params, self._with_headers(opts), **kwargs)
+
+    def answer(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> Awaitable[Any]:
+        """`Wire.answer` (`client/_wire.py`) of the fast wire, with the identity's headers."""
+        return self._inner.answer(method, params, self._with_headers(opts))
+
+    def _with_headers(self, opts: Mapping[str, Any] | None) -> dict[str, Any]:
         given = opts or {}
         out = dict(given)
         out["headers"] = {**(given.get("headers") or {}), **self._auth.headers()}
-        return self._inner.send_raw_request(method, params, out, **kwargs)
+        return out

@@ -6,6 +6,8 @@ from typing import Any
 
 from mcp import Client
 
+from ._wire import stamp
+
 __all__ = ["send_request"]
 
 
@@ -13,7 +15,5 @@ async def send_request(client: Client, method: str, params: dict[str, Any]) -> A
     """`method` with `params` on the client's session, stamped by the session (the `_meta` envelope and the
     version's headers) and sent by its dispatcher: the answer's `result` as the wire has it, unvalidated."""
     session = client.session
-    data: dict[str, Any] = {"method": method, "params": params}
-    opts: dict[str, Any] = {}
-    session._stamp(data, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
-    return await session._dispatcher.send_raw_request(method, data["params"], opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]
+    stamped, opts = stamp(session, method, params)
+    return await session._dispatcher.send_raw_request(method, stamped, opts)  # pyright: ignore[reportPrivateUsage, reportArgumentType]

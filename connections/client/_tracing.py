@@ -78,7 +78,8 @@ UPSTREAM: ContextVar[Upstream | None] = ContextVar("agent_sdk_upstream", default
 
 
 class TracedDispatcher:
-    """A session's dispatcher, each request marked for tracing (module docstring); the rest passes through."""
+    """A session's dispatcher or wire (`client/_wire.py`), each request marked for tracing (module
+    docstring); the rest passes through."""
 
     def __init__(self, inner: Any, upstream: Upstream, *, fast: bool) -> None:
         self._inner = inner
@@ -93,11 +94,21 @@ class TracedDispatcher:
     def send_raw_request(
         self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None = None, **kwargs: Any
     ) -> Awaitable[dict[str, Any]]:
-        return self._send(method, params, opts, kwargs)
+        """The SDK dispatcher's entry."""
+        return self._send(self._inner.send_raw_request, method, params, opts, kwargs)
+
+    def answer(self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any]) -> Awaitable[Any]:
+        """`Wire.answer`."""
+        return self._send(self._inner.answer, method, params, opts, None)
 
     async def _send(
-        self, method: str, params: Mapping[str, Any] | None, opts: Mapping[str, Any] | None, kwargs: dict[str, Any]
-    ) -> dict[str, Any]:
+        self,
+        send: Callable[..., Awaitable[Any]],
+        method: str,
+        params: Mapping[str, Any] | None,
+        opts: Mapping[str, Any] | None,
+        kwargs: dict[str, Any] | None,
+    ) -> Any:
         server_span = trace.get_current_span()
         if server_span.is_recording():  # the peer's request this one serves: which connection answered it
             server_span.set_attribute("agent_sdk.connection", self._upstream.connection)
@@ -110,7 +121,9 @@ class TracedDispatcher:
         started = time.perf_counter()
         error: str | None = None
         try:
-            return await self._inner.send_raw_request(method, params, opts, **kwargs)
+            if kwargs is None:
+                return await send(method, params, opts or {})
+            return await send(method, params, opts, **kwargs)
         except BaseException as exc:
             code = getattr(getattr(exc, "error", None), "code", None)
             error = str(code) if code is not None else type(exc).__qualname__

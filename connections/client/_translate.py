@@ -17,7 +17,7 @@ import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from oauth import AuthorizationServerUnreachable, OAuthError
+from oauth import AuthorizationServerUnreachable, LoginRequired, OAuthError
 
 from .._exceptions import (
     AuthorizationUnavailable,
@@ -25,6 +25,7 @@ from .._exceptions import (
     ConnectionUnauthorized,
     ConnectionUnavailable,
     ResultTooLarge,
+    SignInRequired,
     UpstreamError,
     UpstreamTimeout,
 )
@@ -187,6 +188,9 @@ def translate(
         )
     if isinstance(leaf, AuthorizationServerUnreachable):
         return AuthorizationUnavailable(name, f"{doing} failed: its OAuth authorization server is unreachable: {leaf}")
+    if isinstance(leaf, LoginRequired) and leaf.principal:
+        said = str(leaf).removeprefix(f"connection {name!r} ")
+        return SignInRequired(name, leaf.principal, f"{doing} failed: this connection {said}")
     if isinstance(leaf, OAuthError):
         # The OAuth layer's sentences name the connection's login command and never a token. They
         # start with "connection 'x' ...", which the error's own prefix already says.

@@ -24,6 +24,7 @@ from ..client._upstream_changes import resource_subscription
 from ..client._warm import WarmProgress
 from ..pool._offer_calls import ListMethod, complete, get_prompt, list_every_page, read_resource
 from ..pool._pool import ClientPool
+from ..pool._principal_grants import PrincipalCalls
 from ._host_handlers import ElicitationHandler, SamplingHandler, with_handlers
 from ._host_notices import LogCallback, ProgressCallback, with_notices
 
@@ -35,9 +36,13 @@ class HostMcp:
     connection's resources, prompts and completions (`list_resources`, `read_resource`, `list_prompts`,
     `get_prompt`, `complete`)."""
 
-    def __init__(self, pool: ClientPool, accounts: AccountConnections | None = None) -> None:
+    def __init__(
+        self, pool: ClientPool, accounts: AccountConnections | None = None, own_grants: PrincipalCalls | None = None
+    ) -> None:
         self._pool = pool
         self._accounts = accounts
+        self._own_grants = own_grants
+        """`grants="per_principal"` connections: listed and called as the acting principal (`_principal_grants.py`)."""
 
     def names(self) -> list[str]:
         """Every connection's name (host-only connections included), sorted."""
@@ -73,7 +78,10 @@ class HostMcp:
 
         Raises `UnknownConnection`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        return await self._route(name).list_tools(name, use_cache=use_cache)
+        route = self._route(name)
+        if self._own_grants is not None and self._own_grants.serves(name):
+            return await self._own_grants.list_tools(name, use_cache=use_cache)
+        return await route.list_tools(name, use_cache=use_cache)
 
     @overload
     async def call_tool(
@@ -131,7 +139,9 @@ class HostMcp:
 
         Raises `UnknownConnection`, `UnknownTool`, `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`.
         """
-        route = self._route(name)
+        route: ClientPool | AccountConnections | PrincipalCalls = self._route(name)
+        if self._own_grants is not None and self._own_grants.serves(name) and not task:
+            route = self._own_grants  # the acting principal's own client and grant
         if task:
             if not isinstance(route, ClientPool):
                 raise ValueError(f"connection {name!r} is an account connection: tool tasks run on pooled connections")

@@ -33,12 +33,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextvars import Token
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
+import httpx2
 import mcp_types as mt
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
@@ -46,14 +47,20 @@ from .._exceptions import ConnectionsError, ConnectionUnavailable, UnknownConnec
 from ..client._clients import OpenedClient, list_all_tools
 from ..client._identity import IdentityAuth, speak_as, speaking_as, stop_speaking
 from ..client._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+from ..client._passthrough import UpstreamResult
 from ..client._restart import RestartPolicy, RestartState
 from ..client._session_runner import OpenSettings, PooledSession, SessionSlot
-from ..client._tool_results import call_tool_json
+from ..client._tool_results import call_upstream_tool
+from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
+from ._caller_auth import by_caller
 from ._identity_book import Identity, IdentityBook
 from ._pool import AuthFor, ClientPool
 
-__all__ = ["IdentityCounts", "IdentityPool"]
+__all__ = ["GrantAuthFor", "IdentityCounts", "IdentityPool"]
+
+GrantAuthFor = Callable[[ConnectionDefinition, str], "httpx2.Auth | None"]
+"""A `grants="per_principal"` connection's auth for one principal's own grant."""
 
 logger = logging.getLogger(__name__)
 
@@ -130,6 +137,7 @@ class IdentityPool(ClientPool):
         auth_for: AuthFor | None = None,
         child_env: Mapping[str, str] | None = None,
         start_limit: int | None = None,
+        grant_auth_for: GrantAuthFor | None = None,
     ) -> None:
         super().__init__(
             {},
@@ -144,8 +152,9 @@ class IdentityPool(ClientPool):
         self._conns = {
             d.name: _Connection(d, IdentityBook(d.name, d.max_identities, d.identity_idle_timeout, self._retire))
             for d in connections.values()
-            if d.auth is not None or d.upstream_sessions == "per_principal"
+            if d.auth is not None or d.upstream_sessions == "per_principal" or by_caller(d)
         }
+        self._grant_auth_for = grant_auth_for
 
     async def __aenter__(self) -> IdentityPool:
         await super().__aenter__()
@@ -206,10 +215,11 @@ class IdentityPool(ClientPool):
                 slot = await self._slot_for(conn, entry, headers)
             args = self._call_arguments(slot, tool, arguments)
 
-            def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-                return call_tool_json(opened.client, tool, args, conn.defn.min_log_level)
+            def run(opened: OpenedClient) -> Awaitable[UpstreamResult]:
+                wire = opened.wire or SdkWire(opened.client.session)
+                return call_upstream_tool(opened.client, wire, tool, args, conn.defn.min_log_level)
 
-            result = await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)
+            result = (await self._operate(slot, "call", run, conn.defn.timeouts.call, tool=tool)).result
             if result.get("isError") and await self._lacks_tool(name, tool):
                 raise UnknownTool(name, tool)  # as `ClientPool.call_tool`: this identity's listing lacks it
             return result
@@ -246,13 +256,21 @@ class IdentityPool(ClientPool):
         if shared is not None:
             return shared
         if entry.client is None:
-            entry.client = self._new_slot(conn, entry, IdentityAuth(headers) if conn.defn.auth is not None else None)
+            own = conn.defn.auth is not None or by_caller(
+                conn.defn
+            )  # headers of its own: a callback's, a caller's token
+            entry.client = self._new_slot(
+                conn, entry, IdentityAuth(headers) if own else None, getattr(headers, "principal", None)
+            )
         slot: _Slot = entry.client
         return slot
 
-    def _new_slot(self, conn: _Connection, entry: Identity, auth: IdentityAuth | None) -> _Slot:
+    def _new_slot(
+        self, conn: _Connection, entry: Identity, auth: IdentityAuth | None, principal: str | None = None
+    ) -> _Slot:
         """A client of `entry` alone: with `auth`, its headers on every request; without (a principal of a
-        `per_principal` connection), the connection's own (static headers, OAuth), never shared."""
+        `per_principal` connection), the connection's own (static headers, OAuth), never shared; and for a
+        `grants="per_principal"` connection, that principal's own grant (`grant_auth_for`)."""
         key = entry.key
 
         def forget() -> None:
@@ -262,6 +280,15 @@ class IdentityPool(ClientPool):
             return auth
 
         settings = self._settings if auth is None else replace(self._settings, auth_for=auth_for, headers_per_call=True)
+        if auth is None and conn.defn.grants == "per_principal":
+            grant = self._grant_auth_for(conn.defn, principal) if self._grant_auth_for and principal else None
+            if grant is None:  # never the shared grant: this principal's own, or none at all
+                raise ConnectionUnavailable(conn.defn.name, "grants='per_principal' and no principal's grant to use")
+
+            def own_grant(_defn: ConnectionDefinition) -> httpx2.Auth:
+                return grant
+
+            settings = replace(self._settings, auth_for=own_grant)
         slot = _Slot(conn.defn, RestartState(self._policy), settings, _Forget(forget))
         slot.auth = auth
         self._slots[key] = slot

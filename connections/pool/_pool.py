@@ -20,6 +20,7 @@ import logging
 import math
 import os
 from collections.abc import Awaitable, Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -39,12 +40,14 @@ from .._exceptions import (
 )
 from ..client._clients import OpenedClient, list_all_tools
 from ..client._listing_cache import DEFAULT_LISTING_TTL, ListingCache
+from ..client._passthrough import UpstreamResult
 from ..client._restart import RestartPolicy, RestartState, alive_after, judge, session_expired
 from ..client._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
 from ..client._tasks import TASK_METHODS, start_task_json, task_request_json
-from ..client._tool_results import call_tool_json
+from ..client._tool_results import call_upstream_tool
 from ..client._translate import Operation, answer_lost, describe, translate
 from ..client._warm import WarmProgress
+from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
 
 __all__ = ["AuthFor", "ClientPool"]
@@ -104,6 +107,8 @@ class ClientPool:
         )
         self._cache = ListingCache(listing_ttl)
         self._tg: anyio.abc.TaskGroup | None = None
+        self._deadline: Callable[[float], AbstractAsyncContextManager[Any]] = _AnyioDeadline
+        """Every operation's budget (`_operate`): one mechanism, chosen for the event loop at `__aenter__`."""
         self._closed = False
         self.warming: WarmProgress | None = None
         """`warm()`'s progress (None when it was not called)."""
@@ -114,6 +119,7 @@ class ClientPool:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
+        self._deadline = _deadline_for_this_loop()
         return self
 
     async def __aexit__(
@@ -237,20 +243,26 @@ class ClientPool:
         return tools
 
     async def call_tool(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-        """`tools/call` under the `call` timeout; the result as JSON (`call_tool_json`), an `isError` one returned.
+        """`tools/call` under the `call` timeout; the result as JSON, an `isError` one returned.
 
         Raises `UnknownConnection`, `UnknownTool` (hidden by allow/deny, or absent upstream),
         `UpstreamError`, `UpstreamTimeout`, `ConnectionUnavailable`, `EnvironmentVariableMissing`.
         """
+        return (await self.call_tool_upstream(name, tool, arguments)).result
+
+    async def call_tool_upstream(self, name: str, tool: str, arguments: Mapping[str, Any] | None) -> UpstreamResult:
+        """`call_tool`, the result as the upstream session gave it: JSON checked once, its protocol version,
+        and its bytes where the wire kept them and nothing changed them (`UpstreamResult.answer` splices them
+        into a peer's answer: `client/_passthrough.py`). Raises as `call_tool`."""
         slot = self._slot(name)
         args = self._call_arguments(slot, tool, arguments)
         cap = slot.defn.min_log_level
 
-        def run(opened: OpenedClient) -> Awaitable[dict[str, Any]]:
-            return call_tool_json(opened.client, tool, args, cap)  # the coroutine itself: one frame fewer
+        def run(opened: OpenedClient) -> Awaitable[UpstreamResult]:
+            return call_upstream_tool(opened.client, opened.wire or SdkWire(opened.client.session), tool, args, cap)
 
         result = await self._call(slot, tool, run)
-        if result.get("isError") and await self._lacks_tool(name, tool):
+        if result.result.get("isError") and await self._lacks_tool(name, tool):
             raise UnknownTool(name, tool)
         return result
 
@@ -335,14 +347,8 @@ class ClientPool:
                 else:
                     session, opened = await self._acquire(slot)
                 try:
-                    if opened.fast is not None:
-                        # A fast-wire session means asyncio (`install_fast_calls`), whose own timeout costs
-                        # a fraction of an anyio cancel scope: anyio sets up state for every new task, and
-                        # every request the gateway serves is one (9 % of its CPU per passthrough call).
-                        async with asyncio.timeout(budget):
-                            result = await run(opened)
-                    else:
-                        result = await _within(budget, run, opened)
+                    async with self._deadline(budget):
+                        result = await run(opened)
                     slot.restarts.recovered()
                     return result
                 except ClientError:
@@ -385,8 +391,33 @@ class ClientPool:
         return slot.acquire(self._tg, self._settings, self._cache)
 
 
-async def _within(budget: float, run: Callable[[OpenedClient], Awaitable[_T]], opened: OpenedClient) -> _T:
-    """`run(opened)` within `budget` seconds, else `TimeoutError` (anyio: any backend)."""
-    with anyio.CancelScope(deadline=anyio.current_time() + budget):  # a bare scope costs a third of fail_after
-        return await run(opened)
-    raise TimeoutError  # the deadline passed: the scope caught its own cancellation
+class _AnyioDeadline:
+    """`TimeoutError` once `budget` seconds have passed (anyio: any backend); an async context manager as
+    `asyncio.timeout` is. A bare scope: a third of `fail_after`."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, budget: float) -> None:
+        self._scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
+
+    async def __aenter__(self) -> None:
+        self._scope.__enter__()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool:
+        suppressed = self._scope.__exit__(exc_type, exc, tb)
+        if self._scope.cancelled_caught:
+            raise TimeoutError
+        return bool(suppressed)
+
+
+def _deadline_for_this_loop() -> Callable[[float], AbstractAsyncContextManager[Any]]:
+    """The pool's one deadline, picked once when the pool is entered: on asyncio (what `serve` runs) its own
+    `timeout` costs a fraction of an anyio cancel scope, which sets up state for every new task (and every
+    request the gateway serves is one: 9 % of its CPU per passthrough call); anyio's on another backend."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return _AnyioDeadline
+    return asyncio.timeout

@@ -38,6 +38,7 @@ ConnectionKind = Literal["stdio", "http", "sse", "account"]
 Transport = Literal["streamable-http", "sse"]
 ProtocolMode = Literal["auto", "legacy", "modern"]
 UpstreamSessions = Literal["shared", "per_principal"]
+Grants = Literal["gateway", "per_principal"]
 """How many upstream sessions a connection keeps: one for everyone, or one per calling principal."""
 AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
 """`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
@@ -94,6 +95,9 @@ class ConnectionDefinition:
     timeouts: Timeouts = field(default_factory=Timeouts)
     allow_tools: frozenset[str] | None = None
     deny_tools: frozenset[str] = frozenset()
+    require_approval: bool | frozenset[str] = False
+    """True: every call of its tools waits for an operator's approval; a set: the calls of those tools only
+    (docs/audit.md, "Human approval")."""
     protocol: ProtocolMode = "auto"
     description: str | None = None
     linkable: bool = False
@@ -110,6 +114,10 @@ class ConnectionDefinition:
     upstream_sessions: UpstreamSessions = "shared"
     """`shared`: one pooled upstream session serves every caller; `per_principal`: one per calling principal
     (kept in the identity pool, bounded by `max_identities` and `identity_idle_timeout`; docs/connections.md)."""
+    grants: Grants = "gateway"
+    """`oauth` connections: `gateway`, one grant the deployment logged in with (`agent-sdk mcp oauth NAME`);
+    `per_principal`, each calling principal signs in with its own grant, and its calls (and upstream
+    session) are its own (implies `upstream_sessions="per_principal"`; docs/oauth.md#per-user-grants)."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     name: str = ""
@@ -136,6 +144,11 @@ class ConnectionDefinition:
         if tool in self.deny_tools:
             return False
         return self.allow_tools is None or tool in self.allow_tools
+
+    def needs_approval(self, tool: str) -> bool:
+        """Whether a call of `tool` waits for an operator's approval (`require_approval`)."""
+        approval = self.require_approval
+        return approval if isinstance(approval, bool) else tool in approval
 
     def allows_prompt(self, prompt: str) -> bool:
         """Whether `advertise_prompts` and `deny_prompts` put `prompt` on `/v1/mcp/tools` (deny wins)."""
@@ -193,6 +206,7 @@ def define_connection(
     timeouts: Timeouts | Mapping[str, float] | None = None,
     allow_tools: list[str] | tuple[str, ...] | None = None,
     deny_tools: list[str] | tuple[str, ...] | None = None,
+    require_approval: bool | list[str] | tuple[str, ...] = False,
     protocol: str = "auto",
     description: str | None = None,
     linkable: bool = False,
@@ -203,6 +217,7 @@ def define_connection(
     min_log_level: str | None = None,
     pin: bool = True,
     upstream_sessions: str = "shared",
+    grants: str = "gateway",
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -313,6 +328,9 @@ def define_connection(
 
     allow = str_list("allow_tools", allow_tools, bad)
     deny = str_list("deny_tools", deny_tools, bad) or ()
+    approval: bool | frozenset[str] = require_approval if isinstance(require_approval, bool) else False
+    if not isinstance(require_approval, bool):
+        approval = frozenset(str_list("require_approval", require_approval, bad) or ())
     if protocol not in ("auto", "legacy", "modern"):
         bad("protocol", protocol)
         protocol = "auto"
@@ -335,6 +353,11 @@ def define_connection(
     if upstream_sessions not in ("shared", "per_principal"):
         bad("upstream_sessions", upstream_sessions)
         upstream_sessions = "shared"
+    if grants not in ("gateway", "per_principal"):
+        bad("grants", grants)
+        grants = "gateway"
+    if grants == "per_principal":
+        upstream_sessions = "per_principal"  # a principal's token opens, and only serves, its own session
 
     return ConnectionDefinition(
         url=url,
@@ -357,6 +380,7 @@ def define_connection(
         timeouts=clean_timeouts,
         allow_tools=frozenset(allow) if allow is not None else None,
         deny_tools=frozenset(deny),
+        require_approval=approval,
         protocol=protocol,
         description=description,
         linkable=linkable,
@@ -367,6 +391,7 @@ def define_connection(
         identity_idle_timeout=float(idle),
         pin=pin,
         upstream_sessions=upstream_sessions,  # checked above
+        grants=grants,  # checked above
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -50,6 +50,7 @@ FIELD_TYPES: dict[str, str] = {
     "max_identities": "a whole number of at least 1",
     "identity_idle_timeout": "a positive number of seconds",
     "upstream_sessions": "'shared' or 'per_principal'",
+    "grants": "'gateway' or 'per_principal'",
     "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 

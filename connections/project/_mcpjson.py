@@ -34,6 +34,7 @@ _OWN = {
     "oauth": "oauth",
     "pin": "pin",
     "upstreamSessions": "upstream_sessions",
+    "grants": "grants",
 }
 
 

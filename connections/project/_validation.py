@@ -79,6 +79,20 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
     if defn.oauth is not None and defn.url is None:
         yield Problem("oauth-needs-url", "oauth=... needs url=...: OAuth protects remote servers only")
+    if defn.grants == "per_principal" and defn.oauth is None:
+        yield Problem(
+            "grants-need-oauth",
+            "grants='per_principal' needs oauth=True: each principal's own grant is an OAuth login; add oauth=True "
+            "or remove grants",
+        )
+    if defn.grants == "per_principal" and defn.oauth is not None and defn.oauth.grant == "client_credentials":
+        yield Problem(
+            "grants-with-client-credentials",
+            "grants='per_principal' cannot be combined with OAuthConfig(grant='client_credentials'): a client "
+            "credentials token is the deployment's own, not a person's; drop one",
+        )
+    if defn.oauth is not None:
+        yield from _grant_problems(defn)
     if defn.oauth is not None and any(k.lower() == "authorization" for k in defn.headers):
         yield Problem(
             "oauth-with-authorization-header",
@@ -174,3 +188,39 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
                 f"tool {both[0]!r} is in both allow_tools and deny_tools; deny wins, remove it from one list",
                 "warning",
             )
+
+
+_GRANTS = ("authorization_code", "client_credentials", "token_exchange", "id_jag")
+
+
+def _grant_problems(defn: ConnectionDefinition) -> Iterator[Problem]:
+    """`OAuthConfig.grant` and what each grant needs (docs/oauth.md)."""
+    config = defn.oauth
+    assert config is not None
+    if config.grant not in _GRANTS:
+        yield Problem(
+            "oauth-grant",
+            f"OAuthConfig(grant={config.grant!r}) is not a grant this gateway runs; use one of {', '.join(_GRANTS)}",
+        )
+        return
+    if config.grant not in ("token_exchange", "id_jag"):
+        return
+    # A caller's own credential: the gateway's client at the IdP (and, for id_jag, at the upstream's server).
+    if not config.client_id or not (config.client_secret_env or config.private_key_env):
+        yield Problem(
+            "oauth-grant-client",
+            f"OAuthConfig(grant={config.grant!r}) needs client_id=... and client_secret_env=... (or "
+            "private_key_env=...): the gateway authenticates as its own client when it asks for each caller's token",
+        )
+    if config.grant == "id_jag" and not (config.idp_client_id and config.idp_client_secret_env):
+        yield Problem(
+            "oauth-grant-client",
+            "OAuthConfig(grant='id_jag') needs idp_client_id=... and idp_client_secret_env=...: the gateway's "
+            "client at the identity provider that issues the ID-JAGs",
+        )
+    if defn.advertise_resources is not False or defn.advertise_prompts is not False:
+        yield Problem(
+            "advertise-with-caller-grant",
+            f"advertise_resources / advertise_prompts on a grant={config.grant!r} connection: offerings are listed "
+            "for every peer at once, and this connection has no credential but each caller's own; advertise tools only",
+        )

@@ -12,6 +12,7 @@ from .._call_context import NotificationsOnly as NotificationsOnly
 from .._call_context import calling as calling
 from .._call_context import current_call as current_call
 from .._call_context import log_level_value as log_level_value
+from .._exceptions import SignInRequired as SignInRequired
 from .._redact import RedactingFilter as RedactingFilter
 from .._redact import redact as redact
 from .._redact import remember_secret as remember_secret
@@ -105,6 +106,7 @@ __all__ = [
     "Offerings",
     "PinGuard",
     "RedactingFilter",
+    "SignInRequired",
     "Upstream",
     "account_file",
     "calling",

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -13,17 +13,17 @@ from typing import Any
 import httpx2
 import mcp_types as mt
 
-from oauth import ConnectionAuth, TokenStore, connection_auth
+from oauth import ConnectionAuth, LoginRequired, TokenStore, connection_auth
 
-from .._exceptions import ConnectionUnavailable
 from ..account._account import AccountConnections
-from ..client._identity import SessionHeaders, acting_principal, principal_partition
 from ..client._listing_cache import DEFAULT_LISTING_TTL
 from ..client._upstream_changes import Change
 from ..host._host import HostMcp
+from ..pool._caller_auth import CallerCredentials, CallerOnly, by_caller
 from ..pool._identity_pool import IdentityPool
 from ..pool._offerings import Offerings
 from ..pool._pool import ClientPool
+from ..pool._principal_grants import PrincipalCalls, partition_of
 from ..project._definitions import ConnectionDefinition
 from ..project._loader import Project
 from ..project._pin_guard import PinGuard
@@ -72,15 +72,23 @@ class Broker:
         self._store = token_store
         self._oauth_http: httpx2.AsyncClient | None = None
         self._auths: dict[str, ConnectionAuth] = {}
+        self._grants: dict[tuple[str, str], ConnectionAuth] = {}
+        """`grants="per_principal"`: one `ConnectionAuth` per (connection, principal), for the broker's life."""
+        self._callers: CallerCredentials | None = None
         pooled = {name: d for name, d in project.connections.items() if d.kind != "account"}
         self.identities = IdentityPool(
-            {name: d for name, d in pooled.items() if d.auth is not None or d.upstream_sessions == "per_principal"},
+            {
+                name: d
+                for name, d in pooled.items()
+                if d.auth is not None or d.upstream_sessions == "per_principal" or by_caller(d)
+            },
             environ=self.environ,
             listing_ttl=listing_ttl,
             fast_calls=fast_calls,
             auth_for=self._auth_for,
             child_env=child_env,
             start_limit=start_limit,
+            grant_auth_for=self._grant_auth,
         )
         self.pool = ClientPool(
             pooled,
@@ -105,7 +113,7 @@ class Broker:
         # An upstream that says its resources or prompts changed (or one resource did) is listed anew.
         self.pool.listing_cache.watch(self._offerings_changed)
         self._stack = AsyncExitStack()
-        self.host = Host(mcp=HostMcp(self.pool, self.accounts))
+        self.host = Host(mcp=HostMcp(self.pool, self.accounts, PrincipalCalls(self.identities, pooled)))
         self.builder = TurnBuilder(
             project,
             list_tools=self._list_tools,
@@ -141,22 +149,33 @@ class Broker:
                 await self._oauth_http.aclose()
 
     def oauth_refreshes(self) -> dict[str, int]:
-        """Refresh-token grants spent so far, by connection (for the gateway's metrics)."""
-        return {name: auth.stats.refreshes for name, auth in self._auths.items()}
+        """Refresh-token grants spent so far, by connection, principals' own grants included (for the metrics)."""
+        return self._summed(lambda auth: auth.stats.refreshes)
 
-    def forget_tokens(self, name: str) -> None:
-        """After a logout: `name`'s OAuth auth drops the grant it holds in memory (no-op without one)."""
-        auth = self._auths.get(name)
+    def forget_tokens(self, name: str, principal: str | None = None) -> None:
+        """After a logout: `name`'s OAuth auth drops the grant it holds in memory (no-op without one); with
+        `principal`, that principal's own grant only."""
+        auth = self._auths.get(name) if principal is None else self._grants.get((name, principal))
         if auth is not None:
             auth.forget()
 
     def oauth_refresh_failures(self) -> dict[str, int]:
-        """Refreshes that failed so far, by connection (for the gateway's metrics)."""
-        return {name: auth.stats.refresh_failures for name, auth in self._auths.items()}
+        """Refreshes that failed so far, by connection, principals' own grants included (for the metrics)."""
+        return self._summed(lambda auth: auth.stats.refresh_failures)
+
+    def _summed(self, count: Callable[[ConnectionAuth], int]) -> dict[str, int]:
+        totals = {name: count(auth) for name, auth in self._auths.items()}
+        for (name, _principal), auth in self._grants.items():
+            totals[name] = totals.get(name, 0) + count(auth)
+        return totals
 
     def _auth_for(self, defn: ConnectionDefinition) -> httpx2.Auth | None:
+        if defn.oauth is not None and by_caller(defn):
+            return CallerOnly(defn.name, defn.oauth.grant)  # its calls go as their callers (`_as_caller`)
         if defn.oauth is None or defn.url is None or self._store is None:
             return None
+        if defn.grants == "per_principal":
+            return _NO_SHARED_GRANT  # the shared pool never calls it with a grant, not even the gateway's
         auth = self._auths.get(defn.name)
         if auth is None:
             if self._oauth_http is None:
@@ -165,6 +184,20 @@ class Broker:
             # survive a pooled client reopening, so a refresh is never run twice in this process.
             auth = connection_auth(defn.name, defn.url, defn.oauth, self._store, http=self._oauth_http)
             self._auths[defn.name] = auth
+        return auth
+
+    def _grant_auth(self, defn: ConnectionDefinition, principal: str) -> httpx2.Auth | None:
+        """`principal`'s own grant of the `grants="per_principal"` connection `defn` (docs/oauth.md#per-user-grants)."""
+        if defn.oauth is None or defn.url is None or self._store is None:
+            return None
+        auth = self._grants.get((defn.name, principal))
+        if auth is None:
+            if self._oauth_http is None:
+                self._oauth_http = httpx2.AsyncClient(timeout=30.0)
+            auth = connection_auth(
+                defn.name, defn.url, defn.oauth, self._store, http=self._oauth_http, principal=principal
+            )
+            self._grants[(defn.name, principal)] = auth
         return auth
 
     def warm(self) -> None:
@@ -182,8 +215,29 @@ class Broker:
         """The hub connectors account connection `name` last resolved to (None before its first use)."""
         return self.accounts.resolved(name)
 
+    def _caller_credentials(self) -> CallerCredentials:
+        if self._callers is None:
+            if self._oauth_http is None:
+                self._oauth_http = httpx2.AsyncClient(timeout=30.0)
+            self._callers = CallerCredentials(self._oauth_http)
+        return self._callers
+
+    async def _list_as_caller(self, defn: ConnectionDefinition) -> list[mt.Tool]:
+        headers = await self._caller_credentials().headers(defn)
+        return await self.identities.list_identity_tools(defn.name, headers, use_cache=True)
+
+    async def _call_as_caller(
+        self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        headers = await self._caller_credentials().headers(defn)
+        return await self.identities.call_identity_tool(defn.name, tool, arguments, headers)
+
     async def _list_tools(self, defn: ConnectionDefinition, headers: Mapping[str, str] | None) -> list[mt.Tool]:
+        if headers is None and by_caller(defn):
+            return await self._list_as_caller(defn)  # docs/oauth.md: token exchange, ID-JAG
         if headers is None:
+            if defn.grants == "per_principal":  # each principal lists with its own grant
+                return await self.identities.list_identity_tools(defn.name, partition_of(defn), use_cache=True)
             return await self.host.mcp.list_tools(defn.name, use_cache=True)
         return await self.identities.list_identity_tools(defn.name, headers, use_cache=True)
 
@@ -195,22 +249,26 @@ class Broker:
         if headers is None:
             if defn.kind == "account":
                 return self.accounts.call_tool(defn.name, tool, arguments)
+            if by_caller(defn):
+                return self._call_as_caller(defn, tool, arguments)
             if defn.upstream_sessions == "per_principal":
-                return self.identities.call_identity_tool(defn.name, tool, arguments, _partition(defn))
+                return self.identities.call_identity_tool(defn.name, tool, arguments, partition_of(defn))
             return self.pool.call_tool(defn.name, tool, arguments)
         return self.identities.call_identity_tool(defn.name, tool, arguments, headers)
 
 
-def _partition(defn: ConnectionDefinition) -> SessionHeaders:
-    """The calling principal's own upstream session of a `per_principal` connection (docs/connections.md).
+class _NoSharedGrant(httpx2.Auth):
+    """The shared pool's auth for a `grants="per_principal"` connection: refuses every request (fail closed)."""
 
-    Listings stay on the shared session; a call outside every gateway surface (no `acting_for`) is
-    refused rather than served from a session another principal may have set up."""
-    principal = acting_principal()
-    if principal is None:
-        raise ConnectionUnavailable(
-            defn.name,
-            "upstream_sessions='per_principal' keeps one upstream session per principal, and this call "
-            "names none; call it through the gateway (or inside connections.acting_for(principal_id))",
+    def sync_auth_flow(self, request: httpx2.Request) -> Any:
+        raise LoginRequired("calls of a grants='per_principal' connection must name their principal")
+
+    async def async_auth_flow(self, request: httpx2.Request) -> Any:  # pyright: ignore[reportIncompatibleMethodOverride]
+        raise LoginRequired(
+            "this connection has grants='per_principal': each call uses its caller's own grant, and this one "
+            "names no caller; call it through the gateway (or inside connections.acting_for(principal_id))"
         )
-    return principal_partition(principal)
+        yield request  # pragma: no cover - an async generator that never sends
+
+
+_NO_SHARED_GRANT = _NoSharedGrant()

@@ -17,7 +17,7 @@ __all__ = ["CallTool", "ListTools", "meta_tools"]
 
 ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
 CallTool = Callable[[ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[dict[str, Any]]]
-"""Reaches the upstream: the `tools/call` result as JSON (`call_tool_json`)."""
+"""Reaches the upstream: the `tools/call` result as JSON (`call_upstream_tool`)."""
 
 
 def meta_tools(

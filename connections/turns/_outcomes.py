@@ -19,7 +19,7 @@ _RESERVED_META = "io.modelcontextprotocol/"
 
 
 def outcome_from_mcp(result: dict[str, Any]) -> ToolOutcome:
-    """A passthrough outcome: the upstream's `CallToolResult` as JSON (`call_tool_json`), kept as it came
+    """A passthrough outcome: the upstream's `CallToolResult` as JSON (`call_upstream_tool`), kept as it came
     but for the spec-reserved keys of its `_meta`."""
     meta = result.get("_meta")
     if isinstance(meta, dict) and any(str(key).startswith(_RESERVED_META) for key in meta):

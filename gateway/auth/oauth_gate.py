@@ -21,6 +21,9 @@ from collections.abc import Awaitable, Callable
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from oauth import PresentedToken, present
+from oauth._shared import Secret
+
 from ..http._asgi import header, refuse, send_error
 from ..settings import ServeSettings
 from .dpop import DpopChecker, MemoryJtis, SeenJtis
@@ -86,6 +89,7 @@ class OAuthGate:
             if refusal is not None:
                 return self._refuse(scope, send, route, refusal)
             admitted(scope, identity)
+            _present(identity, token)
             return app(scope, receive, send)
         return self._checked(scope, receive, send, app, admitted, route, scheme, token, digest)
 
@@ -111,6 +115,7 @@ class OAuthGate:
             await self._refuse(scope, send, route, exc)
             return
         admitted(scope, identity)
+        _present(identity, token)
         await app(scope, receive, send)
 
     async def _bound(self, scope: Scope, identity: OAuthIdentity, scheme: str, token: str) -> None:
@@ -152,6 +157,12 @@ class OAuthGate:
     async def _metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await self.resource.serve_metadata(scope, receive, send):
             await send_error(scope, send, 404, "not_found", "no protected resource metadata at this path")
+
+
+def _present(identity: OAuthIdentity, token: str) -> None:
+    """The admitted token is the request's `subject_token` for connections that exchange it (docs/oauth.md);
+    a context variable of this request's task, gone with it."""
+    present(PresentedToken(identity.id, identity.issuer, Secret(token), identity.expires))
 
 
 def oauth_gate(

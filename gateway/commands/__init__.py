@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import hub, init, login, mcp, pin, project, serve, state_key, tools
+from . import audit, hub, init, login, mcp, pin, project, serve, state_key, tools
 
 __all__ = ["register_all"]
 
@@ -21,3 +21,4 @@ def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: igno
     hub.register(sub)
     login.register(sub)
     state_key.register(sub)
+    audit.register(sub)

@@ -32,6 +32,7 @@ from oauth import (
     follow_redirects,
     grant_status,
     insecure_transport_warning,
+    is_caller_grant,
     login,
     logout,
     open_browser,
@@ -68,6 +69,12 @@ def register(group: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore
     action.add_argument("--status", action="store_true", help="show what is stored for the connection (no tokens)")
     action.add_argument(
         "--logout", action="store_true", help="revoke the tokens where supported, then delete every copy"
+    )
+    parser.add_argument(
+        "--principal",
+        metavar="ID",
+        help="with --status or --logout on a grants='per_principal' connection: that principal's own grant "
+        "(its id as the gateway names it, e.g. bearer:1a2b... or oauth:...)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
@@ -140,7 +147,25 @@ def _interaction(args: argparse.Namespace) -> Interaction:
 
 def run(args: argparse.Namespace) -> int:
     """Run `mcp oauth` for parsed `args`; raises `CliError`."""
-    _definition, url, config = find_oauth_connection(Path(args.dir), args.name)
+    definition, url, config = find_oauth_connection(Path(args.dir), args.name)
+    principal = getattr(args, "principal", None)
+    if principal is not None:
+        if definition.grants != "per_principal":
+            raise CliError(
+                f"--principal is for a grants='per_principal' connection; {args.name!r} has one grant for the gateway"
+            )
+        if not (args.status or args.logout):
+            raise CliError(
+                "--principal works with --status or --logout; a principal signs in itself, through the URL the "
+                "gateway answers its call with"
+            )
+        if not principal.strip() or len(principal) > 200:
+            raise CliError("--principal needs the principal's id, e.g. bearer:1a2b3c4d5e6f7a8b")
+    elif definition.grants == "per_principal" and not args.status:
+        raise CliError(
+            f"connection {args.name!r} has grants='per_principal': each principal signs in through the gateway; "
+            "name one with --principal ID (with --status or --logout)"
+        )
     state_root = state_root_of(args)
     try:
         return anyio.run(_run, args, url, config, state_root)
@@ -152,7 +177,7 @@ async def _run(args: argparse.Namespace, url: str, config: OAuthConfig, state_ro
     if warning := insecure_transport_warning():
         print(warning, file=sys.stderr)
     async with LocalStore(state_root) as local:
-        key = StoreKey(args.name, url)
+        key = StoreKey(args.name, url, getattr(args, "principal", None) or "")
         if args.status:
             return await _status(local, key)
         if args.logout:
@@ -178,7 +203,7 @@ async def _logout(local: LocalStore, key: StoreKey, everywhere: bool) -> int:
             results.append((target.name, await logout(target, key)))
         finally:
             await target.aclose()
-    name = key.connection
+    name = key.connection + (f" (principal {printable(key.principal, 200)})" if key.principal else "")
     deleted = [where for where, result in results if result.deleted]
     if not deleted:
         print(f"{name}: nothing stored in {' or '.join(where for where, _ in results)}")
@@ -206,6 +231,11 @@ async def _login(args: argparse.Namespace, url: str, config: OAuthConfig, local:
         raise CliError(
             f"connection {args.name!r} logs in as the deployment itself (grant='client_credentials'), so there is "
             f"nothing to log in to here; `agent-sdk mcp tools {args.name}` checks its credentials"
+        )
+    if is_caller_grant(config.grant):
+        raise CliError(
+            f"connection {args.name!r} acts with each caller's own OAuth token (grant={config.grant!r}), so there is "
+            "no login of the gateway's own to run; a peer signed in at the gateway's --oauth-issuer calls it"
         )
     # Reach the store the grant will live in before anyone opens a browser: a bad
     # AGENT_SDK_SECRETS_URL, Redis down or no keyring is a sentence now, not after the login.

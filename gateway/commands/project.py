@@ -14,6 +14,8 @@ from connections.serving import check_account_servers, unset_variables
 
 from ..errors import CliError
 from ..info import project_info
+from ..limits import LimitsFileError, load_limit_rules
+from ..policy import policy_diagnostics
 from ._common import add_project_args
 from ._online_check import online_diagnostics, unchecked_connections
 from ._progress import waiting
@@ -46,6 +48,15 @@ def load(directory: str) -> Project:
         raise CliError(str(exc)) from None
 
 
+def _limit_problems(root: Path) -> list[str]:
+    """`agent/limits.toml`'s problems, one `path: error: ...` line each (docs/audit.md)."""
+    try:
+        load_limit_rules(root)
+    except LimitsFileError as exc:
+        return str(exc).splitlines()
+    return []
+
+
 def validate(args: argparse.Namespace) -> int:
     """Print `path:line: severity: message` for each diagnostic; 1 when any is an error."""
     project = load(args.dir)
@@ -53,7 +64,7 @@ def validate(args: argparse.Namespace) -> int:
     with waiting("asking the account hub"):
         account = check_account_servers(project, os.environ)
     unset = unset_variables(project, os.environ, strict=args.strict)
-    found = [*project.diagnostics, *unset, *account.warnings]
+    found = [*project.diagnostics, *policy_diagnostics(project.root), *unset, *account.warnings]
     if args.online and project.ok:
         found += online_diagnostics(project, args)
         if unchecked := unchecked_connections(project):
@@ -62,10 +73,13 @@ def validate(args: argparse.Namespace) -> int:
         print("--online: fix the errors first; the connections were not listed", file=sys.stderr)
     for diag in found:
         print(diag.format(project.root))
+    limit_errors = _limit_problems(project.root)
+    for problem in limit_errors:
+        print(problem)
     if account.skipped:
         print(account.skipped, file=sys.stderr)
-    errors = sum(d.severity == "error" for d in found)
-    warnings = len(found) - errors
+    errors = sum(d.severity == "error" for d in found) + len(limit_errors)
+    warnings = len(found) + len(limit_errors) - errors
     summary = (
         f"{len(project.connections)} connection(s), {len(project.tools)} tool(s); "
         f"{errors} error(s), {warnings} warning(s)"

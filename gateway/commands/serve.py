@@ -21,6 +21,7 @@ from ..auth.oauth_issuers import IssuerError, introspection_credentials
 from ..errors import CliError, StateUnavailable
 from ..http.protocol import HttpLimits, limited_protocol
 from ..logs import configure_logging, tell
+from ..policy import policy_diagnostics
 from ..settings import ServeSettings
 from ..state._redis import check_reachable
 from ..state.state_key import StateKeyInvalid, check_state_key
@@ -51,10 +52,11 @@ def serve(args: argparse.Namespace) -> int:
     # From here every line on stderr is in the log's format (with json, the CLI's refusal too: logs.tell).
     configure_logging(log_format, level=logging.WARNING if wire is not None else logging.INFO)
     project = load(args.dir)
-    if not project.ok:
-        for diag in project.errors:
+    errors = [*project.errors, *policy_diagnostics(project.root)]  # a bad agent/policies.cedar refuses too
+    if errors:
+        for diag in errors:
             print(diag.format(project.root))
-        raise CliError(f"{len(project.errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
+        raise CliError(f"{len(errors)} error(s) in the project; fix them (agent-sdk validate) and retry")
     for diag in unset_variables(project, os.environ):  # serving goes on; every use of that connection fails
         tell(diag.format(project.root), event="variable_unset", level=logging.WARNING)
     settings = settings_from_args(args)

@@ -206,6 +206,25 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     limits = p.add_argument_group("connection limits (docs/http-api.md)")
     for flag, kind, metavar, text, var in _LIMIT_FLAGS:
         limits.add_argument(flag, type=kind, default=None, metavar=metavar, help=f"{text}; or ${var}")
+    audit = p.add_argument_group("audit and approvals (docs/audit.md)")
+    audit.add_argument(
+        "--audit-required",
+        action="store_true",
+        help="refuse calls while the audit queue is full; or $AGENT_SDK_AUDIT_REQUIRED=1",
+    )
+    audit.add_argument(
+        "--audit-argument-digest",
+        action="store_true",
+        help="record a SHA-256 of each call's arguments (never the arguments); or $AGENT_SDK_AUDIT_ARGUMENT_DIGEST=1",
+    )
+    audit.add_argument(
+        "--approval-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how long a call waits for an operator's approval (default 300; no answer is a denial); "
+        "or $AGENT_SDK_APPROVAL_TIMEOUT",
+    )
     p.add_argument(
         "--stdio",
         action="store_true",
@@ -260,6 +279,9 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             state_url=getattr(args, "state_url", None),
             turn_lease_s=getattr(args, "turn_lease", None),
             state_key_file=getattr(args, "state_key_file", None),
+            audit_required=True if getattr(args, "audit_required", False) else None,
+            audit_argument_digest=True if getattr(args, "audit_argument_digest", False) else None,
+            approval_timeout_s=getattr(args, "approval_timeout", None),
         )
     except ValidationError as exc:
         raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None
@@ -287,6 +309,7 @@ _FLAGS = {
     "max_header_bytes": "--max-header-bytes",
     "max_connections": "--max-connections",
     "state_key_file": "--state-key-file",
+    "approval_timeout_s": "--approval-timeout",
 }
 
 

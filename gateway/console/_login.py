@@ -42,10 +42,11 @@ from oauth._shared import printable
 from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http.json_answers import error_response
-from ..runtime import runtime_of
+from ..policy import connection_target, require
+from ..runtime import principal_of, runtime_of
 from ..state.pending_logins import LOGIN_TTL
 from ._pages import CSP
-from ._services import ConsoleServices, console_of, record_action
+from ._services import ConsoleServices, console_of, record_action, signed_in
 from ._status import ConnectionNotFound
 
 __all__ = ["CALLBACK_PATH", "login_routes"]
@@ -58,7 +59,7 @@ class LoginFailed(ApiError):
     code = "login_failed"
 
 
-def _redirect_uri(request: Request) -> str:
+def redirect_uri_of(request: Request) -> str:
     """The callback at the origin the browser sees: its `Origin` (the request guard checked it is this
     server's own; behind a TLS proxy it says `https`, which the socket cannot), else scheme and `Host`."""
     origin = request.headers.get("origin")
@@ -80,10 +81,11 @@ async def begin_route(request: Request) -> Response:
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/login", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
         assert defn.oauth is not None and defn.url is not None
         services = console_of(request)
-        redirect_uri = _redirect_uri(request)
+        redirect_uri = redirect_uri_of(request)
         try:
             authorization_url = await _begin(services, name, defn.url, defn.oauth, redirect_uri)
         except OAuthError as exc:
@@ -92,6 +94,13 @@ async def begin_route(request: Request) -> Response:
         return error_response(exc)
     record_action(request, "login", name, "started; the browser goes to the authorization server")
     answer = JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
+    bind_browser(answer, services, authorization_url, redirect_uri)
+    return answer
+
+
+def bind_browser(answer: Response, services: ConsoleServices, authorization_url: str, redirect_uri: str) -> None:
+    """Set the cookie that only the browser which started this login brings back to the callback (module
+    docstring), on `answer`."""
     state = dict(parse_qsl(urlsplit(authorization_url).query)).get("state", "")
     answer.set_cookie(
         _cookie_name(state),
@@ -102,7 +111,6 @@ async def begin_route(request: Request) -> Response:
         httponly=True,
         samesite="lax",  # sent on the authorization server's redirect back (a top-level GET)
     )
-    return answer
 
 
 def _cookie_name(state: str) -> str:
@@ -119,27 +127,36 @@ def _same_browser(request: Request, services: ConsoleServices, state: str) -> bo
 
 async def logout_route(request: Request) -> Response:
     """`POST /v1/connections/{name}/logout` (operators only): revoke the grant where the server supports RFC
-    7009, delete it from the serving store, and restart the connection (its next use needs a login)."""
+    7009, delete it from the serving store, and restart the connection (its next use needs a login).
+    `?principal=ID` on a `grants="per_principal"` connection: that principal's own grant only."""
     name = request.path_params["name"]
+    principal = request.query_params.get("principal", "")
     try:
         require_operator(request)
         runtime = runtime_of(request)
+        require(runtime.policy, principal_of(request), "console/logout", connection_target(name))
         defn = _oauth_definition(runtime.project.connections.get(name), name)
+        if principal and defn.grants != "per_principal":
+            raise InvalidRequest(
+                f"connection {name!r} has one grant for the gateway; ?principal= is for per-user grants"
+            )
         services = console_of(request)
         try:
-            result = await logout(services.store, StoreKey(name, defn.url or ""), http=services.http)
+            result = await logout(services.store, StoreKey(name, defn.url or "", principal), http=services.http)
         except OAuthError as exc:
             raise LoginFailed(printable(str(exc), 500)) from None
     except ApiError as exc:
         return error_response(exc)
     if services.forget_tokens is not None:
-        services.forget_tokens(name)
-    try:
-        runtime.host.mcp.restart(name)
-    except (UnknownConnection, ValueError):
-        pass
+        services.forget_tokens(name, principal or None)
+    if not principal:
+        try:
+            runtime.host.mcp.restart(name)
+        except (UnknownConnection, ValueError):
+            pass
     revoked = "revoked at the server" if result.revoked_at_server else "not revoked at the server"
-    record_action(request, "logout", name, f"grant deleted, {revoked}" if result.deleted else "nothing was stored")
+    whose = "a principal's own grant" if principal else "grant"
+    record_action(request, "logout", name, f"{whose} deleted, {revoked}" if result.deleted else "nothing was stored")
     return JSONResponse(
         {
             "ok": True,
@@ -167,7 +184,7 @@ _PAGE = (
 )
 
 
-def _page(status: int, title: str, message: str) -> Response:
+def page(status: int, title: str, message: str) -> Response:
     body = _PAGE.format(title=html.escape(title), message=html.escape(message))
     headers = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer"}
     return Response(body, status_code=status, media_type="text/html", headers=headers)
@@ -182,7 +199,7 @@ async def callback(request: Request) -> Response:
             remember_secret(value)
     services = console_of(request)
     state = params.get("state", "")
-    unmatched = _page(
+    unmatched = page(
         400,
         "Login not completed",
         "This redirect matches no login started from the console in this browser (it expired, was used "
@@ -202,20 +219,25 @@ async def _finish(
     try:
         pending = await services.pending.take(state)
     except StateUnavailable as exc:
-        return _page(503, "Login not completed", str(exc))
+        return page(503, "Login not completed", str(exc))
     if pending is None:
         return unmatched
     try:
         await finish_login(pending, params, services.store, http=services.http)
     except OAuthError as exc:
-        return _page(400, "Login failed", printable(str(exc), 500))
+        return page(400, "Login failed", printable(str(exc), 500))
     name = pending.key.connection
+    if pending.key.principal:  # a principal's own grant (sign_in.py): that principal's next call uses it
+        if services.forget_tokens is not None:
+            services.forget_tokens(name, pending.key.principal)
+        signed_in(name)
+        return page(200, "Signed in", f"Connection {name} is signed in with your own account; retry your call.")
     try:
         runtime_of(request).host.mcp.restart(name)
     except (UnknownConnection, ValueError):
         pass
     record_action(request, "login", name, f"finished; tokens stored in {services.store.name}", who="callback")
-    return _page(200, "Logged in", f"Connection {name} is logged in; tokens are stored in {services.store.name}.")
+    return page(200, "Logged in", f"Connection {name} is logged in; tokens are stored in {services.store.name}.")
 
 
 def login_routes() -> list[Route]:

@@ -25,7 +25,7 @@ from ..state.request_state import RequestStates
 from ..stores import serving_pending_logins, token_store
 from ._recent import RecentRecords
 
-__all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action"]
+__all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action", "signed_in"]
 
 ACTION_EVENT = "operator_action"
 _actions_log = logging.getLogger("agent_sdk.console")
@@ -41,7 +41,7 @@ class ConsoleServices:
     failures: RecentRecords = field(default_factory=RecentRecords)
     log: RecentRecords = field(default_factory=lambda: RecentRecords(200, logging.INFO, skip=("agent_sdk.access",)))
     actions: RecentRecords = field(default_factory=lambda: RecentRecords(50, logging.INFO, event=ACTION_EVENT))
-    forget_tokens: Callable[[str], None] | None = None
+    forget_tokens: Callable[[str, str | None], None] | None = None
     """The broker's `forget_tokens` (a logout drops the grant its connection holds in memory), set by the app."""
 
     @classmethod
@@ -74,6 +74,15 @@ def record_action(request: Request, action: str, connection: str, outcome: str, 
         connection,
         outcome,
         extra={"event": ACTION_EVENT, "action": action, "connection": connection},
+    )
+
+
+def signed_in(connection: str) -> None:
+    """Log a principal's sign-in to its own grant of `connection` (never who: the principal is not named)."""
+    _actions_log.info(
+        "a principal signed in to connection %r with its own account",
+        connection,
+        extra={"event": "principal_sign_in", "connection": connection},
     )
 
 

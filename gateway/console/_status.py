@@ -26,6 +26,7 @@ from oauth._shared import printable
 from ..auth.roles import is_operator, require_operator
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response
+from ..policy import connection_target, require
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
 
@@ -40,12 +41,27 @@ class ConnectionNotFound(ApiError):
     code = "unknown_connection"
 
 
-async def _oauth_status(services: ConsoleServices, defn: ConnectionDefinition) -> dict[str, Any] | None:
+async def _oauth_status(
+    services: ConsoleServices, defn: ConnectionDefinition, viewer: str, asked: str | None
+) -> dict[str, Any] | None:
+    """The connection's grant; for `grants="per_principal"`, how many principals signed in (never who) and
+    the state of `viewer`'s own grant, or of principal `asked` (an operator looking at one principal)."""
     if defn.oauth is None or defn.url is None:
         return None
     out: dict[str, Any] = {"store": services.store.name, "loggedIn": False, "expiresIn": None, "refreshToken": False}
+    principal = ""
+    if defn.grants == "per_principal":
+        principal = asked if asked is not None else viewer
+        out["grants"] = "per_principal"
+        out["principal"] = "asked" if asked is not None else "you"
+        try:
+            keys = await services.store.keys()
+        except OAuthError as exc:
+            out["error"] = printable(str(exc))
+            return out
+        out["principals"] = sum(1 for k in keys if k.connection == defn.name and k.resource == defn.url and k.principal)
     try:
-        grant = await services.store.load(StoreKey(defn.name, defn.url))
+        grant = await services.store.load(StoreKey(defn.name, defn.url, principal))
     except OAuthError as exc:
         out["error"] = printable(str(exc))
         return out
@@ -72,13 +88,18 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
         "tools": None,
         "cause": None,
     }
-    oauth = await _oauth_status(services, defn)
+    asked = request.query_params.get("principal") if is_operator(request) else None
+    oauth = await _oauth_status(services, defn, principal_of(request).id, asked)
     out["oauth"] = oauth
     error: Exception | None = None
     before = host.status(defn.name)
     # Look without hammering: list an open connection (from the cache) or one never tried; one whose
     # last open failed (or that is paused) keeps its verdict until a real use or a restart retries it.
-    if defn.auth is None and (before.state == "open" or (before.state == "idle" and before.last_error is None)):
+    if (
+        defn.auth is None
+        and defn.grants != "per_principal"
+        and (before.state == "open" or (before.state == "idle" and before.last_error is None))
+    ):
         with anyio.move_on_after(_LIST_WAIT):
             try:
                 tools = await host.list_tools(defn.name, use_cache=True)
@@ -93,6 +114,8 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     out.update(opens=status.opens, failures=status.failures, pid=status.pid, protocolVersion=status.protocol_version)
     if status.state == "paused":
         state = "paused"
+    elif defn.grants == "per_principal":  # each principal's own: the shared pool never opens it
+        state = "ready" if oauth is not None and oauth["loggedIn"] else "needs_login"
     elif (
         isinstance(error, ConnectionUnauthorized)
         or status.state == "needs_login"
@@ -163,6 +186,7 @@ async def restart(request: Request) -> Response:
     name = request.path_params["name"]
     try:
         require_operator(request)
+        require(runtime_of(request).policy, principal_of(request), "console/restart", connection_target(name))
         host = runtime_of(request).host.mcp
         try:
             host.restart(name)

@@ -14,8 +14,12 @@ __all__ = ["error_response", "read_object", "string_field"]
 
 
 def error_response(exc: ApiError) -> JSONResponse:
-    """The refusal's JSON body (with the request's id: `_asgi.json_error`) and status."""
-    return JSONResponse(json_error(exc.code, exc.message, **exc.extra), status_code=exc.status)
+    """The refusal's JSON body (with the request's id: `_asgi.json_error`), status and headers; a 503 (the
+    state store is away: retry shortly) says when to retry with `Retry-After` (RFC 9110 §10.2.3)."""
+    headers = exc.headers()
+    if exc.status == 503 and not (headers and "Retry-After" in headers):
+        headers = {**(headers or {}), "Retry-After": "1"}
+    return JSONResponse(json_error(exc.code, exc.message, **exc.extra), status_code=exc.status, headers=headers)
 
 
 async def read_object(request: Request, *, optional: bool = False) -> dict[str, Any]:

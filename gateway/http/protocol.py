@@ -14,7 +14,8 @@ at the connection, before any ASGI code runs:
 (each checked by one sweep per server every quarter of the shortest timeout, at most every 1 s,
 so a connection is closed within its timeout plus that tick);
 - **head size**: more than `max_header_bytes` of request head is **431** and the connection closes;
-- **connections**: past `max_connections` open at once, a new one gets **503** and is closed.
+- **connections**: past `max_connections` open at once, a new one gets **503** with `Retry-After: 1`
+  (RFC 9110 §10.2.3: when to try again) and is closed.
 
 It also notes the uid owning a loopback peer's socket (`peer_credentials`) once per connection,
 in `scope["extensions"]["agent_sdk.peer_uid"]`, for loopback-strict.
@@ -42,7 +43,7 @@ _REFUSED_431 = (
 )
 _REFUSED_503 = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\n"
-    b"content-length: 35\r\nconnection: close\r\n\r\ntoo many connections; retry shortly"
+    b"content-length: 35\r\nretry-after: 1\r\nconnection: close\r\n\r\ntoo many connections; retry shortly"
 )
 
 

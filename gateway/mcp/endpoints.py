@@ -24,10 +24,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
+from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
-from ..errors import ApiError, InvalidRequest
+from ..errors import ApiError, CallRefused, InvalidRequest
 from ..http._asgi import receive_body, send_error, send_rpc_error
 from ..http.mcp_checks import envelope_problem, header_problem, serve_batch
+from ..policy import require
 from ..runtime import Runtime, runtime_of
 from .call_stream import principal_id, session_header
 from .lane import serve_lane
@@ -130,9 +132,10 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
     names = {t.name for t in tools}
 
     async def list_tools(
-        _ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None
+        ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None
     ) -> mt.ListToolsResult:
-        return mt.ListToolsResult(tools=tools)
+        denied = not runtime_of(ctx.request).policy.decide(_principal(ctx), "tools/list").allowed  # pyright: ignore[reportArgumentType]
+        return mt.ListToolsResult(tools=[] if denied else tools)
 
     async def ask(runtime: Runtime, caller: Principal, args: Mapping[str, Any]) -> dict[str, Any]:
         message = _string(args, "message", required=True)
@@ -143,6 +146,7 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
         if session_id is not None and token is not None:
             raise InvalidRequest("pass sessionId or continuationToken, not both")
         principal = caller.id
+        require(runtime.policy, caller, "session/turn")
         if session_id is not None:
             live = await runtime.sessions.get(session_id, principal)
             live = await runtime.sessions.follow_up(live, message, None, caller=caller)
@@ -168,6 +172,7 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
             if params.name == "ask":
                 return json_result(await ask(runtime, principal, args))
             if params.name == "check":
+                require(runtime.policy, principal, "session/read")
                 return json_result(await check(runtime, principal.id, args))
             name = _string(args, "name", required=True)
             assert name is not None
@@ -178,8 +183,11 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
                 args.get("input"),
                 session_id=_string(args, "sessionId"),
                 token=args.get("continuationToken"),
+                surface="mcp",
             )
             return json_result(envelope, is_error=bool(envelope["isError"]))
+        except CallRefused as exc:  # a limit, an approval, the audit trail: a JSON-RPC error (docs/audit.md)
+            raise refusal_rpc_error(exc) from None
         except ApiError as exc:
             return json_result(exc.to_json(), is_error=True)
 

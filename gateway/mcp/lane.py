@@ -68,7 +68,9 @@ from starlette.types import Receive, Scope, Send
 from connections import TurnTool
 from connections.serving import PLAIN, tracing_enabled
 
+from ..auth.chain import Principal
 from ..http.json_pieces import answer_pieces
+from ..policy import caller_of
 from ..runtime import Runtime
 from ..telemetry.spans import ServerSpans, inbound_of_scope, server_span
 from .call_stream import (
@@ -82,7 +84,7 @@ from .call_stream import (
     until_gone,
 )
 from .peers.calls import Peer
-from .pipeline import CallPlan, resolve
+from .pipeline import CallPlan, lookup, target_of
 from .tools import tools_list_result
 
 __all__ = ["serve_lane"]
@@ -171,7 +173,7 @@ async def serve_lane(
                 return True
             version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
             if method == "tools/call":  # before the params schema, as in the SDK's entry
-                found = await _lookup(runtime, params)
+                found = await _lookup(runtime, params, caller_of(scope))
                 rejection = _param_rejection(scope, params, headers, found)
                 if rejection is not None:
                     await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
@@ -184,8 +186,9 @@ async def serve_lane(
             who = peer_of(scope, modern=modern)  # the principal, and a handshake peer's session (mcp/peers/sessions.py)
             # An unknown tool is refused before the answer can turn into a stream (at 2026-07-28 its
             # error has an HTTP status of its own, which a stream's 200 could not carry).
-            target = await resolve(runtime.catalog, params["name"], found)
-            plan = _plan(runtime, who, ident, target, params, version, modern=modern)
+            caller = caller_of(scope)
+            target = await target_of(runtime, params["name"], caller, found)
+            plan = _plan(runtime, who, caller, ident, target, params, version, modern=modern)
             if tracing_enabled():  # where it came from, for its server span (gateway/telemetry/spans.py)
                 plan = replace(plan, inbound=inbound_of_scope(scope, who[1], who[0]))
             if plan.answer == "sse":
@@ -222,11 +225,11 @@ def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -
     return verdict if isinstance(verdict, InboundLadderRejection) else None
 
 
-async def _lookup(runtime: Runtime, params: Any) -> tuple[Any, ...] | None:
-    """The catalog's answer for the tool a `tools/call` names (None when the name is not a string: the
-    params schema rejects it)."""
+async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any, ...] | None:
+    """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
+    is not a string: the params schema rejects it)."""
     name = params.get("name") if isinstance(params, Mapping) else None
-    return await runtime.catalog.tool(name, None) if isinstance(name, str) else None
+    return await lookup(runtime, name, caller) if isinstance(name, str) else None
 
 
 def _param_rejection(
@@ -252,6 +255,7 @@ def _param_rejection(
 def _plan(
     runtime: Runtime,
     who: Peer,
+    caller: Principal,
     ident: str | int,
     target: TurnTool,
     params: dict[str, Any],
@@ -274,6 +278,7 @@ def _plan(
         arguments=params.get("arguments"),
         params=params,
         principal=principal,
+        caller=caller,
         version=version,
         modern=modern,
         request=request,
@@ -284,13 +289,14 @@ def _plan(
 async def _listed(
     runtime: Runtime, version: str, ident: object, scope: Scope, params: Mapping[str, Any] | None, *, modern: bool
 ) -> dict[str, Any]:
-    """`tools/list`, in its server span when tracing is on."""
+    """`tools/list` as the caller may see it, in its server span when tracing is on."""
+    caller = caller_of(scope)
     if not tracing_enabled():
-        return await tools_list_result(runtime)
+        return await tools_list_result(runtime, caller)
     principal, session = peer_of(scope, modern=modern)
     meta = params.get("_meta") if params else None
     with server_span("tools/list", None, version, ident, meta, inbound_of_scope(scope, session, principal)) as done:
-        result = await tools_list_result(runtime)
+        result = await tools_list_result(runtime, caller)
         done(result)
         return result
 

@@ -31,6 +31,7 @@ from connections import ConnectionsError, NotOffered, TurnBuildError, UpstreamEr
 from connections.serving import Merged, Offerings
 
 from ..auth.chain import Principal
+from ..policy import Target, caller_of, hidden, prompt_target, resource_target, visible_items
 from ..runtime import Runtime
 
 __all__ = ["failed_closed", "offering_handlers"]
@@ -53,15 +54,19 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
             runtime = runtime_for(ctx)
             found = _offerings(runtime)
             merged = await _guarded(method, found.listing(method, _viewer(ctx)))
+            shown = visible_items(runtime.policy, _caller(ctx), method, merged.items)  # the policy's filter
+            merged = Merged(merged.field, shown, merged.freshness)
             return _page(method, merged, params.cursor if params is not None else None, _page_size(runtime))
 
         return handle
 
     async def read(ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams) -> Any:
+        _allowed(runtime_for(ctx), ctx, "resources/read", resource_target(str(params.uri)))
         body, hint = await _guarded("resources/read", _offerings(runtime_for(ctx)).read(params.uri, _viewer(ctx)))
         return {**body, **hint.to_json(), **_COMPLETE}
 
     async def get(ctx: ServerRequestContext[Any, Any], params: mt.GetPromptRequestParams) -> Any:
+        _allowed(runtime_for(ctx), ctx, "prompts/get", prompt_target(params.name))
         found = _offerings(runtime_for(ctx))
         return {
             **await _guarded("prompts/get", found.get_prompt(params.name, params.arguments, _viewer(ctx))),
@@ -69,6 +74,9 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
         }
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: mt.CompleteRequestParams) -> Any:
+        ref = params.ref
+        on = prompt_target(ref.name) if isinstance(ref, mt.PromptReference) else resource_target(ref.uri, template=True)
+        _allowed(runtime_for(ctx), ctx, "completion/complete", on)
         found = _offerings(runtime_for(ctx))
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
@@ -107,6 +115,17 @@ def _offerings(runtime: Runtime) -> Offerings:
 
 def _page_size(runtime: Runtime) -> int:
     return runtime.settings.page_size
+
+
+def _caller(ctx: ServerRequestContext[Any, Any]) -> Principal:
+    return caller_of(getattr(ctx.request, "scope", None))  # `STDIO` on `serve --stdio`
+
+
+def _allowed(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target) -> None:
+    """Raise what an item no connection offers gets (as `_guarded` answers it) when the policy hides `target`."""
+    refusal = hidden(runtime.policy, _caller(ctx), action, target)
+    if refusal is not None:
+        raise MCPError(mt.INVALID_PARAMS, str(refusal), data={"error": refusal.code})
 
 
 def _viewer(ctx: ServerRequestContext[Any, Any]) -> str:

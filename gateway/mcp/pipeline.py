@@ -20,19 +20,45 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import ConnectionsError, ToolInputError, ToolOutcome, TurnTool, UpstreamError, acting_for
-from connections.serving import CallChannel, CallRequest, calling
+from connections import (
+    ConnectionsError,
+    ToolInputError,
+    ToolOutcome,
+    Toolset,
+    TurnProblem,
+    TurnTool,
+    UpstreamError,
+    acting_for,
+)
+from connections.serving import CallChannel, CallRequest, SignInRequired, calling
 
+from ..audit import CallGuard, refusal_rpc_error
+from ..auth.chain import Principal
+from ..errors import CallRefused
+from ..policy import PolicyGate, callable_tool
+from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span
-from .peers.input import InputServices, peer_input
+from .peers.input import InputServices, declared_input, peer_input
+from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
 
-__all__ = ["AnswerMode", "CallPlan", "Execute", "Executor", "Wrapper", "resolve", "traced"]
+__all__ = [
+    "AnswerMode",
+    "CallPlan",
+    "Execute",
+    "Executor",
+    "ExecutorServices",
+    "Wrapper",
+    "lookup",
+    "resolve",
+    "target_of",
+    "traced",
+]
 
 AnswerMode = Literal["json", "sse", "session"]
 _COMPLETE = "complete"
@@ -48,12 +74,32 @@ class CallPlan:
     params: Mapping[str, Any]
     """The schema-checked params (`_meta`, a 2026-07-28 retry's `requestState` and `inputResponses`)."""
     principal: str
+    """Whose call it is (`acting_for`): the owner of its identity, grants, held calls and audit record."""
+    caller: Principal
+    """Whom the policy decided for (the principal with its claims)."""
     version: str
     modern: bool
     request: CallRequest
     answer: AnswerMode
     inbound: Inbound | None = None
     """Where the request came from, for its server span: set only with tracing on (`gateway/telemetry/spans.py`)."""
+
+
+class ExecutorServices(InputServices, Protocol):
+    """What the executor needs from the app besides the peers' input: the catalog, the policy, the guard
+    (audit, limits, approval) and where sign-in links point."""
+
+    @property
+    def catalog(self) -> ToolCatalog: ...
+
+    @property
+    def policy(self) -> PolicyGate: ...
+
+    @property
+    def guard(self) -> CallGuard | None: ...
+
+    @property
+    def settings(self) -> ServeSettings: ...
 
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
@@ -66,7 +112,7 @@ class Executor:
 
     __slots__ = ("_run", "_services", "wrappers")
 
-    def __init__(self, services: InputServices) -> None:
+    def __init__(self, services: ExecutorServices) -> None:
         self._services = services
         self.wrappers: tuple[Wrapper, ...] = ()
         self._run: Execute = self._call
@@ -85,10 +131,13 @@ class Executor:
         return await self._run(plan, channel)
 
     async def _call(self, plan: CallPlan, channel: CallChannel) -> dict[str, Any]:
+        services = self._services
         context, peer = await peer_input(
-            self._services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
+            services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
         )
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
+        if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
+            tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
 
         async def call() -> ToolOutcome:
             with acting_for(principal):
@@ -102,6 +151,10 @@ class Executor:
             else:
                 with calling(context):
                     result = (await call()).mcp_result()
+        except CallRefused as exc:
+            raise refusal_rpc_error(exc) from None
+        except SignInRequired as exc:  # the caller's own grant is missing: a way to sign in, never a smaller answer
+            return self._signing_in(exc, plan)
         except UpstreamError as exc:
             if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
                 # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
@@ -114,6 +167,14 @@ class Executor:
             result = {**result, "resultType": _COMPLETE}
         return result
 
+    def _signing_in(self, exc: SignInRequired, plan: CallPlan) -> dict[str, Any]:
+        services = self._services
+        declared = declared_input(plan.params) if plan.modern else (plan.request.capabilities or {})
+        links = SignInLinks(services.settings, services.request_states)
+        return sign_in_answer(
+            links, services.request_states, exc, tool=plan.target.name, capabilities=declared, modern=plan.modern
+        )
+
 
 def _wrapped(wrapper: Wrapper, call_next: Execute) -> Execute:
     async def run(plan: CallPlan, channel: CallChannel) -> dict[str, Any]:
@@ -122,19 +183,61 @@ def _wrapped(wrapper: Wrapper, call_next: Execute) -> Execute:
     return run
 
 
-async def resolve(catalog: ToolCatalog, name: str, found: tuple[Any, ...] | None = None) -> TurnTool:
-    """The server tool `name` (from `found`, the catalog's `tool(name)` answer, when the caller has it).
-    Raises `MCPError` (invalid params) for an unknown tool and for one `mcp.lock` holds back (its
-    sentence says what changed)."""
-    tool, toolset, problems = found if found is not None else await catalog.tool(name, None)
+@dataclass(frozen=True, slots=True)
+class _SignInFirst(TurnTool):
+    """`target_of`'s stand-in for a tool `caller` cannot reach before signing in (no audit, limit or approval:
+    nothing runs)."""
+
+
+Found = tuple[TurnTool | None, Toolset, list[TurnProblem]]
+
+
+async def lookup(services: ExecutorServices, name: str, caller: Principal) -> Found:
+    """The catalog's answer for tool `name` as `caller` may see it (a tool the policy hides is not there);
+    a listing it needs first is `caller`'s (its per-user grants)."""
+    with acting_for(caller.id):
+        return await callable_tool(services.policy, caller, services.catalog, name, None, None)
+
+
+async def resolve(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+    """The server tool `name` for `caller`'s call (from `found`, `lookup`'s answer, when the caller has it).
+    Raises `MCPError` (invalid params) for an unknown tool, one the policy hides from `caller` (the same
+    answer) and one `mcp.lock` holds back (its sentence says what changed), and `SignInRequired` when
+    `caller` must sign in to a per-user connection to list it."""
+    tool, toolset, problems = found if found is not None else await lookup(services, name, caller)
     if tool is not None:
         return tool
+    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
+    if signing is not None and signing.connection is not None:  # the tool may be that connection's
+        raise SignInRequired(signing.connection, caller.id, signing.message)
     held = toolset.held_back.get(name)
     if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
     refusal = missing_tool(name, toolset.names(), problems)
     message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
     raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
+
+
+async def target_of(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+    """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
+    `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
+    missing mid-call (`sign_in.py`)."""
+    try:
+        return await resolve(services, name, caller, found)
+    except SignInRequired as exc:
+        missing = exc
+
+        async def signing_in(_arguments: Mapping[str, Any]) -> ToolOutcome:
+            raise missing
+
+        return _SignInFirst(
+            name=name,
+            description="",
+            input_schema={"type": "object"},
+            source="advertised",
+            invoke=signing_in,
+            connection=exc.connection,
+        )
 
 
 def _error_result(message: str) -> dict[str, Any]:

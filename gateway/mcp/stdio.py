@@ -11,9 +11,11 @@ child is closed then (as on Ctrl-C).
 from __future__ import annotations
 
 import fcntl
+import functools
 import os
 import sys
 import time
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime
 from io import TextIOWrapper
 from typing import Any, BinaryIO
@@ -25,6 +27,8 @@ from connections import Project
 from connections.serving import tracing_enabled
 
 from ..app import default_broker
+from ..audit import serving_guard
+from ..policy import PolicyGate, turn_toolset
 from ..runners._select import make_runner
 from ..runtime import Runtime
 from ..sessions import SessionService
@@ -56,7 +60,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
     async with (
         default_broker(project, settings) as broker,
         SessionService.running(session_store(settings), broker.builder, runner) as sessions,
+        AsyncExitStack() as stack,
     ):
+        guard = await serving_guard(settings, project, stack, mcp_surface="stdio")  # docs/audit.md
         runtime = Runtime(
             settings=settings,
             project=project,
@@ -68,7 +74,12 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
             started_at=datetime.now(UTC).isoformat(timespec="seconds"),
             mcp={},
             offerings=getattr(broker, "offerings", None),
+            policy=PolicyGate.for_project(project.root),
+            guard=guard,
         )
+        sessions.narrow = functools.partial(turn_toolset, runtime.policy)
+        guard.policy = runtime.policy  # each audit record names the policies that decided it
+        runtime.policy.on_denied_call = guard.policy_refused
 
         pool = getattr(broker, "pool", None)
         if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call
@@ -81,8 +92,10 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
         stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
         started = time.perf_counter()
         try:
-            async with stdio_server(stdout=stdout) as (read, write):
+            async with stdio_server(stdout=stdout) as (read, write), anyio.create_task_group() as watcher:
+                watcher.start_soon(runtime.policy.watch, settings.policy_reload_s)  # reload on change
                 await server.run(read, write, server.create_initialization_options())
+                watcher.cancel_scope.cancel()
         finally:
             if tracing_enabled():  # the one peer's session: until it closed stdin
                 record_session("pipe", time.perf_counter() - started)

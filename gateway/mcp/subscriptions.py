@@ -47,9 +47,10 @@ from mcp.shared.exceptions import MCPError
 from connections import ConnectionDefinition, ConnectionsError, HostMcp, NotOffered
 from connections.serving import Change, ListingCache, Offerings
 
+from ..policy import PolicyGate, caller_of, hidden, resource_target
 from .peers.caps import MAX_STREAMS, MAX_URIS, AtCap, PerPrincipal
 
-__all__ = ["Subscriptions", "subscription_handlers", "viewer"]
+__all__ = ["Subscriptions", "refuse_hidden", "subscription_handlers", "viewer"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -192,6 +193,7 @@ def subscription_handlers(runtime_for: RuntimeFor) -> dict[str, Any]:
                 f"most {MAX_URIS}; split them over several streams"
             )
         principal = viewer(ctx)
+        refuse_hidden(runtime_for(ctx).policy, ctx, uris)  # as a resource no connection offers
         async with AsyncExitStack() as stack:
             stack.enter_context(subscriptions.streams.holding(principal))
             await subscriptions.hold(uris, principal, stack)
@@ -204,3 +206,12 @@ def viewer(ctx: ServerRequestContext[Any, Any]) -> str:
     """The peer's principal (as `mcp_call_stream.principal_id` reads it; that module sits above `runtime`)."""
     scope: Any = getattr(ctx.request, "scope", None) or {}  # no scope on `serve --stdio`
     return getattr(scope.get("state", {}).get("principal"), "id", None) or "anonymous"
+
+
+def refuse_hidden(policy: PolicyGate, ctx: ServerRequestContext[Any, Any], uris: list[str]) -> None:
+    """Raise, as `Subscriptions.owner` does for a URI no connection offers, for one the policy hides from the peer."""
+    caller = caller_of(getattr(ctx.request, "scope", None))
+    for uri in uris:
+        refusal = hidden(policy, caller, "resources/subscribe", resource_target(uri))
+        if refusal is not None:
+            raise MCPError(mt.INVALID_PARAMS, str(refusal))

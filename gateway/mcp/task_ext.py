@@ -29,20 +29,22 @@ from typing import Any
 
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, METHOD_NOT_FOUND
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Scope, Send
 
 from connections import ConnectionsError
 from oauth._shared import printable
 
+from ..auth.chain import Principal
 from ..http._asgi import header
+from ..policy import caller_of
 from ..runtime import Runtime
-from .call_stream import principal_id
+from ..state.request_state import SealedTask
 from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
-from .pipeline import resolve
 from .task_capability import TASKS_EXTENSION
-from .tasks import Refused, error_answer, open_task, start_task, write_answer
+from .task_owners import TaskGone
+from .tasks import Refused, error_answer, gone_task, open_task, start_task, task_request, write_answer
 
 __all__ = ["serve_task_extension"]
 
@@ -77,7 +79,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     if rejection is not None:
         await _write(send, ident, error=(rejection.code, rejection.message))
         return True
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if method == "tools/call":
             result = await _create(runtime, principal, params)
@@ -88,12 +90,15 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
                 "tasks/result stream, which this gateway does not bridge yet",
             )
         else:
-            connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
+            task = open_task(runtime, principal, params.get("taskId"), str(method))
             if method == "tasks/cancel":
-                await runtime.host.mcp.task_request(connection, "tasks/cancel", {"taskId": upstream_id})
+                try:
+                    await task_request(runtime, task, "tasks/cancel", {})
+                except TaskGone as exc:
+                    raise Refused(INVALID_PARAMS, f"the task already ended failed: {exc}") from None
                 result = {"resultType": "complete"}
             else:
-                result = await _status(runtime, connection, upstream_id, params["taskId"])
+                result = await _status(runtime, task, params["taskId"])
     except Refused as exc:
         await _write(send, ident, error=(exc.code, exc.message))
     except MCPError as exc:
@@ -105,8 +110,8 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     return True
 
 
-async def _create(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
-    await resolve(runtime.catalog, params["name"])  # an unknown name: -32602 as on the lane
+async def _create(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
+    # an unknown (or hidden) name: -32602 as on the lane (`start_task` resolves it)
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}
@@ -122,11 +127,14 @@ def _v2_task(task: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
-async def _status(runtime: Runtime, connection: str, upstream_id: str, sealed_id: str) -> dict[str, Any]:
-    got = await runtime.host.mcp.task_request(connection, "tasks/get", {"taskId": upstream_id})
+async def _status(runtime: Runtime, sealed: SealedTask, sealed_id: str) -> dict[str, Any]:
+    try:
+        got = await task_request(runtime, sealed, "tasks/get", {})
+        result = await task_request(runtime, sealed, "tasks/result", {}) if got.get("status") == "completed" else {}
+    except TaskGone as exc:
+        got, result = gone_task(sealed, sealed_id, str(exc)), {}
     task = {**_v2_task(got), "taskId": sealed_id, "resultType": "complete"}
     if got.get("status") == "completed":
-        result = await runtime.host.mcp.task_request(connection, "tasks/result", {"taskId": upstream_id})
         result.pop("_meta", None)  # the upstream's related-task stamp names its own id
         task["result"] = {**result, "resultType": "complete"}
     elif got.get("status") == "failed":

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 import mcp_types as mt
@@ -43,13 +44,27 @@ from connections import ConnectionsError, ToolTask
 from connections.serving import TASK_METHODS
 from oauth._shared import printable
 
-from ..errors import GatewayError
+from ..audit import refusal_rpc_error
+from ..auth.chain import Principal
+from ..errors import CallRefused, GatewayError
 from ..http._asgi import header
+from ..policy import caller_of, connection_target
 from ..runtime import Runtime
-from .call_stream import principal_id
+from ..state.request_state import SealedTask
 from .pipeline import resolve
+from .task_owners import TaskGone
 
-__all__ = ["RELATED_TASK_META_KEY", "Refused", "error_answer", "open_task", "serve_tasks", "start_task", "write_answer"]
+__all__ = [
+    "RELATED_TASK_META_KEY",
+    "Refused",
+    "error_answer",
+    "gone_task",
+    "open_task",
+    "serve_tasks",
+    "start_task",
+    "task_request",
+    "write_answer",
+]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -83,7 +98,7 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     version = header(scope, b"mcp-protocol-version") or DEFAULT_NEGOTIATED_VERSION
     if version not in HANDSHAKE_PROTOCOL_VERSIONS:
         return False
-    principal = principal_id(scope)
+    principal = caller_of(scope)
     try:
         if is_task_call:
             _methods.validate_client_request("tools/call", version, params)
@@ -106,12 +121,18 @@ async def serve_tasks(runtime: Runtime, scope: Scope, send: Send, body: Mapping[
     return True
 
 
+def _failed(created: Any) -> bool:
+    return bool(getattr(created, "isError", False))
+
+
 async def start_task(
-    runtime: Runtime, principal: str, name: str, arguments: Any, ttl: Any
+    runtime: Runtime, caller: Principal, name: str, arguments: Any, ttl: Any
 ) -> tuple[ToolTask | None, dict[str, Any]]:
-    """Start `name` as a task on its connection: the handle and the task as JSON with its sealed id, or (None,
-    the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`, `ConnectionsError`."""
-    tool = await resolve(runtime.catalog, name)
+    """Start `name` as a task of `caller`'s on its connection: the handle and the task as JSON with its sealed
+    id, or (None, the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`
+    (an unknown tool, or one the policy hides from `caller`), `ConnectionsError`."""
+    principal = caller.id
+    tool = await resolve(runtime, name, caller)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")
@@ -122,47 +143,91 @@ async def start_task(
             "(not authored tools, account connections, connections with a per-session auth callback "
             "or with upstream_sessions='per_principal')",
         )
-    try:
-        created = await runtime.host.mcp.call_tool(
+
+    def create() -> Awaitable[Any]:
+        return runtime.host.mcp.call_tool(
             connection, tool.name, arguments, task=True, ttl_ms=ttl if isinstance(ttl, int) else None
         )
+
+    try:
+        if runtime.guard is None:
+            created = await create()
+        else:  # audit, limits, approval before the task starts (docs/audit.md)
+            created = await runtime.guard.run(tool.name, connection, None, principal, arguments, create, _failed)
+    except CallRefused as exc:
+        raise refusal_rpc_error(exc) from None
     except ValueError as exc:  # an account connection: no tasks there
         raise Refused(METHOD_NOT_FOUND, str(exc)) from None
     if not isinstance(created, ToolTask):  # the upstream ran it at once: its CallToolResult
         return None, created.model_dump(mode="json", by_alias=True, exclude_none=True)
     task_json = created.task.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return created, {**task_json, "taskId": runtime.request_states.seal_task(connection, created.task_id, principal)}
+    owner = runtime.task_owners.me if runtime.task_owners is not None else ""
+    sealed = runtime.request_states.seal_task(
+        connection, created.task_id, principal, owner=owner, created_at=created.task.created_at, ttl=created.task.ttl
+    )
+    return created, {**task_json, "taskId": sealed}
 
 
-def open_task(runtime: Runtime, principal: str, task_id: Any) -> tuple[str, str]:
-    """The connection and the upstream's task id sealed in `task_id`, if `principal` made it. Raises `Refused`."""
-    opened = runtime.request_states.open_task(task_id, principal)
-    if opened is None:
+def open_task(runtime: Runtime, caller: Principal, task_id: Any, action: str) -> SealedTask:
+    """What `task_id` seals, if `caller` made it and the policy lets it perform `action` (`tasks/get`, ...) on
+    that connection. Raises `Refused` (the same answer for both)."""
+    opened = runtime.request_states.task_facts(task_id, caller.id)
+    if opened is None or not runtime.policy.decide(caller, action, connection_target(opened.connection)).allowed:
         raise Refused(INVALID_PARAMS, _NOT_YOURS)
     return opened
 
 
-async def _start(runtime: Runtime, principal: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def task_request(runtime: Runtime, task: SealedTask, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """`method` for `task` where it lives (`task_owners.py`), `params` with the upstream's id. Raises `TaskGone`
+    (its session ended with its replica or child), `MCPError`, `ConnectionsError`."""
+    upstream = {**params, "taskId": task.upstream_id}
+    if runtime.task_owners is None:
+        return await runtime.host.mcp.task_request(task.connection, method, upstream)
+    return await runtime.task_owners.request(task.owner, task.connection, method, upstream)
+
+
+def gone_task(task: SealedTask, sealed_id: str, reason: str) -> dict[str, Any]:
+    """A task whose upstream session ended (`TaskGone`), as the 2025-11-25 `Task` the peer polls: `failed`."""
+    now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return {
+        "taskId": sealed_id,
+        "status": "failed",
+        "statusMessage": reason,
+        "createdAt": task.created_at or now,
+        "lastUpdatedAt": now,
+        "ttl": task.ttl,
+    }
+
+
+async def _start(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
     task: Any = params["task"]
     ttl = task.get("ttl") if isinstance(task, dict) else None
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), ttl)
     return created if handle is None else {"task": created}
 
 
-async def _follow(runtime: Runtime, principal: str, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
+async def _follow(runtime: Runtime, principal: Principal, method: str, params: Mapping[str, Any]) -> dict[str, Any]:
     if method == "tasks/list":
         raise Refused(
             METHOD_NOT_FOUND,
             "tasks/list is not served: upstream tasks are shared by every principal of this gateway; "
             "keep the task ids your task-augmented calls returned and ask tasks/get for each",
         )
-    connection, upstream_id = open_task(runtime, principal, params.get("taskId"))
-    answer = await runtime.host.mcp.task_request(connection, method, {**params, "taskId": upstream_id})
+    task = open_task(runtime, principal, params.get("taskId"), method)
     sealed_id = params["taskId"]
+    try:
+        answer = await task_request(runtime, task, method, params)
+    except TaskGone as exc:
+        if method == "tasks/cancel":  # 2025-11-25: a terminal task cannot be cancelled (-32602)
+            raise Refused(INVALID_PARAMS, f"the task already ended failed: {exc}") from None
+        if method == "tasks/result":  # what the call returns, for a call that failed
+            stamp = {RELATED_TASK_META_KEY: {"taskId": sealed_id}}
+            return {"content": [{"type": "text", "text": str(exc)}], "isError": True, "_meta": stamp}
+        return gone_task(task, sealed_id, str(exc))
     if method == "tasks/result":
         meta = answer.get("_meta")
         related = meta.get(RELATED_TASK_META_KEY) if isinstance(meta, dict) else None
-        if isinstance(related, dict):
+        if isinstance(meta, dict) and isinstance(related, dict):
             answer["_meta"] = {**meta, RELATED_TASK_META_KEY: {**related, "taskId": sealed_id}}
         return answer
     return {**answer, "taskId": sealed_id}

@@ -11,7 +11,8 @@ from typing import Any
 from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, acting_for
 
 from ..auth.chain import Principal
-from ..errors import InvalidContinuationToken, InvalidToolInput, SessionBusy, ToolHeldBack
+from ..errors import CallRefused, InvalidContinuationToken, InvalidToolInput, SessionBusy, ToolHeldBack
+from ..policy import as_principal, callable_tool
 from ..runtime import Runtime
 from ..sessions import LiveSession, parse_continuation_token
 from .toolsets import missing_tool
@@ -61,15 +62,20 @@ async def call_tool(
     *,
     session_id: object = None,
     token: object = None,
+    surface: str = "http",
 ) -> dict[str, Any]:
     """Run one tool with no model turn; the envelope `{ok, toolName, callId, isError, result, durationMs}`.
 
     Raises `ApiError`s: `UnknownTool` (with the available names), `ConnectionNotListed` (the tool may be
     on a connection that could not be listed: `missing_tool`), `InvalidToolInput`,
-    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`.
+    `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`, and the guard's `CallRefused`
+    (`RateLimited`, `ApprovalDenied`, ...: docs/audit.md). `surface` names the route in the audit trail.
     """
     live, info = await bind_session(runtime, principal, session_id, token)
-    tool, toolset, problems = await runtime.catalog.tool(name, info)
+    caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
+    tool, toolset, problems = await callable_tool(
+        runtime.policy, caller, runtime.catalog, name, info, surface
+    )  # hidden: unknown
     held = toolset.held_back.get(name)
     if tool is None and held is not None:
         raise ToolHeldBack(f"tool {name[:64]!r} is held back: {held}")
@@ -81,6 +87,8 @@ async def call_tool(
         arguments = {}
     if not isinstance(arguments, Mapping):
         raise InvalidToolInput(f"invalid input for tool {name!r}: input must be a JSON object")
+    if runtime.guard is not None:  # audit, limits, approval (docs/audit.md)
+        tool = runtime.guard.tool(tool, surface, caller)
     call_id = f"tool_{name}_{uuid.uuid4().hex[:12]}"
     started = time.perf_counter()
     outcome: ToolOutcome
@@ -89,6 +97,8 @@ async def call_tool(
             outcome = await tool.call(dict(arguments))
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
+    except CallRefused:
+        raise
     except ConnectionsError as exc:
         outcome = ToolOutcome(is_error=True, result={"error": exc.code, "message": str(exc)})
     except Exception as exc:  # boundary: the tool body raised; the caller gets what the model would see

@@ -19,20 +19,23 @@ from typing import Any
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from connections import TurnBuildError, TurnTool
+from connections import TurnBuildError, TurnTool, acting_for
 from connections.serving import Offerings, tracing_enabled
 
+from ..auth.chain import Principal
+from ..policy import caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of, principal_id
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
 from .peers.streams import subscribe_handlers
-from .pipeline import CallPlan, resolve
+from .pipeline import CallPlan, target_of
 from .session_answer import declared_at_initialize, session_answer
+from .sign_in import SignInLinks
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
 
@@ -66,13 +69,21 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
     }
 
 
-async def tools_list_result(runtime: Runtime) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed. Raises `MCPError` naming the
-    connections that could not be listed, never a shorter list."""
+async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
+    filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
     try:
-        toolset = await runtime.catalog.live()
+        with acting_for(caller.id):
+            toolset = await runtime.catalog.live()
     except TurnBuildError as exc:
-        raise failed_closed("tools/list", exc) from None
+        refusal = failed_closed("tools/list", exc)
+        signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
+        if signs:
+            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
+            data = {**(refusal.error.data or {}), "signIn": signs}
+            raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
+        raise refusal from None
+    toolset = visible_tools(runtime.policy, caller, toolset)[0]
     tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
@@ -102,7 +113,7 @@ def tools_server(
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
-        return await tools_list_result(runtime(ctx))
+        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)))
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
@@ -120,12 +131,14 @@ def tools_server(
                 declared = declared_at_initialize(ctx)
             if declared:
                 request = replace(request, capabilities=declared)
+        caller = caller_of(scope)
         plan = CallPlan(
             request_id=ctx.request_id,
-            target=await resolve(served.catalog, params.name),
+            target=await target_of(served, params.name, caller),
             arguments=params.arguments,
             params=dumped,
             principal=principal,
+            caller=caller,
             version=ctx.protocol_version,
             modern=modern,
             request=request,

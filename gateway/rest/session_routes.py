@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http.json_answers import error_response, read_object, string_field
+from ..policy import require
 from ..runtime import principal_of, runtime_of
 from ..sessions import LiveSession
 from ..sessions._records import decode_cursor, encode_cursor
@@ -49,6 +50,7 @@ async def create_session(request: Request) -> JSONResponse:
             raise InvalidRequest("field 'purpose' must be 'live' or 'eval'")
         assert message is not None
         caller = principal_of(request)
+        require(runtime.policy, caller, "session/turn")
         live = await runtime.sessions.create(caller.id, message, title=title, purpose=purpose, caller=caller)
     except ApiError as exc:
         return error_response(exc)
@@ -58,6 +60,7 @@ async def create_session(request: Request) -> JSONResponse:
 async def follow_up(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     try:
+        require(runtime.policy, principal_of(request), "session/turn")
         live = await runtime.sessions.get(request.path_params["session_id"], principal_of(request).id)
         body = await read_object(request)
         message = string_field(body, "message", required=True, max_len=_MAX_MESSAGE)
@@ -75,6 +78,7 @@ async def follow_up(request: Request) -> JSONResponse:
 async def stop_session(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     try:
+        require(runtime.policy, principal_of(request), "session/turn")
         live = await runtime.sessions.get(request.path_params["session_id"], principal_of(request).id)
         stopped = await runtime.sessions.stop(live)
     except ApiError as exc:
@@ -85,6 +89,7 @@ async def stop_session(request: Request) -> JSONResponse:
 async def get_session(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     try:
+        require(runtime.policy, principal_of(request), "session/read")
         live = await runtime.sessions.get(request.path_params["session_id"], principal_of(request).id)
     except ApiError as exc:
         return error_response(exc)
@@ -94,6 +99,7 @@ async def get_session(request: Request) -> JSONResponse:
 async def session_events(request: Request) -> Response:
     runtime = runtime_of(request)
     try:
+        require(runtime.policy, principal_of(request), "session/read")
         live = await runtime.sessions.get(request.path_params["session_id"], principal_of(request).id)
         fmt = request.query_params.get("format", "ndjson")
         if fmt not in ("ndjson", "json"):
@@ -110,6 +116,7 @@ async def session_events(request: Request) -> Response:
 async def stream_session(request: Request) -> Response:
     runtime = runtime_of(request)
     try:
+        require(runtime.policy, principal_of(request), "session/read")
         live = await runtime.sessions.get(request.path_params["session_id"], principal_of(request).id)
         raw = request.query_params.get("startIndex", "0")
         if not raw.isdigit():
@@ -139,6 +146,7 @@ async def list_sessions(request: Request) -> JSONResponse:
             before = decode_cursor(cursor)
             if before is None:
                 raise InvalidRequest("cursor is not one this server gave out; pass nextCursor from the last page")
+        require(runtime.policy, principal_of(request), "session/read")
         page, nxt = await runtime.sessions.page(principal_of(request).id, before, int(raw_limit))
     except ApiError as exc:
         return error_response(exc)

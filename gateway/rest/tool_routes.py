@@ -14,6 +14,7 @@ from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response, read_object
 from ..mcp.tool_calls import bind_session, call_tool
 from ..mcp.toolsets import connection_errors, missing_tool
+from ..policy import visible_tools
 from ..runtime import principal_of, runtime_of
 
 __all__ = ["tool_routes"]
@@ -52,6 +53,7 @@ async def list_tools(request: Request) -> JSONResponse:
     except ApiError as exc:
         return error_response(exc)
     toolset, problems = await runtime.catalog.collect(info)
+    toolset = visible_tools(runtime.policy, principal_of(request), toolset)[0]  # the policy's filter
     return JSONResponse(
         {
             "ok": True,
@@ -68,6 +70,7 @@ async def describe_tool(request: Request) -> JSONResponse:
     try:
         _live, info = await bind_session(runtime, principal_of(request), *_binding(request))
         toolset, problems = await runtime.catalog.collect(info)
+        toolset = visible_tools(runtime.policy, principal_of(request), toolset)[0]  # hidden: as unknown
         tool = toolset.get(name)
         if tool is None:
             raise missing_tool(name, toolset.names(), problems, verb="tool")

@@ -24,7 +24,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, TurnBuilder
+from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder, TurnProblem
 
 from ..errors import (
     Forbidden,
@@ -37,7 +37,7 @@ from ..errors import (
 from ..runners import TurnRunner
 from ._protocol import SessionStore
 from ._records import SESSION_ID, SessionRecord, closing_events, interrupted_outcome, new_event, now
-from ._turns import Turn, run_turn
+from ._turns import Narrow, Turn, run_turn
 
 __all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
 
@@ -112,6 +112,12 @@ class SessionService:
         self._locks: dict[str, anyio.Lock] = {}
         self.on_turn_end: Callable[[str], None] | None = None
         """Told each finished turn's status (the gateway's metrics)."""
+        self.narrow: Narrow | None = None
+        """Narrows each turn's toolset to what its principal may call (the gateway's policy, `gateway/policy/`)."""
+        self.wrap_toolset: Callable[[Toolset, Any], Toolset] | None = None
+        """Given each turn's toolset and its caller, the toolset the turn runs with (the gateway's `CallGuard`)."""
+        self.sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None = None
+        """A failed build's sign-in URLs for the turn's owner (`gateway/mcp/sign_in.py`), set by the app."""
 
     @classmethod
     @asynccontextmanager

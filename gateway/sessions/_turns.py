@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 import anyio
 
-from connections import TurnBuilder, TurnBuildError, acting_for
+from connections import SessionInfo, Toolset, TurnBuilder, TurnBuildError, TurnProblem, acting_for
 
 from ..errors import StateUnavailable
 from ..runners import FinalText, MessageDelta, RunnerError, ToolCalled, ToolReturned, TurnRunner, Usage
@@ -49,6 +49,13 @@ class TurnHost(Protocol):
     lease_s: float
     closing: bool
     on_turn_end: Callable[[str], None] | None
+    narrow: Narrow | None
+    wrap_toolset: Callable[[Toolset, Any], Toolset] | None
+    sign_in_links: Callable[[list[TurnProblem], str], list[dict[str, str]]] | None
+
+
+Narrow = Callable[[SessionInfo, Toolset], tuple[Toolset, dict[str, Any]]]
+"""A turn's toolset narrowed for its session's principal, and what `turn.started` says of it."""
 
 
 logger = logging.getLogger("agent_sdk.sessions")
@@ -111,7 +118,6 @@ async def run_turn(
             try:  # inside the task group, so that a runner's error is not wrapped in an exception group
                 # The turn's calls are its session owner's (a `per_principal` connection's own upstream session).
                 with turn.scope, acting_for(record.owner):
-                    await writer.emit("turn.started", {"runner": service.runner.name})
                     outcome = await _body(service, record, writer, message, history)
             except RunnerError as exc:
                 outcome = {"status": "failed", "error": "runner_failed", "message": str(exc)}
@@ -150,15 +156,28 @@ async def _body(
     service: TurnHost, record: SessionRecord, writer: _Writer, message: str, history: list[tuple[str, str]]
 ) -> dict[str, Any]:
     info = dataclasses.replace(record.info(), principal=writer.turn.caller)
+    started: dict[str, Any] = {"runner": service.runner.name}
     try:
         toolset = await service.builder.build(info)
     except TurnBuildError as exc:
-        return {
+        await writer.emit("turn.started", started)
+        failed: dict[str, Any] = {
             "status": "failed",
             "error": exc.code,
             "message": str(exc),
             "problems": [p.to_json() for p in exc.problems],
         }
+        # A per-user connection the owner has not signed in to: the way in (gateway/mcp/sign_in.py).
+        signs = service.sign_in_links(exc.problems, record.owner) if service.sign_in_links is not None else []
+        if signs:
+            failed["signIn"] = signs
+        return failed
+    if service.narrow is not None:  # the policy's share of the toolset, said in `turn.started` (never silent)
+        toolset, said = service.narrow(info, toolset)
+        started.update(said)
+    if service.wrap_toolset is not None:  # audit, limits, approval (docs/audit.md)
+        toolset = service.wrap_toolset(toolset, writer.turn.caller or info.auth)
+    await writer.emit("turn.started", started)
     reply = ""
     usage: dict[str, int] = {}
     async for event in service.runner.run(info, message, toolset, history=history):

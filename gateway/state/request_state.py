@@ -42,11 +42,13 @@ from ..errors import GatewayError
 __all__ = [
     "PEER_SESSION_TTL_S",
     "REQUEST_STATE_TTL_S",
+    "SIGN_IN_TTL_S",
     "MemoryUsedStates",
     "RedisUsedStates",
     "RequestStateRefused",
     "RequestStates",
     "SealedState",
+    "SealedTask",
     "UsedStates",
     "canonical_b64decode",
 ]
@@ -62,7 +64,24 @@ _BARE_SESSION_PREFIX = "agent-sdk.ps0."
 """A session whose peer declared neither elicitation nor sampling: `open_session` refuses it on its prefix
 alone, so its `tools/call`s cost no decryption (`gateway/mcp/peers/sessions.py`)."""
 _TASK_PREFIX = "agent-sdk.task1."
+
+
+@dataclass(frozen=True, slots=True)
+class SealedTask:
+    """What a sealed task id holds (`RequestStates.task_facts`)."""
+
+    connection: str
+    upstream_id: str
+    owner: str
+    """The replica whose pooled upstream session runs the task (`metrics.replica_id()`); "" in older ids."""
+    created_at: str
+    ttl: int | None
+
+
 _LOGIN_PREFIX = "agent-sdk.login1."
+_SIGN_IN_PREFIX = "agent-sdk.signin1."
+SIGN_IN_TTL_S = 600.0
+"""Seconds a principal's sign-in link (`seal_sign_in`) may be opened in."""
 _AAD = b"agent-sdk requestState v1"
 _REDIS_USED = "agent-sdk:request-state:used:"
 
@@ -72,6 +91,7 @@ class RequestStateRefused(MCPError, GatewayError):
 
     def __init__(self, reason: str) -> None:
         super().__init__(code=mt.INVALID_PARAMS, message=f"requestState refused: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,14 +214,32 @@ class RequestStates:
             return None
         return payload
 
-    def seal_task(self, connection: str, upstream_id: str, principal: str) -> str:
+    def seal_task(
+        self,
+        connection: str,
+        upstream_id: str,
+        principal: str,
+        *,
+        owner: str = "",
+        created_at: str = "",
+        ttl: Any = None,
+    ) -> str:
         """The task id a peer holds for an upstream task (`gateway/mcp/tasks.py`): the connection, the upstream's own
-        task id and the principal who started it, sealed. No expiry: the upstream's task TTL decides."""
-        return self._sealed(_TASK_PREFIX, {"c": connection, "t": upstream_id, "p": principal})
+        task id, the principal who started it, and the replica whose upstream session runs it (`owner`, with
+        the task's `created_at` and `ttl`: what `gateway/mcp/task_owners.py` needs to answer for a task whose session is
+        gone), sealed. No expiry: the upstream's task TTL decides."""
+        return self._sealed(
+            _TASK_PREFIX, {"c": connection, "t": upstream_id, "p": principal, "o": owner, "a": created_at, "l": ttl}
+        )
 
     def open_task(self, token: object, principal: str) -> tuple[str, str] | None:
         """The connection and upstream task id sealed in `token` for `principal`; None for a token this
         deployment did not seal as a task id, or sealed for another principal."""
+        task = self.task_facts(token, principal)
+        return None if task is None else (task.connection, task.upstream_id)
+
+    def task_facts(self, token: object, principal: str) -> SealedTask | None:
+        """Everything `seal_task` sealed in `token` for `principal`; None as for `open_task`."""
         try:
             payload = self._decrypt(token, _TASK_PREFIX)
         except RequestStateRefused:
@@ -209,7 +247,14 @@ class RequestStates:
         connection, upstream_id = payload.get("c"), payload.get("t")
         if payload.get("p") != principal or not isinstance(connection, str) or not isinstance(upstream_id, str):
             return None
-        return connection, upstream_id
+        owner, created_at, ttl = payload.get("o"), payload.get("a"), payload.get("l")
+        return SealedTask(
+            connection,
+            upstream_id,
+            owner if isinstance(owner, str) else "",
+            created_at if isinstance(created_at, str) else "",
+            ttl if isinstance(ttl, int) else None,
+        )
 
     def seal_login(self, login: Mapping[str, Any]) -> str:
         """A pending console login (`LoginStart.to_json`: its PKCE verifier, any client secret), sealed for
@@ -222,6 +267,31 @@ class RequestStates:
             return self._decrypt(token, _LOGIN_PREFIX)
         except RequestStateRefused:
             return None
+
+    def seal_sign_in(self, connection: str, principal: str) -> str:
+        """The ticket of a principal's sign-in link for its own grant of `connection` (`sign_in.py`): sealed,
+        expiring after `SIGN_IN_TTL_S`, good once."""
+        payload = {"c": connection, "p": principal, "e": self._clock() + SIGN_IN_TTL_S, "j": secrets.token_hex(16)}
+        return self._sealed(_SIGN_IN_PREFIX, payload)
+
+    async def open_sign_in(self, token: object, principal: str) -> str:
+        """The connection a sign-in ticket is for, when `principal` opens it; claimed, so it opens once.
+
+        Raises `RequestStateRefused` naming the check that failed: forged or altered, expired, issued to
+        another principal (not claimed then: its own principal can still use it), or already used."""
+        payload = self._decrypt(token, _SIGN_IN_PREFIX)
+        connection, expires = payload.get("c"), payload.get("e")
+        if not isinstance(connection, str) or not isinstance(expires, int | float):
+            raise RequestStateRefused("it was not issued by this gateway, or it was altered")
+        if expires < self._clock():
+            raise RequestStateRefused("it has expired: retry the call to get a new sign-in link")
+        if payload.get("p") != principal:
+            raise RequestStateRefused("it was issued to another principal: each sign-in link is its caller's own")
+        if not await self._used.claim("signin:" + str(payload.get("j")), float(expires)):
+            raise RequestStateRefused(
+                "it was already used (each sign-in link opens once): retry the call for a new one"
+            )
+        return connection
 
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)

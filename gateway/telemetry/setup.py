@@ -6,7 +6,8 @@ On when `serve --otlp-endpoint URL` is given, when an `OTEL_EXPORTER_OTLP_*ENDPO
 `OTEL_SDK_DISABLED=true` or none of these holds. On, with no provider yet, it installs the SDK's:
 a `BatchSpanProcessor` over the OTLP exporter (HTTP/protobuf; gRPC when `OTEL_EXPORTER_OTLP_PROTOCOL`
 (or `..._TRACES_PROTOCOL`) is `grpc` and `opentelemetry-exporter-otlp-proto-grpc` is installed), a
-periodic OTLP metric reader (unless `OTEL_METRICS_EXPORTER=none`), and a resource from
+periodic OTLP metric reader (unless `OTEL_METRICS_EXPORTER=none`), an OTLP log exporter for the audit
+trail's records (unless `OTEL_LOGS_EXPORTER=none`; over HTTP only), and a resource from
 `OTEL_SERVICE_NAME` (default `agent-sdk`) and `OTEL_RESOURCE_ATTRIBUTES`. The other `OTEL_*` variables
 (headers, timeouts, batch sizes, sampler) are the SDK's own. Needs `pip install 'agent-sdk[otel]'`.
 
@@ -36,6 +37,7 @@ logger = logging.getLogger("agent_sdk.telemetry")
 _EXPORTER_LOGGERS = (
     "opentelemetry.exporter.otlp.proto.http.trace_exporter",
     "opentelemetry.exporter.otlp.proto.http.metric_exporter",
+    "opentelemetry.exporter.otlp.proto.http._log_exporter",
     "opentelemetry.exporter.otlp.proto.http._common",
     "opentelemetry.exporter.otlp.proto.grpc.exporter",
     "opentelemetry.sdk.metrics._internal.export",
@@ -122,7 +124,22 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
     if environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
         readers.append(PeriodicExportingMetricReader(readings))
     metrics.set_meter_provider(MeterProvider(resource=resource, metric_readers=readers))
+    if not grpc and environ.get("OTEL_LOGS_EXPORTER", "").strip().lower() != "none":
+        _install_logs(resource, base)  # the audit trail's OpenTelemetry records (gateway/audit/_sinks.py) go along
     return provider
+
+
+def _install_logs(resource: Any, base: str | None) -> None:
+    from opentelemetry._logs import set_logger_provider
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+
+    logs = LoggerProvider(resource=resource)
+    logs.add_log_record_processor(
+        BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs") if base else OTLPLogExporter())
+    )
+    set_logger_provider(logs)
 
 
 def _counting(exporter: Any, where: str) -> Any:

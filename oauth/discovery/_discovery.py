@@ -94,6 +94,7 @@ class _AsmWire(pydantic.BaseModel):
     authorization_response_iss_parameter_supported: bool = False
     grant_types_supported: list[str] | None = None
     token_endpoint_auth_signing_alg_values_supported: list[str] | None = None
+    dpop_signing_alg_values_supported: list[str] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,8 @@ class ServerMetadata:
     iss_parameter_supported: bool
     url: str
     """Where it was read; empty for the 2025-03-26 default endpoints."""
+    dpop_signing_alg_values_supported: tuple[str, ...] | None = None
+    """RFC 9449 §5.1: the proof algorithms the server takes; a server that lists ES256 gets DPoP-bound grants."""
 
 
 def _origin(url: str) -> str:
@@ -305,6 +308,9 @@ class Discovery:
                 client_id_metadata_document_supported=wire.client_id_metadata_document_supported,
                 iss_parameter_supported=wire.authorization_response_iss_parameter_supported,
                 url=url,
+                dpop_signing_alg_values_supported=tuple(wire.dpop_signing_alg_values_supported)
+                if wire.dpop_signing_alg_values_supported is not None
+                else None,
             )
             self._cache[("asm", issuer, "")] = found
             return found

@@ -21,16 +21,19 @@ import httpx2
 from .._config import OAuthConfig
 from .._exceptions import (
     AuthorizationServerUnreachable,
+    DpopNonceLoop,
     InsufficientScope,
     InvalidClient,
     InvalidGrant,
     LoginRequired,
     TokenError,
 )
-from .._grant import Grant, StoreKey, TokenSet
+from .._grant import Grant, StoreKey, TokenSet, check_holder
+from .._shared import Secret
 from ..discovery._discovery import Challenge, Discovery, parse_www_authenticate
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
+from ._dpop import DpopKey, nonce_demanded
 from ._interaction import Interaction
 from ._login import login
 from ._machine import machine_login
@@ -79,8 +82,9 @@ class ConnectionAuth(httpx2.Auth):
         refresh_margin: float = 60.0,
         max_step_ups: int = 2,
         http: httpx2.AsyncClient | None = None,
+        principal: str = "",
     ) -> None:
-        self.key = StoreKey(connection, resource_url)
+        self.key = StoreKey(connection, resource_url, principal)
         self.config = config
         self.store = store
         self.stats = AuthStats()
@@ -89,6 +93,7 @@ class ConnectionAuth(httpx2.Auth):
         self._max_step_ups = max_step_ups
         self._step_ups_in_a_row = 0
         self._grant: Grant | None = None
+        self._dpop: tuple[Secret, DpopKey] | None = None
         self._login_lock = anyio.Lock()
         self._http = http
         self._owns_http = http is None
@@ -127,6 +132,18 @@ class ConnectionAuth(httpx2.Auth):
         self._apply(request, tokens)
         response = yield request
 
+        key = self._dpop_key(tokens)
+        if key is not None and response.status_code == 401 and nonce_demanded(response):
+            # RFC 9449 §9: the resource wants its nonce in the proof. One retry; a second demand is a loop.
+            key.remember(str(request.url), response)
+            self._apply(request, tokens)
+            response = yield request
+            if response.status_code == 401 and nonce_demanded(response):
+                raise DpopNonceLoop(
+                    f"{self.key.resource} demanded a new DPoP nonce again right after one was sent "
+                    f"(use_dpop_nonce twice in a row) for connection {self.key.connection!r}; the call was given up"
+                )
+
         if response.status_code == 401:
             challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
             tokens = await self._recover(tokens, challenge)
@@ -160,8 +177,30 @@ class ConnectionAuth(httpx2.Auth):
             self._step_ups_in_a_row = 0
 
     def _apply(self, request: httpx2.Request, tokens: TokenSet | None) -> None:
-        if tokens is not None:
+        if tokens is None:
+            return
+        key = self._dpop_key(tokens)
+        if key is None:
             request.headers["Authorization"] = f"Bearer {tokens.access_token.reveal()}"
+            return
+        # RFC 9449 §7.1: a bound token travels as `DPoP`, with a proof for this very request and token.
+        request.headers["Authorization"] = f"DPoP {tokens.access_token.reveal()}"
+        request.headers["DPoP"] = key.proof(request.method, str(request.url), access_token=tokens.access_token)
+
+    def _dpop_key(self, tokens: TokenSet | None) -> DpopKey | None:
+        """The grant's DPoP key when `tokens` is a `DPoP` token, else None."""
+        if tokens is None or tokens.token_type != "DPoP" or self._grant is None:
+            return None
+        return self._key_of(self._grant)
+
+    def _key_of(self, grant: Grant) -> DpopKey | None:
+        """`grant`'s DPoP key (RFC 9449; a bound grant also refreshes with a proof of it, §5), one object per key
+        so that the nonces it learnt are kept."""
+        if grant.dpop_key is None:
+            return None
+        if self._dpop is None or self._dpop[0] != grant.dpop_key:
+            self._dpop = (grant.dpop_key, DpopKey.from_secret(grant.dpop_key, str(self.key)))
+        return self._dpop[1]
 
     # -- tokens --
 
@@ -178,7 +217,7 @@ class ConnectionAuth(httpx2.Auth):
         """Tokens to send now: cached, else from the store; refreshed first when about to expire."""
         grant = self._grant
         if grant is None or grant.tokens is None:
-            grant = await self.store.load(self.key)
+            grant = await self._load()
             self._grant = grant
         if grant is None or grant.tokens is None:
             return None
@@ -194,7 +233,7 @@ class ConnectionAuth(httpx2.Auth):
     async def refresh(self, stale: TokenSet | None) -> Grant | None:
         """Single-flight refresh: None when there is nothing to refresh with (or the grant was rejected)."""
         async with self.store.lock(self.key):
-            current = await self.store.load(self.key)
+            current = await self._load()
             if current is None or current.tokens is None:
                 self._grant = current
                 return None
@@ -216,6 +255,7 @@ class ConnectionAuth(httpx2.Auth):
                         current.client,
                         tokens,
                         resource=current.resource_indicator,
+                        dpop=self._key_of(current),
                     )
             except TimeoutError:
                 self.stats.refresh_failures += 1
@@ -245,6 +285,10 @@ class ConnectionAuth(httpx2.Auth):
             self._grant = grant
             return grant
 
+    async def _load(self) -> Grant | None:
+        grant = await self.store.load(self.key)
+        return None if grant is None else check_holder(grant, self.key)
+
     async def _recover(self, used: TokenSet | None, challenge: Challenge | None) -> TokenSet | None:
         refreshed = await self.refresh(stale=used)
         if refreshed is not None and refreshed.tokens is not None:
@@ -254,6 +298,14 @@ class ConnectionAuth(httpx2.Auth):
     def _login_required(self) -> LoginRequired:
         name, resource = self.key.connection, self.key.resource
         dead = self._grant.dead if self._grant is not None else None
+        if self.key.principal:
+            # A principal's own grant: the gateway asks that principal to sign in (docs/oauth.md#per-user-grants).
+            why = f"was refused by the authorization server ({dead})" if dead else "is missing"
+            return LoginRequired(
+                f"connection {name!r} needs your own sign-in: your grant for {resource} {why}; open the sign-in "
+                "URL the gateway answers with, then retry",
+                self.key.principal,
+            )
         if dead == "invalid_client":
             state = f"has a dead grant for {resource}: the authorization server no longer knows its client ({dead})"
         elif dead:
@@ -286,6 +338,7 @@ def connection_auth(
     max_step_ups: int = 2,
     login_timeout: float = 300.0,
     http: httpx2.AsyncClient | None = None,
+    principal: str = "",
 ) -> ConnectionAuth:
     """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
 
@@ -294,12 +347,13 @@ def connection_auth(
     a connection without usable tokens raises
     `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
     a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
-    for token and metadata requests (default: one of its own, closed by `aclose()`).
+    for token and metadata requests (default: one of its own, closed by `aclose()`). `principal`: the grant
+    is that principal's own (`StoreKey.principal`; it never logs in by itself, whatever `interaction`).
     """
     auth: ConnectionAuth
     discovery_box: list[Discovery] = []
     machine = config.grant == "client_credentials"
-    chosen = None if machine else interaction
+    chosen = None if machine or principal else interaction
 
     async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
         client = auth._client  # pyright: ignore[reportPrivateUsage]
@@ -330,7 +384,7 @@ def connection_auth(
             discovery=finder,
         )
 
-    handler: LoginHandler | None = handler_impl if machine or chosen is not None else None
+    handler: LoginHandler | None = handler_impl if (machine and not principal) or chosen is not None else None
     auth = ConnectionAuth(
         connection,
         resource_url,
@@ -340,5 +394,6 @@ def connection_auth(
         refresh_margin=refresh_margin,
         max_step_ups=max_step_ups,
         http=http,
+        principal=principal,
     )
     return auth

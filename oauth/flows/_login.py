@@ -36,6 +36,7 @@ from ..discovery._discovery import Challenge, Discovery, ResourceMetadata, Serve
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
 from ._callback import CallbackListener, loopback_listener
+from ._dpop import bound_key, new_key
 from ._interaction import Interaction
 from ._registration import register_client
 from ._tokens import exchange_code
@@ -152,6 +153,7 @@ async def redeem(
     """Exchange the code (PKCE verifier, RFC 8707 resource) and save the grant. A client the server no
     longer knows (`invalid_client`) is saved as dead, so the next login registers again."""
     try:
+        dpop = new_key(asm.dpop_signing_alg_values_supported)  # RFC 9449: a key of this grant's own
         tokens = await exchange_code(
             http,
             asm.token_endpoint,
@@ -160,12 +162,22 @@ async def redeem(
             redirect_uri=redirect_uri,
             code_verifier=verifier,
             resource=resource,
+            dpop=dpop,
         )
     except InvalidClient:
         dropped = Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
         await store.save(dropped.killed(InvalidClient.error))
         raise
-    grant = Grant(key, asm.issuer, asm.token_endpoint, client, tokens, resource, asm.revocation_endpoint)
+    grant = Grant(
+        key,
+        asm.issuer,
+        asm.token_endpoint,
+        client,
+        tokens,
+        resource,
+        asm.revocation_endpoint,
+        dpop_key=bound_key(tokens.token_type, dpop),
+    )
     await store.save(grant)
     return grant
 

@@ -24,6 +24,7 @@ from .._grant import ClientRegistration, Grant, StoreKey
 from .._shared import Secret
 from ..discovery._discovery import Challenge, Discovery, ServerMetadata
 from ..stores._store import TokenStore
+from ._dpop import bound_key, new_key
 from ._login import choose_scopes, probe_challenge
 from ._tokens import client_credentials_token
 
@@ -56,7 +57,7 @@ def _alg_of(pem: str, name: str) -> str:
 def machine_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistration:
     """The deployment's own client from the definition and the environment; raises `RegistrationError`."""
     if not config.client_id:
-        raise RegistrationError("grant='client_credentials' needs client_id=... (the client registered for it)")
+        raise RegistrationError(f"grant={config.grant!r} needs client_id=... (the client registered for it)")
     if config.private_key_env:
         pem = _env(config.private_key_env, "private key")
         alg = config.assertion_alg or _alg_of(pem, config.private_key_env)
@@ -73,7 +74,7 @@ def machine_client(config: OAuthConfig, asm: ServerMetadata) -> ClientRegistrati
         )
         return ClientRegistration(config.client_id, secret, method, "configured")
     raise RegistrationError(
-        "grant='client_credentials' needs client_secret_env=... or private_key_env=... (the variable holding the "
+        f"grant={config.grant!r} needs client_secret_env=... or private_key_env=... (the variable holding the "
         "client's secret or PEM private key)"
     )
 
@@ -99,8 +100,17 @@ async def machine_login(
     resource = prm.resource if prm else resource_url
     client = machine_client(config, asm)
     scope = choose_scopes(scopes, challenge, prm, config)
-    tokens = await client_credentials_token(http, asm.token_endpoint, client, scope=scope, resource=resource)
+    dpop = new_key(asm.dpop_signing_alg_values_supported)  # RFC 9449: a key of this grant's own
+    tokens = await client_credentials_token(http, asm.token_endpoint, client, scope=scope, resource=resource, dpop=dpop)
     kept = replace(client, client_secret=None, audience=None, assertion_alg=None)
-    grant = Grant(StoreKey(connection, resource_url), asm.issuer, asm.token_endpoint, kept, tokens, resource)
+    grant = Grant(
+        StoreKey(connection, resource_url),
+        asm.issuer,
+        asm.token_endpoint,
+        kept,
+        tokens,
+        resource,
+        dpop_key=bound_key(tokens.token_type, dpop),
+    )
     await store.save(grant)
     return grant

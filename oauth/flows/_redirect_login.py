@@ -52,6 +52,7 @@ class LoginStart:
             "version": _LOGIN_VERSION,
             "connection": self.key.connection,
             "resource_url": self.key.resource,
+            "principal": self.key.principal,
             "server": {
                 "issuer": server.issuer,
                 "authorization_endpoint": server.authorization_endpoint,
@@ -63,6 +64,9 @@ class LoginStart:
                 "client_id_metadata_document_supported": server.client_id_metadata_document_supported,
                 "iss_parameter_supported": server.iss_parameter_supported,
                 "url": server.url,
+                "dpop_signing_alg_values_supported": None
+                if server.dpop_signing_alg_values_supported is None
+                else list(server.dpop_signing_alg_values_supported),
             },
             "client": {
                 **client_json(self.client),
@@ -86,9 +90,14 @@ class LoginStart:
                 raise ValueError("unknown version")
             server = _object(record["server"])
             scopes = server["scopes_supported"]
+            dpop_algs = server.get("dpop_signing_alg_values_supported")
             client = _object(record["client"])
             return cls(
-                key=StoreKey(text_field(record["connection"]), text_field(record["resource_url"])),
+                key=StoreKey(
+                    text_field(record["connection"]),
+                    text_field(record["resource_url"]),
+                    text_field(record.get("principal", "")),
+                ),
                 server=ServerMetadata(
                     issuer=text_field(server["issuer"]),
                     authorization_endpoint=text_field(server["authorization_endpoint"]),
@@ -100,6 +109,8 @@ class LoginStart:
                     client_id_metadata_document_supported=_flag(server["client_id_metadata_document_supported"]),
                     iss_parameter_supported=_flag(server["iss_parameter_supported"]),
                     url=text_field(server["url"]),
+                    # Absent in a login started by an older version: no DPoP binding for it.
+                    dpop_signing_alg_values_supported=None if dpop_algs is None else _texts(dpop_algs),
                 ),
                 client=replace(
                     client_from_json(client),
@@ -148,13 +159,15 @@ async def start_login(
     redirect_uri: str,
     http: httpx2.AsyncClient,
     challenge: Challenge | None = None,
+    principal: str = "",
 ) -> LoginStart:
-    """Discovery and the client for a login that comes back to `redirect_uri`.
+    """Discovery and the client for a login that comes back to `redirect_uri`; with `principal`, a login
+    for that principal's own grant (`StoreKey.principal`), which `finish_login` saves under its key.
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StoreError`."""
     found = await discover(http, resource_url, challenge)
     asm = found.asm
-    key = StoreKey(connection, resource_url)
+    key = StoreKey(connection, resource_url, principal)
     client = declared_client(config, asm)
     if client is None:
         previous = await store.load(key)

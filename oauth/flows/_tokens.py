@@ -23,12 +23,20 @@ from authlib.oauth2.rfc6749.parameters import prepare_token_request
 from authlib.oauth2.rfc7009 import prepare_revoke_token_request
 from authlib.oauth2.rfc7523 import private_key_jwt_sign
 
-from .._exceptions import AuthorizationServerUnreachable, InvalidClient, InvalidGrant, TokenError
+from .._exceptions import AuthorizationServerUnreachable, InvalidClient, InvalidGrant, InvalidTarget, TokenError
 from .._grant import ClientRegistration, TokenSet
 from .._shared import Secret, printable
 from ..discovery._transport import require_secure
+from ._dpop import DpopKey, dpop_post
 
-__all__ = ["client_credentials_token", "exchange_code", "refresh_tokens", "revoke"]
+__all__ = [
+    "client_credentials_token",
+    "exchange_code",
+    "parse_token_response",
+    "refresh_tokens",
+    "revoke",
+    "token_post",
+]
 
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 
@@ -44,7 +52,11 @@ class _TokenWire(pydantic.BaseModel):
     scope: str | None = None
 
 
-async def _post(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistration, body: str) -> httpx2.Response:
+async def token_post(
+    http: httpx2.AsyncClient, endpoint: str, client: ClientRegistration, body: str, *, dpop: DpopKey | None = None
+) -> httpx2.Response:
+    """POST `body` to a token endpoint as `client` (with a DPoP proof for `dpop`'s grant). Raises
+    `AuthorizationServerUnreachable`, `DpopNonceLoop`, `InsecureTransport`."""
     require_secure(endpoint, "token endpoint")
     secret = client.client_secret.reveal() if client.client_secret else None
     headers: dict[str, str] = {"Content-Type": _FORM, "Accept": "application/json"}
@@ -58,13 +70,19 @@ async def _post(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistrat
     else:
         auth = ClientAuth(client.client_id, secret, client.token_endpoint_auth_method)
         _, headers, body = auth.prepare("POST", endpoint, headers, body)
+    if dpop is not None:
+        return await dpop_post(http, endpoint, body.encode(), headers, dpop)
     try:
         return await http.post(endpoint, content=body.encode(), headers=headers)
     except httpx2.HTTPError as exc:
         raise AuthorizationServerUnreachable(f"cannot reach {endpoint} ({type(exc).__name__})") from None
 
 
-def _parse(response: httpx2.Response, endpoint: str, previous_refresh: Secret | None) -> TokenSet:
+def parse_token_response(
+    response: httpx2.Response, endpoint: str, previous_refresh: Secret | None, *, dpop: DpopKey | None = None
+) -> TokenSet:
+    """A token response as a `TokenSet` (a `DPoP` token only for a request that sent a proof). Raises `TokenError`
+    and its subclasses by the server's `error`."""
     try:
         data: Any = response.json()
     except ValueError:
@@ -77,7 +95,9 @@ def _parse(response: httpx2.Response, endpoint: str, previous_refresh: Secret | 
             )
         description = data.get("error_description") if isinstance(data, dict) else None
         detail = f" ({printable(description)})" if isinstance(description, str) and description else ""
-        cls = {"invalid_grant": InvalidGrant, "invalid_client": InvalidClient}.get(code, TokenError)
+        cls = {"invalid_grant": InvalidGrant, "invalid_client": InvalidClient, "invalid_target": InvalidTarget}.get(
+            code, TokenError
+        )
         raise cls(f"the token endpoint {endpoint} refused the request: {printable(code, 60)}{detail}")
     try:
         wire = _TokenWire.model_validate(data)
@@ -85,14 +105,15 @@ def _parse(response: httpx2.Response, endpoint: str, previous_refresh: Secret | 
         raise TokenError(
             f"the token endpoint {endpoint} answered HTTP 200 with something that is not an OAuth token response"
         ) from None
-    if wire.token_type.lower() != "bearer":
+    kind = wire.token_type.lower()
+    if kind != "bearer" and not (kind == "dpop" and dpop is not None):
         raise TokenError(f"the token endpoint {endpoint} issued a {printable(wire.token_type, 30)!r} token, not Bearer")
     now = time.time()
     return TokenSet(
         access_token=Secret(wire.access_token),
         # RFC 6749 §6: a refresh response may omit refresh_token, meaning the old one stays valid.
         refresh_token=Secret(wire.refresh_token) if wire.refresh_token else previous_refresh,
-        token_type="Bearer",
+        token_type="DPoP" if kind == "dpop" else "Bearer",
         expires_at=now + wire.expires_in if wire.expires_in is not None else None,
         scope=wire.scope,
         issued_at=now,
@@ -108,17 +129,24 @@ async def exchange_code(
     redirect_uri: str,
     code_verifier: str,
     resource: str,
+    dpop: DpopKey | None = None,
 ) -> TokenSet:
     """Exchange an authorization code (PKCE verifier, RFC 8707 resource). Raises `TokenError`/`InvalidGrant`."""
     body = prepare_token_request(
         "authorization_code", code=code, redirect_uri=redirect_uri, code_verifier=code_verifier, resource=resource
     )
-    response = await _post(http, token_endpoint, client, body)
-    return _parse(response, token_endpoint, None)
+    response = await token_post(http, token_endpoint, client, body, dpop=dpop)
+    return parse_token_response(response, token_endpoint, None, dpop=dpop)
 
 
 async def refresh_tokens(
-    http: httpx2.AsyncClient, token_endpoint: str, client: ClientRegistration, tokens: TokenSet, *, resource: str
+    http: httpx2.AsyncClient,
+    token_endpoint: str,
+    client: ClientRegistration,
+    tokens: TokenSet,
+    *,
+    resource: str,
+    dpop: DpopKey | None = None,
 ) -> TokenSet:
     """Spend `tokens.refresh_token` for new tokens; the scope is kept. Raises `TokenError`/`InvalidGrant`."""
     if tokens.refresh_token is None:
@@ -126,18 +154,24 @@ async def refresh_tokens(
     body = prepare_token_request(
         "refresh_token", refresh_token=tokens.refresh_token.reveal(), resource=resource or None
     )
-    response = await _post(http, token_endpoint, client, body)
-    fresh = _parse(response, token_endpoint, tokens.refresh_token)
+    response = await token_post(http, token_endpoint, client, body, dpop=dpop)
+    fresh = parse_token_response(response, token_endpoint, tokens.refresh_token, dpop=dpop)
     return fresh if fresh.scope else replace(fresh, scope=tokens.scope)
 
 
 async def client_credentials_token(
-    http: httpx2.AsyncClient, token_endpoint: str, client: ClientRegistration, *, scope: str | None, resource: str
+    http: httpx2.AsyncClient,
+    token_endpoint: str,
+    client: ClientRegistration,
+    *,
+    scope: str | None,
+    resource: str,
+    dpop: DpopKey | None = None,
 ) -> TokenSet:
     """RFC 6749 §4.4: a token for the client itself (no user, no refresh token). Raises `TokenError`."""
     body = prepare_token_request("client_credentials", scope=scope, resource=resource or None)
-    response = await _post(http, token_endpoint, client, body)
-    return _parse(response, token_endpoint, None)
+    response = await token_post(http, token_endpoint, client, body, dpop=dpop)
+    return parse_token_response(response, token_endpoint, None, dpop=dpop)
 
 
 async def revoke(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistration, tokens: TokenSet) -> int:
@@ -152,7 +186,7 @@ async def revoke(http: httpx2.AsyncClient, endpoint: str, client: ClientRegistra
         if token is None:
             continue
         body, _ = prepare_revoke_token_request(token.reveal(), hint)
-        response = await _post(http, endpoint, client, body)
+        response = await token_post(http, endpoint, client, body)
         if response.status_code == 200:
             accepted += 1
         elif hint == "refresh_token":

@@ -1,6 +1,7 @@
 """`FileTokenStore`: `<state_root>/mcp-auth.json`, mode 0600, atomic replace, file locks across processes.
 
-Layout: `{"version": 1, "grants": {"<connection>": {"<resource URL>": <Grant.to_json()>}}}`. A grant
+Layout: `{"version": 1, "grants": {"<connection>": {"<resource URL>": <Grant.to_json()>}}}`; a principal's own
+grant (`grants="per_principal"`) sits under `"<connection>@<principal>"` (`StoreKey.holder`). A grant
 moved to the deployment store with `--store` leaves a *pointer* in its place,
 `{"version": 1, "home": "keyring" | "redis", "home_name": "<store name>"}`, never its tokens: one
 grant, one home (`LocalStore` reads through the pointer).
@@ -79,40 +80,40 @@ class FileTokenStore:
         """Replace whatever is held for `key` by a pointer to the deployment store `kind` named `name`."""
 
         def write(data: dict[str, dict[str, Any]]) -> bool:
-            data.setdefault(key.connection, {})[key.resource] = {"version": 1, "home": kind, "home_name": name}
+            data.setdefault(key.holder, {})[key.resource] = {"version": 1, "home": kind, "home_name": name}
             return True
 
         await self._run(lambda: self._modify(write))
 
     async def _record(self, key: StoreKey) -> object | None:
         data = await self._run(self._read_all)
-        return data.get(key.connection, {}).get(key.resource)
+        return data.get(key.holder, {}).get(key.resource)
 
     async def save(self, grant: Grant) -> None:
         def write(data: dict[str, dict[str, Any]]) -> bool:
-            data.setdefault(grant.key.connection, {})[grant.key.resource] = grant.to_json()
+            data.setdefault(grant.key.holder, {})[grant.key.resource] = grant.to_json()
             return True
 
         await self._run(lambda: self._modify(write))
 
     async def delete(self, key: StoreKey) -> bool:
         def remove(data: dict[str, dict[str, Any]]) -> bool:
-            per_connection = data.get(key.connection, {})
+            per_connection = data.get(key.holder, {})
             if per_connection.pop(key.resource, None) is None:
                 return False
             if not per_connection:
-                data.pop(key.connection, None)
+                data.pop(key.holder, None)
             return True
 
         return await self._run(lambda: self._modify(remove))
 
     async def keys(self) -> list[StoreKey]:
         data = await self._run(self._read_all)
-        return sorted(StoreKey(c, r) for c, per in data.items() for r in per)
+        return sorted(StoreKey.of_holder(h, r) for h, per in data.items() for r in per)
 
     @asynccontextmanager
     async def lock(self, key: StoreKey) -> AsyncGenerator[None]:
-        digest = hashlib.sha256(f"{key.connection}\0{key.resource}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{key.holder}\0{key.resource}".encode()).hexdigest()[:16]
         path = self._root / f"mcp-auth.{digest}.refresh.lock"
         async with self._locks.hold(key):
             await self._run(self._ensure_root)

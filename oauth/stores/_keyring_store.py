@@ -1,7 +1,8 @@
 """`KeyringTokenStore`: grants in the OS keyring (the default deployment secret store for `--store`).
 
 Names: service `agent-sdk` (override with `service=`), one entry per grant with the user name
-`mcp-oauth:<connection>:<resource URL>` holding `Grant.to_json()` as JSON, and an index entry
+`mcp-oauth:<connection>:<resource URL>` (a principal's own grant: `<connection>@<principal>`,
+`StoreKey.holder`) holding `Grant.to_json()` as JSON, and an index entry
 `mcp-oauth:index` listing the keys held (keyring has no listing call). The cross-process locks (one
 per grant for refresh, one for the index's read-modify-write) are file locks, mode 0600, in `lock_dir`:
 default `$XDG_RUNTIME_DIR/agent-sdk-keyring-locks`, else `<tmp>/agent-sdk-keyring-locks-<uid>`, a
@@ -46,7 +47,7 @@ NO_BACKEND = (
 
 def entry_name(key: StoreKey) -> str:
     """The keyring user name of a grant."""
-    return f"mcp-oauth:{key.connection}:{key.resource}"
+    return f"mcp-oauth:{key.holder}:{key.resource}"
 
 
 class KeyringTokenStore:
@@ -97,8 +98,8 @@ class KeyringTokenStore:
             with self._file_lock("index"):
                 backend.set_password(self._service, entry_name(grant.key), value)
                 index = self._read_index(backend)
-                if [grant.key.connection, grant.key.resource] not in index:
-                    index.append([grant.key.connection, grant.key.resource])
+                if grant.key.parts() not in index:
+                    index.append(grant.key.parts())
                     backend.set_password(self._service, INDEX, json.dumps(sorted(index)))
 
         await self._call(write)
@@ -109,7 +110,7 @@ class KeyringTokenStore:
                 existed = backend.get_password(self._service, entry_name(key)) is not None
                 if existed:
                     backend.delete_password(self._service, entry_name(key))
-                index = [item for item in self._read_index(backend) if item != [key.connection, key.resource]]
+                index = [item for item in self._read_index(backend) if item != key.parts()]
                 backend.set_password(self._service, INDEX, json.dumps(index))
             return existed
 
@@ -117,11 +118,11 @@ class KeyringTokenStore:
 
     async def keys(self) -> list[StoreKey]:
         index = await self._call(self._read_index)
-        return sorted(StoreKey(c, r) for c, r in index)
+        return sorted(StoreKey(*item) for item in index)
 
     @asynccontextmanager
     async def lock(self, key: StoreKey) -> AsyncGenerator[None]:
-        digest = hashlib.sha256(f"{self._service}\0{key.connection}\0{key.resource}".encode()).hexdigest()[:16]
+        digest = hashlib.sha256(f"{self._service}\0{key.holder}\0{key.resource}".encode()).hexdigest()[:16]
         async with self._locks.hold(key):
             lock = await anyio.to_thread.run_sync(self._file_lock, digest)
             try:
@@ -159,7 +160,7 @@ class KeyringTokenStore:
         except ValueError:
             data = None
         if not isinstance(data, list) or not all(
-            isinstance(i, list) and len(i) == 2 and all(isinstance(p, str) for p in i) for i in data
+            isinstance(i, list) and len(i) in (2, 3) and all(isinstance(p, str) for p in i) for i in data
         ):
             raise StoreCorrupt(f"the index entry {INDEX!r} of {self.name} is not valid; delete it")
         return data

@@ -1,6 +1,7 @@
 """`RedisTokenStore`: grants shared by several replicas through Redis (`AGENT_SDK_SECRETS_URL=redis://...`).
 
-Keys (prefix `agent-sdk:` by default): `agent-sdk:mcp-oauth:<connection>:<resource URL>` holds
+Keys (prefix `agent-sdk:` by default): `agent-sdk:mcp-oauth:<connection>:<resource URL>` holds (for a
+principal's own grant `<connection>@<principal>`, `StoreKey.holder`)
 `Grant.to_json()` as JSON; the set `agent-sdk:mcp-oauth:index` lists them; the refresh single-flight
 lock is a Redis lock (`SET NX PX` with a token, released by compare-and-delete) at
 `agent-sdk:mcp-oauth-lock:<connection>:<resource URL>`, with a TTL so a crashed replica cannot wedge it.
@@ -64,7 +65,7 @@ class RedisTokenStore:
         await self._client.aclose()
 
     def _key(self, key: StoreKey) -> str:
-        return f"{self._prefix}mcp-oauth:{key.connection}:{key.resource}"
+        return f"{self._prefix}mcp-oauth:{key.holder}:{key.resource}"
 
     @property
     def _index(self) -> str:
@@ -83,13 +84,13 @@ class RedisTokenStore:
     async def save(self, grant: Grant) -> None:
         pipe = self._client.pipeline(transaction=True)
         pipe.set(self._key(grant.key), json.dumps(grant.to_json()))
-        pipe.sadd(self._index, json.dumps([grant.key.connection, grant.key.resource]))
+        pipe.sadd(self._index, json.dumps(grant.key.parts()))
         await self._do(pipe.execute())
 
     async def delete(self, key: StoreKey) -> bool:
         pipe = self._client.pipeline(transaction=True)
         pipe.delete(self._key(key))
-        pipe.srem(self._index, json.dumps([key.connection, key.resource]))
+        pipe.srem(self._index, json.dumps(key.parts()))
         removed, _ = await self._do(pipe.execute())
         return bool(removed)
 
@@ -98,19 +99,21 @@ class RedisTokenStore:
         found: list[StoreKey] = []
         for member in members:
             try:
-                connection, resource = json.loads(member)
+                connection, resource, *principal = json.loads(member)
+                if len(principal) > 1:
+                    raise ValueError("too many parts")
             except (ValueError, TypeError):
                 # As one damaged grant in the file: that one is left out, every other grant still listed.
                 _log.warning("skipping a malformed member of the Redis set %s at %s", self._index, self.name)
                 continue
-            found.append(StoreKey(str(connection), str(resource)))
+            found.append(StoreKey(str(connection), str(resource), str(principal[0]) if principal else ""))
         return sorted(found)
 
     @asynccontextmanager
     async def lock(self, key: StoreKey) -> AsyncGenerator[None]:
         async with self._locks.hold(key):
             lock = self._client.lock(
-                f"{self._prefix}mcp-oauth-lock:{key.connection}:{key.resource}",
+                f"{self._prefix}mcp-oauth-lock:{key.holder}:{key.resource}",
                 timeout=self._lock_ttl,
                 blocking_timeout=self._lock_wait,
             )

@@ -82,7 +82,9 @@ def redis_server(folder: Path) -> Iterator[RedisServer]:
 def nginx_conf(replica_ports: Sequence[int], port: int) -> str:
     """`deploy/nginx.conf` with its replica lines and its `listen` line pointed at this test's ports."""
     text = DEPLOY_NGINX.read_text()
-    servers = "".join(f"    server 127.0.0.1:{p} max_fails=1 fail_timeout=2s;\n" for p in replica_ports)
+    shipped = re.search(r"# replicas: begin\n\s*server \S+ ([^;]*);", text)
+    assert shipped is not None, "deploy/nginx.conf lost its replica lines"
+    servers = "".join(f"    server 127.0.0.1:{p} {shipped.group(1)};\n" for p in replica_ports)
     text, n = re.subn(r"(# replicas: begin\n).*?(\s*# replicas: end)", rf"\g<1>{servers}\g<2>", text, flags=re.S)
     assert n == 1, "deploy/nginx.conf lost its replica markers"
     text, n = re.subn(r"listen 8080;", f"listen 127.0.0.1:{port};", text)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,9 +69,20 @@ def oidc_provider(access_token_ttl: int, *, port: int = 0, key_file: Path | None
 
 
 @contextmanager
-def resource_server(issuer: str) -> Iterator[ResourceServer]:
+def exchange_provider(config: dict[str, Any], *, port: int = 0) -> Iterator[AuthServer]:
+    """oidc-provider with the token-exchange and JWT-bearer grants registered (`exchange_provider.mjs`, which
+    says what `config` holds): an enterprise IdP or an upstream's authorization server."""
+    port = port or free_port()
+    package = node_module("oidc-provider", "package.json").parent
+    cmd = [str(node22()), str(HERE / "exchange_provider.mjs"), str(port), str(package), json.dumps(config)]
+    with _running(cmd, port, "oidc-provider (exchange grants)"):
+        yield AuthServer(f"http://127.0.0.1:{port}")
+
+
+@contextmanager
+def resource_server(issuer: str, *, port: int = 0) -> Iterator[ResourceServer]:
     """The MCP resource server in its own process, trusting `issuer`."""
-    port = free_port()
+    port = port or free_port()
     cmd = [sys.executable, "-W", "ignore", str(HERE / "resource_server.py"), str(port), issuer]
     with _running(cmd, port, "the MCP resource server"):
         yield ResourceServer(f"http://127.0.0.1:{port}")

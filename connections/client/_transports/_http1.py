@@ -13,6 +13,7 @@ leg where none of them applies). Framing edge cases: `tests/connections/client/t
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 import time
 from collections.abc import Iterable
@@ -26,11 +27,18 @@ from ..._exceptions import ConnectionsError
 from ._http1_connection import MAX_HEAD_BYTES, Connection, readable
 from ._json_chunks import JsonChunks
 
-__all__ = ["MAX_HEAD_BYTES", "BodyTooLarge", "Http1Origin", "Http1Response", "valid_header_value"]
+__all__ = ["MAX_HEAD_BYTES", "BodyTooLarge", "Http1Origin", "Http1Response", "shared_ssl_context", "valid_header_value"]
 
 _MAX_IDLE = 32
 _MAX_CONNECTIONS = 100
 """As `httpx2`'s default limits: more concurrent requests wait for a connection."""
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client, on both wires: building one loads the CA bundle (~90 ms),
+    and every identity of a per-session `auth` connection opens its own client. Contexts are safe to share."""
+    return httpx2.create_ssl_context()
 
 
 def valid_header_value(value: str) -> bool:
@@ -74,16 +82,17 @@ class Http1Response:
             parts.append(chunk)
         return parts[0] if len(parts) == 1 else b"".join(parts)
 
-    async def read_json(self, limit: int | None = None) -> Any:
+    async def read_json(self, limit: int | None = None) -> tuple[Any, bytes | None]:
         """The body parsed as one JSON value as its chunks arrive (`JsonChunks`: a large body is never
-        held whole); `BodyTooLarge` as `read`; `ValueError` for a body that is not one JSON value."""
+        held whole), with the body's bytes when it was short enough to be held whole anyway (under 1 MiB);
+        `BodyTooLarge` as `read`; `ValueError` for a body that is not one JSON value."""
         self._check_announced(limit)
         parts = JsonChunks()
         while chunk := await self.next_chunk():
             if limit is not None and parts.size + len(chunk) > limit:
                 raise BodyTooLarge
             parts.feed(chunk)
-        return parts.finish()
+        return parts.finish_with_text()
 
     def _check_announced(self, limit: int | None) -> None:
         if limit is not None and self.header("content-length").isdigit() and int(self.header("content-length")) > limit:

@@ -105,9 +105,15 @@ class JsonChunks:
 
     def finish(self) -> Any:
         """The parsed value; `ValueError` when the text is not one JSON value."""
+        return self.finish_with_text()[0]
+
+    def finish_with_text(self) -> tuple[Any, bytes | None]:
+        """The parsed value and, for a text under `STREAM_FROM` (held whole anyway), the text itself; a
+        longer one was parsed as it arrived and is not kept. `ValueError` as `finish`."""
         if self._skeleton is None:
             chunks, self._chunks = self._chunks, []
-            return self._loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+            text = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+            return self._loads(text), text
         if self._literal is not None:
             raise ValueError("EOF while parsing a string")
         skeleton, self._skeleton = b"".join(self._skeleton), None
@@ -118,7 +124,7 @@ class JsonChunks:
             literals, self._literals = self._literals, []
             value = _restore(value, prefix, literals)
             literals.clear()
-        return value
+        return value, None
 
     def _split(self, chunk: bytes) -> None:
         assert self._skeleton is not None

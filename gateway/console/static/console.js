@@ -456,9 +456,44 @@ function line(entry) {
   return el("li", { "data-level": entry.level, text: `${entry.at} ${entry.level} ${entry.logger}: ${entry.message}${tail}` });
 }
 
+// ---- approvals and the audit trail (docs/audit.md) ----
+
+async function decide(id, decision) {
+  try {
+    await post(`/v1/approvals/${encodeURIComponent(id)}`, { decision });
+    problem("");
+  } catch (e) {
+    problem(e.message);
+  }
+  await refreshOperatorViews();
+}
+
+function renderApprovals(list) {
+  const rows = list.map((a) =>
+    el("tr", { id: `approval-${a.id}`, "data-tool": a.tool },
+      el("td", { text: a.tool }), el("td", { text: a.connection || "" }), el("td", { text: a.principal }),
+      el("td", { text: a.surface }), el("td", { text: a.expiresAt }),
+      el("td", {}, el("button", { text: "Approve", onclick: () => decide(a.id, "approve") }),
+        el("button", { text: "Deny", onclick: () => decide(a.id, "deny") }))));
+  const head = el("tr", {}, ...["tool", "connection", "principal", "surface", "until", ""].map((h) => el("th", { text: h })));
+  $("approvals").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No call is waiting." }));
+}
+
+function renderAudit(records) {
+  const cols = ["time", "principal", "surface", "target", "outcome", "approver", "durationMs"];
+  const rows = records.map((r) => el("tr", { "data-outcome": r.outcome }, ...cols.map((c) => el("td", { text: r[c] == null ? "" : String(r[c]) }))));
+  const head = el("tr", {}, ...cols.map((h) => el("th", { text: h === "target" ? "tool" : h })));
+  $("audit").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No calls recorded yet." }));
+}
+
 async function refreshOperatorViews() {
-  const [log, who] = await Promise.all([(await api("/v1/log")).json(), (await api("/v1/principals")).json()]);
+  const [log, who, held, trail] = await Promise.all([
+    (await api("/v1/log")).json(), (await api("/v1/principals")).json(),
+    (await api("/v1/approvals")).json(), (await api("/v1/audit?limit=20")).json(),
+  ]);
   $("operator-views").hidden = false;
+  renderApprovals(held.approvals || []);
+  renderAudit(trail.records || []);
   const actions = (log.actions || []).slice(0, 15);
   $("actions").replaceChildren(...(actions.length ? actions.map(line) : [el("li", { class: "muted", text: "None yet." })]));
   const recent = (log.log || []).slice(0, 50);

@@ -34,6 +34,7 @@ from connections import ToolOutcome, TurnTool
 from connections.serving import CallChannel, CallContext, CallRequest, InputHandler
 
 from ...state.request_state import RequestStates, SealedState
+from ..sign_in import SIGN_IN_KEY
 from .held import HeldCall, HeldCalls
 
 __all__ = ["INPUT_FEATURES", "InputServices", "PeerCall", "declared_input", "peer_input"]
@@ -135,6 +136,9 @@ async def peer_input(
         return _plain(request, channel), None
     name = tool.name
     answers = dict(responses) if isinstance(responses, Mapping) else None
+    if answers is not None:
+        answers.pop(SIGN_IN_KEY, None)  # the gateway's own sign-in question (sign_in.py): not the upstream's
+        answers = answers or None
     held: HeldCall | None = None
     upstream_state: str | None = None
     if state is not None:

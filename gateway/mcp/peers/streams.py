@@ -45,7 +45,7 @@ from starlette.types import Receive, Scope, Send
 from ...errors import GatewayError
 from ...http._asgi import send_error
 from ...state.request_state import RequestStates
-from ..subscriptions import Subscriptions, viewer
+from ..subscriptions import Subscriptions, refuse_hidden, viewer
 from .caps import MAX_URIS, AtCap
 
 __all__ = ["IDLE_S", "PeerStreams", "StreamRefused", "subscribe_handlers"]
@@ -305,6 +305,7 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
+        refuse_hidden(runtime_for(ctx).policy, ctx, [str(params.uri)])  # as a resource no connection offers
         await streams.subscribe(token, principal, str(params.uri))
         return {}
 

@@ -50,6 +50,16 @@ RULES: dict[str, Expected] = {
         "auth=... cannot be combined with oauth=...: the OAuth provider owns the Authorization header; "
         "keep one of them",
     ),
+    "oauth-grant-unknown": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "oauth-grant",
+        "OAuthConfig(grant='token-exchange') is not a grant this gateway runs; use one of authorization_code, "
+        "client_credentials, token_exchange, id_jag",
+    ),
+    "id-jag-without-idp-client": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "oauth-grant-client",
+        "OAuthConfig(grant='id_jag') needs idp_client_id=... and idp_client_secret_env=...: the gateway's "
+        "client at the identity provider that issues the ID-JAGs",
+    ),
     "oauth-needs-url": Expected(
         "agent/mcp-connections/files.py", 3, "error", "oauth-needs-url",
         "oauth=... needs url=...: OAuth protects remote servers only",
@@ -252,6 +262,20 @@ RULES: dict[str, Expected] = {
         "agent/mcp-connections/crm.py", 3, "warning", "upstream-sessions-with-auth",
         "upstream_sessions='per_principal' on a connection with auth=...: its upstream sessions are already one "
         "per identity (per set of headers auth returns); remove upstream_sessions",
+    ),
+    "grants-need-oauth": Expected(
+        "agent/mcp-connections/linear.py", 3, "error", "grants-need-oauth",
+        "grants='per_principal' needs oauth=True: each principal's own grant is an OAuth login; add oauth=True "
+        "or remove grants",
+    ),
+    "grants-with-client-credentials": Expected(
+        "agent/mcp-connections/reports.py", 4, "error", "grants-with-client-credentials",
+        "grants='per_principal' cannot be combined with OAuthConfig(grant='client_credentials'): a client "
+        "credentials token is the deployment's own, not a person's; drop one",
+    ),
+    "grants-bad-value": Expected(
+        "agent/mcp-connections/linear.py", 3, "error", "bad-field-type",
+        "field 'grants' must be 'gateway' or 'per_principal', got 'per_user'",
     ),
     "upstream-sessions-account": Expected(
         "agent/mcp-connections/team.py", 3, "error", "upstream-sessions-account",

@@ -106,6 +106,11 @@ def stored_tokens(state_root: Path) -> list[str]:
     return out
 
 
+HUB_SUBJECT = "agent-sdk"
+"""Whom the OAuth upstream's `whoami` answers for the hub's calls: the subject the hub's `--non-interactive`
+login signs in as (its default user name, `oauth.follow_redirects`), so a call carrying the hub's own token."""
+
+
 @pytest.fixture(scope="module")
 def everything() -> Iterator[Upstream]:
     """This module's own reference server (Streamable HTTP), stopped when the module ends: later tests
@@ -258,7 +263,7 @@ async def test_star_forwards_every_linked_connector_through_the_bridge(edge: Edg
     assert "whoami" in names and "echo" in names and "get-sum" in names
     # `whoami` lives behind the OAuth-protected upstream: the hub calls it with its own token.
     called = await direct_call(edge.served.url, "via_bridge", {"connection": "team", "tool": "whoami"})
-    assert json.loads(text_of(called)) == {"isError": False, "text": "authenticated"}
+    assert json.loads(text_of(called)) == {"isError": False, "text": HUB_SUBJECT}
     async with httpx2.AsyncClient(base_url=edge.served.url, timeout=30) as http:
         info = (await http.get("/v1/info")).json()
     by_name = {c["name"]: c for c in info["connections"]}
@@ -413,7 +418,7 @@ def process_memory_contains(pid: int, needles: list[bytes]) -> list[bytes]:
 
 async def test_the_edge_never_holds_the_upstream_oauth_token(edge: Edge, hub: Hub) -> None:
     called = await direct_call(edge.served.url, "via_bridge", {"connection": "team", "tool": "whoami"})
-    assert json.loads(text_of(called))["text"] == "authenticated"
+    assert json.loads(text_of(called))["text"] == HUB_SUBJECT
     tokens = hub.oauth_tokens + stored_tokens(hub.state_root)
     assert tokens
     state_files = [p for p in edge.served.state_root.rglob("*") if p.is_file()]
@@ -482,7 +487,7 @@ def test_mcp_debug_commands_reach_an_account_connection(tmp_path: Path, hub: Hub
     assert tools.returncode == 0, tools.stderr
     assert [t["name"] for t in json.loads(tools.stdout)] == ["whoami"]  # the hub denies `echo` on `secure`
     called = cli("mcp", "call", "acct", "whoami", "--dir", str(project), env=env)
-    assert called.returncode == 0 and "authenticated" in called.stdout
+    assert called.returncode == 0 and HUB_SUBJECT in called.stdout
     refused = cli("mcp", "call", "acct", "whoami", "--dir", str(project), env={**env, "AGENT_SDK_API_KEY": "ask_x"})
     assert refused.returncode == 1 and "Traceback" not in refused.stderr
     assert f"connection 'acct': the account hub {hub.url} refused the API key (wrong or revoked)" in refused.stderr
@@ -514,7 +519,7 @@ def test_independent_clients_use_the_hub_endpoint_and_the_bridge(tmp_path: Path,
     bridge = f"{edge.served.url}/v1/account/team/mcp"
     bridged = inspector(tmp_path, bridge, secret, "--method", "tools/call", "--tool-name", "whoami")
     assert bridged.returncode == 0, bridged.stderr
-    assert "authenticated" in bridged.stdout and json.loads(bridged.stdout).get("isError") is not True, bridged.stdout
+    assert HUB_SUBJECT in bridged.stdout and json.loads(bridged.stdout).get("isError") is not True, bridged.stdout
     assert inspector(tmp_path, bridge, "wrong", "--method", "tools/list").returncode != 0
 
 

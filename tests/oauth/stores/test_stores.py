@@ -16,9 +16,12 @@ import pytest
 
 from oauth import (
     ClientRegistration,
+    ConnectionAuth,
     FileTokenStore,
     Grant,
+    OAuthConfig,
     RedisTokenStore,
+    StoreCorrupt,
     StoreKey,
     TokenSet,
     TokenStore,
@@ -34,9 +37,9 @@ ACCESS = "at-" + "a" * 40
 REFRESH = "rt-" + "r" * 40
 
 
-def make_grant(connection: str = "docs", resource: str = "https://mcp.example.com/mcp") -> Grant:
+def make_grant(connection: str = "docs", resource: str = "https://mcp.example.com/mcp", principal: str = "") -> Grant:
     return Grant(
-        key=StoreKey(connection, resource),
+        key=StoreKey(connection, resource, principal),
         issuer="https://as.example.com",
         token_endpoint="https://as.example.com/token",
         client=ClientRegistration("client-1", None, "none", "dynamic", "http://127.0.0.1:5555/callback"),
@@ -58,6 +61,27 @@ async def roundtrip(store: TokenStore) -> None:
     assert await store.delete(grant.key) is True
     assert await store.load(grant.key) is None
     assert await store.delete(grant.key) is False
+    await principals_apart(store)
+
+
+async def principals_apart(store: TokenStore) -> None:
+    """Each principal's own grant of one connection (`grants="per_principal"`) under its own key, beside the
+    gateway's; one deleted leaves the others."""
+    gateway, alice, bob = (
+        make_grant("p"),
+        make_grant("p", principal="oauth:alice"),
+        make_grant("p", principal="bearer:b0b"),
+    )
+    for grant in (gateway, alice, bob):
+        await store.save(grant)
+    for grant in (gateway, alice, bob):
+        loaded = await store.load(grant.key)
+        assert loaded is not None and loaded.key == grant.key
+    assert [k for k in await store.keys() if k.connection == "p"] == sorted([gateway.key, alice.key, bob.key])
+    assert await store.delete(alice.key) is True
+    assert await store.load(alice.key) is None
+    assert (await store.load(bob.key), await store.load(gateway.key)) != (None, None)
+    assert await store.delete(bob.key) and await store.delete(gateway.key)
 
 
 async def test_file_store_roundtrip_mode_0600_and_no_token_in_repr(tmp_path: Path) -> None:
@@ -96,6 +120,20 @@ async def assert_lock_excludes(first: TokenStore, second: TokenStore, key: Store
     assert order == ["first in", "first out", "second in"]
 
 
+async def test_a_grant_filed_under_another_principals_key_is_refused_never_used(tmp_path: Path) -> None:
+    store = FileTokenStore(tmp_path / "state")
+    await store.save(make_grant(principal="bearer:b0b"))
+    path = tmp_path / "state" / "mcp-auth.json"
+    data = json.loads(path.read_text())
+    grants = data["grants"]
+    grants["docs@bearer:a11ce"] = grants.pop("docs@bearer:b0b")  # bob's record, copied under alice's key
+    path.write_text(json.dumps(data))
+    auth = ConnectionAuth("docs", "https://mcp.example.com/mcp", OAuthConfig(), store, principal="bearer:a11ce")
+    with pytest.raises(StoreCorrupt, match="another principal") as refused:
+        await auth.current_tokens()
+    assert ACCESS not in str(refused.value)
+
+
 async def test_file_store_lock_excludes_another_store_object_on_the_same_file(tmp_path: Path) -> None:
     key = StoreKey("docs", "https://mcp.example.com/mcp")
     await assert_lock_excludes(FileTokenStore(tmp_path), FileTokenStore(tmp_path), key)
@@ -105,14 +143,14 @@ def test_keyring_store_with_a_real_backend(tmp_path: Path) -> None:
     # keyrings.alt's PlaintextKeyring, selected explicitly, writing under a temporary XDG_DATA_HOME.
     script = (
         "import anyio, json, sys\n"
-        "sys.path.insert(0, 'tests/oauth')\n"
+        "sys.path.insert(0, 'tests/oauth/stores')\n"
         "from test_stores import make_grant, roundtrip\n"
         "from oauth import KeyringTokenStore\n"
         "async def main():\n"
         "    store = KeyringTokenStore()\n"
         "    await roundtrip(store)\n"
         "    await store.save(make_grant())\n"
-        "    print(json.dumps([list(k) for k in await store.keys()]))\n"
+        "    print(json.dumps([k.parts() for k in await store.keys()]))\n"
         "anyio.run(main)\n"
     )
     env = {
@@ -218,7 +256,7 @@ def test_keyring_writers_in_two_processes_lose_no_index_entry(tmp_path: Path) ->
     # read-modify-write of one entry) must list all 30 afterwards.
     script = (
         "import anyio, sys\n"
-        "sys.path.insert(0, 'tests/oauth')\n"
+        "sys.path.insert(0, 'tests/oauth/stores')\n"
         "from test_stores import make_grant\n"
         "from oauth import KeyringTokenStore\n"
         "async def main():\n"

@@ -1,0 +1,173 @@
+"""`CallGuard`: what every surface does around a tool call, in one place (docs/audit.md).
+
+Before the call: room in the audit queue (with `--audit-required`), the project's rate limits
+(`gateway/limits`), an operator's approval where the connection asks for one (`gateway/approvals`).
+After it, or after a refusal: one audit record. Each surface wraps the tool it is about to run
+(`guard.tool(...)`) where it runs it, and turns a `CallRefused` into its own wire's refusal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from mcp.shared.exceptions import MCPError
+
+from connections import ConnectionsError, ToolInputError, ToolOutcome, Toolset, TurnTool
+
+from ..approvals import ApprovalGate
+from ..auth.chain import Principal
+from ..errors import CallRefused
+from ..http.request_ids import current_request_id
+from ..limits import Limiter
+from ..policy import Decision, PolicyGate, tool_target
+from ._record import AuditRecord, argument_digest
+from ._trail import AuditTrail
+
+__all__ = ["AuditUnavailable", "CallGuard", "refusal_rpc_error"]
+
+T = TypeVar("T")
+
+
+class AuditUnavailable(CallRefused):
+    status = 503
+    code = "audit_unavailable"
+    rpc_code = -32004
+
+
+def refusal_rpc_error(exc: CallRefused) -> MCPError:
+    """The JSON-RPC error a refusal is on MCP: its code, its sentence, and `data` with the wire code (and
+    `retryAfterS` for a rate limit)."""
+    return MCPError(exc.rpc_code, exc.message, data={"error": exc.code, **exc.extra})
+
+
+def _is_error(outcome: ToolOutcome) -> bool:
+    return outcome.is_error
+
+
+def _who(principal: Principal | str) -> tuple[str, str | None]:
+    if isinstance(principal, str):
+        return principal, None
+    return principal.id, principal.oauth.issuer if principal.oauth is not None else None
+
+
+class CallGuard:
+    """The audit trail, the limits and the approvals of one gateway process, applied to each call."""
+
+    def __init__(
+        self, trail: AuditTrail, limiter: Limiter, approvals: ApprovalGate, *, mcp_surface: str = "mcp/tools"
+    ) -> None:
+        self.mcp_surface = mcp_surface
+        self.trail = trail
+        self.limiter = limiter
+        self.approvals = approvals
+        self.stream_reader: Any = None
+        self.policy: PolicyGate | None = None
+        """The project's policy (`gateway/policy/`): each record names the policies that decided its call."""
+        """The Redis client `GET /v1/audit` reads the shared stream with (None: the file is read)."""
+
+    def tool(self, tool: TurnTool, surface: str | None, principal: Principal | str) -> TurnTool:
+        """`tool` with its calls checked and recorded as `principal`'s on `surface` (None: this guard's MCP
+        surface, `mcp/tools` or `stdio`). Its call raises `CallRefused` subclasses (`RateLimited`,
+        `LimitsUnavailable`, `ApprovalDenied`, `AuditUnavailable`) before it runs; the rest is the tool's own."""
+        invoke = tool.invoke
+        policies = self._policies(principal, tool)
+
+        async def guarded(arguments: Mapping[str, Any]) -> ToolOutcome:
+            return await self.run(
+                tool.name,
+                tool.connection,
+                surface,
+                principal,
+                arguments,
+                lambda: invoke(arguments),
+                _is_error,
+                policies=policies,
+            )
+
+        return dataclasses.replace(tool, invoke=guarded)
+
+    async def run(
+        self,
+        name: str,
+        connection: str | None,
+        surface: str | None,
+        principal: Principal | str,
+        arguments: object,
+        call: Callable[[], Awaitable[T]],
+        is_error: Callable[[T], bool],
+        *,
+        policies: tuple[str, ...] = (),
+    ) -> T:
+        """`call()` once the call of tool `name` is admitted, and its audit record. Raises `CallRefused`
+        (recorded as `refused`) and whatever `call` raises (recorded as `failed`)."""
+        who, issuer = _who(principal)
+        record = AuditRecord(who, surface or self.mcp_surface, name, issuer=issuer, connection=connection)
+        record.request_id = current_request_id()
+        record.policies = list(policies)
+        if self.trail.digest_arguments:
+            record.arguments_digest = argument_digest(arguments)
+        started = time.perf_counter()
+        try:
+            record.approver = await self._admit(record)
+        except CallRefused as exc:
+            record.decision, record.outcome, record.reason = "deny", "refused", exc.code
+            record.duration_ms = (time.perf_counter() - started) * 1000
+            self.trail.write(record)
+            raise
+        try:
+            result = await call()
+        except ToolInputError:
+            record.outcome, record.reason = "refused", "invalid_tool_input"
+            raise
+        except ConnectionsError as exc:
+            record.outcome, record.reason = "failed", exc.code
+            raise
+        except Exception:  # the tool's own body raised: the peer sees an error result, as for `isError`
+            record.outcome, record.reason = "tool_error", "tool_failed"
+            raise
+        except BaseException:  # cancelled: the caller went away
+            record.outcome, record.reason = "failed", "cancelled"
+            raise
+        else:
+            record.outcome = "tool_error" if is_error(result) else "ok"
+            return result
+        finally:
+            record.duration_ms = (time.perf_counter() - started) * 1000
+            self.trail.write(record)
+
+    def _policies(self, principal: Principal | str, tool: TurnTool) -> tuple[str, ...]:
+        """The ids of the policies that let `principal` call `tool` (none without a policy file)."""
+        if self.policy is None or not self.policy.enforcing or not isinstance(principal, Principal):
+            return ()
+        return self.policy.decide(principal, "tools/call", tool_target(tool)).policies
+
+    def policy_refused(self, principal: Principal, tool: TurnTool, decision: Decision, surface: str | None) -> None:
+        """The record of a call the policy refused (the caller was answered as for an unknown tool)."""
+        who, issuer = _who(principal)
+        record = AuditRecord(who, surface or self.mcp_surface, tool.name, issuer=issuer, connection=tool.connection)
+        record.request_id = current_request_id()
+        record.decision, record.outcome, record.reason = "deny", "refused", "policy_denied"
+        record.policies = list(decision.policies)
+        record.duration_ms = 0.0
+        self.trail.write(record)
+
+    def toolset(self, toolset: Toolset, surface: str, principal: Principal | str) -> Toolset:
+        """Every tool of `toolset` guarded (a turn's toolset, for the session API)."""
+        tools = {name: self.tool(t, surface, principal) for name, t in toolset.tools.items()}
+        return dataclasses.replace(toolset, tools=tools)
+
+    async def _admit(self, record: AuditRecord) -> str | None:
+        if self.trail.required and not self.trail.has_room():
+            raise AuditUnavailable(
+                "the audit trail cannot take another record (its queue is full) and --audit-required is set, so "
+                "this call is refused; retry shortly"
+            )
+        await self.limiter.admit(record.principal, record.target, record.connection)
+        if self.approvals.needed(record.target, record.connection):
+            return await self.approvals.wait(
+                record.principal, record.surface, record.target, record.connection, record.request_id
+            )
+        return None

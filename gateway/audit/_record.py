@@ -1,0 +1,74 @@
+"""`AuditRecord`: one line of the audit trail, for one decision or one call (docs/audit.md, "The format")."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+__all__ = ["OUTCOMES", "AuditRecord", "Outcome", "argument_digest"]
+
+Outcome = Literal["ok", "tool_error", "refused", "failed"]
+OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed")
+
+
+def argument_digest(arguments: object) -> str:
+    """SHA-256 of the arguments as canonical JSON (sorted keys, no spaces): the same call gives the same digest,
+    and nothing of the values can be read back from it. Only with `--audit-argument-digest`."""
+    text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(slots=True)
+class AuditRecord:
+    """What the trail keeps of one call: who, where, what, how it was decided and how it ended.
+
+    Never the arguments or the result. `policies` holds the ids of the policies that made the decision
+    (empty until a policy set decides: every call is then allowed by no policy); `approver` the operator who
+    approved a held call; `reason` the refusal's or failure's code.
+    """
+
+    principal: str
+    surface: str
+    target: str
+    method: str = "tools/call"
+    issuer: str | None = None
+    connection: str | None = None
+    request_id: str | None = None
+    decision: Literal["allow", "deny"] = "allow"
+    policies: list[str] = field(default_factory=list[str])
+    outcome: Outcome = "ok"
+    reason: str | None = None
+    approver: str | None = None
+    arguments_digest: str | None = None
+    duration_ms: float = 0.0
+    at: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "time": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+            "requestId": self.request_id,
+            "principal": self.principal,
+            "issuer": self.issuer,
+            "surface": self.surface,
+            "method": self.method,
+            "target": self.target,
+            "connection": self.connection,
+            "decision": self.decision,
+            "policies": self.policies,
+            "outcome": self.outcome,
+            "durationMs": round(self.duration_ms, 3),
+        }
+        if self.reason is not None:
+            out["reason"] = self.reason
+        if self.approver is not None:
+            out["approver"] = self.approver
+        if self.arguments_digest is not None:
+            out["argumentsDigest"] = self.arguments_digest
+        return out
+
+    def line(self) -> str:
+        return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False)

@@ -1,0 +1,185 @@
+"""`PolicyGate`: the one decision point. `decide(principal, action, resource) -> Decision`.
+
+Without `agent/policies.cedar` every decision is allow (no Cedar call at all). With it the default is
+deny: Cedar's own semantics (a `forbid` overrides any `permit`; nothing permits, nothing is allowed).
+The policy set is compiled once (`_source.py`) and swapped whole when the file changes (`watch`): a
+reload that fails keeps the policy in force and logs one line. A decision is one Cedar call on the
+parsed set and a parsed entity pair; a listing is one batch call. Cedar's answer depends on nothing but
+the policy set and the request's entities (no context, no clock), so each decision is kept, keyed by
+the principal's and the target's entity text and the action, until the policy changes: a repeated call
+costs a dictionary lookup (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+import cedarpy
+from cachetools import LRUCache
+
+from connections import TurnTool
+
+from ..auth.chain import Principal
+from ._entities import GATEWAY, Target, principal_json
+from ._source import POLICY_FILE, CompiledPolicy, PolicyError, compile_policy
+
+__all__ = ["Decision", "PolicyGate"]
+
+logger = logging.getLogger("agent_sdk.policy")
+
+_ACTION = "AgentSdk::Action"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """One decision: `allowed`, and `policies`, the ids of the policies that decided it (a `permit`'s for
+    an allow, a `forbid`'s for a deny; none for the default deny and where no policy file is)."""
+
+    allowed: bool
+    policies: tuple[str, ...] = ()
+    enforced: bool = True
+    """False where the project has no policy file (everything allowed, nothing evaluated)."""
+
+
+_OPEN = Decision(True, (), enforced=False)
+
+
+@dataclass(frozen=True, slots=True)
+class _Stamp:
+    mtime_ns: int
+    size: int
+    inode: int
+
+
+def _stamp(path: Path) -> _Stamp | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return _Stamp(st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class PolicyGate:
+    """The compiled policy of one project (or none) and its decisions."""
+
+    def __init__(self, path: Path | None = None, compiled: CompiledPolicy | None = None) -> None:
+        self.path = path
+        self._compiled = compiled
+        self._stamp = _stamp(path) if path is not None else None
+        self._decisions: LRUCache[tuple[str, str, str], Decision] = LRUCache(maxsize=16384)
+        self.on_denied_call: Callable[[Principal, TurnTool, Decision, str | None], None] | None = None
+        """Told of each `tools/call` the policy refuses (the principal, the tool, the decision, the surface):
+        the audit trail's record of a refusal (`gateway/audit`), set by the app."""
+
+    @classmethod
+    def for_project(cls, root: Path) -> PolicyGate:
+        """The gate for the project at `root`: its `agent/policies.cedar` compiled, or open when it has none.
+        Raises `PolicyError` naming each bad line."""
+        path = root / POLICY_FILE
+        return cls(path, compile_policy(path) if path.exists() else None)
+
+    @property
+    def enforcing(self) -> bool:
+        return self._compiled is not None
+
+    @property
+    def policy_count(self) -> int:
+        return self._compiled.count if self._compiled is not None else 0
+
+    # -- deciding ------------------------------------------------------------------------------------
+
+    def decide(self, principal: Principal, action: str, resource: Target = GATEWAY) -> Decision:
+        """May `principal` perform `action` (an MCP method, `session/turn`, a `console/...` action) on
+        `resource`? One Cedar call; allow without a policy file."""
+        compiled = self._compiled
+        if compiled is None:
+            return _OPEN
+        who = principal_json(principal)
+        key = (who, action, resource.entity)
+        found = self._decisions.get(key)
+        if found is None:
+            found = self.evaluate(compiled, principal, who, action, resource)
+            self._decisions[key] = found
+        return found
+
+    def evaluate(
+        self, compiled: CompiledPolicy, principal: Principal, who: str, action: str, resource: Target
+    ) -> Decision:
+        """One Cedar evaluation (what `decide` keeps), for the benchmark's cold figure too."""
+        request = {
+            "principal": {"type": "AgentSdk::Principal", "id": principal.id},
+            "action": {"type": _ACTION, "id": action},
+            "resource": resource.uid,
+        }
+        entities = f"[{who},{resource.entity}]"
+        return self._decision(compiled, cedarpy.is_authorized(request, compiled.policies, entities))
+
+    def decide_many(self, principal: Principal, action: str, resources: Sequence[Target]) -> list[Decision]:
+        """`decide` for each of `resources` (a listing), in one Cedar call."""
+        compiled = self._compiled
+        if compiled is None:
+            return [_OPEN] * len(resources)
+        who = principal_json(principal)
+        keys = [(who, action, r.entity) for r in resources]
+        found = [self._decisions.get(k) for k in keys]
+        missing = [i for i, d in enumerate(found) if d is None]
+        if missing:
+            unique = {resources[i].entity: None for i in missing}
+            entities = "[" + ",".join([who, *unique]) + "]"
+            uid = {"type": "AgentSdk::Principal", "id": principal.id}
+            act = {"type": _ACTION, "id": action}
+            requests = [{"principal": uid, "action": act, "resource": resources[i].uid} for i in missing]
+            results = cedarpy.is_authorized_batch(requests, compiled.policies, entities)
+            for i, result in zip(missing, results, strict=True):
+                found[i] = self._decisions[keys[i]] = self._decision(compiled, result)
+        return [d for d in found if d is not None]
+
+    def visible(self, principal: Principal, action: str, resources: Sequence[Target]) -> list[bool]:
+        """Which of `resources` a listing shows `principal`: those it may perform `action` on."""
+        return [d.allowed for d in self.decide_many(principal, action, resources)]
+
+    @staticmethod
+    def _decision(compiled: CompiledPolicy, result: cedarpy.AuthzResult) -> Decision:
+        names = compiled.names
+        return Decision(result.allowed, tuple(names.get(r, r) for r in result.diagnostics.reasons))
+
+    # -- reloading -----------------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Compile the file again if it changed since it was read; True when a new policy is in force. A file
+        that fails keeps the old policy (one log line naming the lines); a removed file keeps it too
+        (restart to serve without a policy)."""
+        if self.path is None:
+            return False
+        stamp = _stamp(self.path)
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        if stamp is None:
+            if self._compiled is not None:
+                logger.warning("policy file %s is gone; the policy read before stays in force", self.path)
+            return False
+        try:
+            compiled = compile_policy(self.path)
+        except PolicyError as exc:
+            shown = "; ".join(d.format() for d in exc.diagnostics)
+            kept = "the previous policy stays in force" if self._compiled is not None else "serving stays open"
+            logger.warning("policy reload failed, %s: %s", kept, shown, extra={"event": "policy_reload_failed"})
+            return False
+        self._compiled = compiled
+        self._decisions.clear()
+        logger.info(
+            "policy reloaded from %s: %d policies", self.path, compiled.count, extra={"event": "policy_reloaded"}
+        )
+        return True
+
+    async def watch(self, interval: float = 1.0) -> None:
+        """Reload on change, checking the file every `interval` seconds, until cancelled."""
+        while True:
+            await anyio.sleep(interval)
+            self.reload()

@@ -1,0 +1,134 @@
+"""What each surface asks the gate, in the shapes the surfaces hold (toolsets, listings, names).
+
+A listed item is shown to a principal exactly when it may perform the item's own method on it (a tool
+when it may `tools/call` it, a resource when it may `resources/read` it, a prompt when it may
+`prompts/get` it); a principal denied the listing action itself (`tools/list`, ...) is shown nothing.
+Held-back tools (`mcp.lock`) are not named to a principal under a policy: their names would say what
+exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, TypeVar
+
+from connections import NotOffered, SessionInfo, Toolset, TurnProblem, TurnTool
+
+from ..auth.chain import Principal
+from ._decide import PolicyGate
+from ._entities import Target, prompt_target, resource_target, tool_target
+
+__all__ = [
+    "Catalog",
+    "as_principal",
+    "callable_tool",
+    "hidden",
+    "may_call",
+    "turn_toolset",
+    "visible_items",
+    "visible_tools",
+]
+
+_Item = TypeVar("_Item", bound=Mapping[str, Any])
+_ITEM = {
+    "resources/list": ("uri", "resources/read", False),
+    "resources/templates/list": ("uriTemplate", "resources/read", True),
+    "prompts/list": ("name", "prompts/get", False),
+}
+
+
+def may_call(gate: PolicyGate, principal: Principal, tool: TurnTool) -> bool:
+    """The one decision of a tool call: may `principal` `tools/call` this tool?"""
+    return gate.decide(principal, "tools/call", tool_target(tool)).allowed
+
+
+class Catalog(Protocol):
+    """The gateway's `ToolCatalog`, as far as a call's tool is looked up in it."""
+
+    async def tool(
+        self, name: str, session: SessionInfo | None = None
+    ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]: ...
+
+    async def collect(self, session: SessionInfo | None) -> tuple[Toolset, list[TurnProblem]]: ...
+
+
+async def callable_tool(
+    gate: PolicyGate,
+    principal: Principal,
+    catalog: Catalog,
+    name: str,
+    session: SessionInfo | None = None,
+    surface: str | None = None,
+) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
+    """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
+    hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
+    problems), so that the refusal of a hidden tool is the refusal of an unknown one, word for word."""
+    tool, toolset, problems = await catalog.tool(name, session)
+    if not gate.enforcing:
+        return tool, toolset, problems
+    if tool is not None:
+        decision = gate.decide(principal, "tools/call", tool_target(tool))
+        if decision.allowed:
+            return tool, toolset, problems
+        if gate.on_denied_call is not None:  # the audit trail records the refusal (the caller sees an unknown tool)
+            gate.on_denied_call(principal, tool, decision, surface)
+        # found without a listing (an authored tool, a reused one): list as for an unknown name
+        toolset, problems = await catalog.collect(session)
+    return None, visible_tools(gate, principal, toolset)[0], problems
+
+
+def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) -> NotOffered | None:
+    """The refusal for a resource or prompt the policy hides from `principal`: the very sentence of one that
+    no advertised connection offers (`connections.Offerings`), so that hiding it says nothing; else None."""
+    if gate.decide(principal, action, target).allowed:
+        return None
+    what = {"AgentSdk::Prompt": "prompt", "AgentSdk::Resource": "resource"}.get(target.type, "item")
+    if target.type == "AgentSdk::Resource" and action == "completion/complete":
+        what = "resource template"
+    return NotOffered(f"no advertised connection offers {what} {target.id[:200]!r}")
+
+
+def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset) -> tuple[Toolset, int]:
+    """`toolset` as `principal` may see it, and how many tools the policy hid (0 without a policy file)."""
+    if not gate.enforcing:
+        return toolset, 0
+    tools = sorted(toolset, key=lambda t: t.name)
+    shown = gate.visible(principal, "tools/call", [tool_target(t) for t in tools])
+    if not gate.decide(principal, "tools/list").allowed:
+        shown = [False] * len(tools)
+    kept = {t.name: t for t, ok in zip(tools, shown, strict=True) if ok}
+    return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
+
+
+def visible_items(gate: PolicyGate, principal: Principal, method: str, items: Sequence[_Item]) -> list[_Item]:
+    """The items of a `resources/list`, `resources/templates/list` or `prompts/list` listing `principal` may see."""
+    if not gate.enforcing:
+        return list(items)
+    if not gate.decide(principal, method).allowed:
+        return []
+    key, action, template = _ITEM[method]
+    names = [str(item.get(key, "")) for item in items]
+    targets = [prompt_target(n) if action == "prompts/get" else resource_target(n, template=template) for n in names]
+    return [item for item, ok in zip(items, gate.visible(principal, action, targets), strict=True) if ok]
+
+
+_KINDS = {"bearer": "bearer", "oauth": "oauth", "loopback": "loopback", "stdio": "loopback"}
+
+
+def as_principal(value: object, owner: str) -> Principal:
+    """The principal a session's turn runs for: the request's `Principal`, else one named by the owner's id
+    (its kind from the id's prefix; no claims, so a policy on claims denies it: fail closed)."""
+    if isinstance(value, Principal):
+        return value
+    kind: Any = _KINDS.get(owner.split(":", 1)[0], "anonymous")
+    return Principal(owner, kind)
+
+
+def turn_toolset(gate: PolicyGate, session: SessionInfo, toolset: Toolset) -> tuple[Toolset, dict[str, Any]]:
+    """A turn's toolset narrowed to what its session's principal may call, and what `turn.started` says: under a
+    policy, `{"policy": {"toolsHidden": n}}` (0 included, so a narrowed toolset is never silent)."""
+    if not gate.enforcing:
+        return toolset, {}
+    principal = as_principal(session.principal, str(session.auth or "anonymous"))
+    kept, hidden = visible_tools(gate, principal, toolset)
+    return kept, {"policy": {"toolsHidden": hidden, "tools": len(kept)}}
