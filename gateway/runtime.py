@@ -69,7 +69,8 @@ class Runtime:
     def __post_init__(self) -> None:
         self.executor = Executor(self)
         if tracing_enabled():  # decided once at start-up: off, no call pays for a span
-            self.executor.wrap(traced)
+            opted = frozenset(n for n, d in self.project.connections.items() if d.trace_content)
+            self.executor.wrap(traced(opted))
 
 
 def runtime_of(request: Request) -> Runtime:

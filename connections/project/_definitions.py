@@ -120,6 +120,9 @@ class ConnectionDefinition:
     session) are its own (implies `upstream_sessions="per_principal"`; docs/oauth.md#per-user-grants)."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
+    trace_content: bool = False
+    """Put its tool calls' arguments and results on their trace spans (off by default: they may hold user
+    data; docs/operations.md, "Tracing")."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -216,6 +219,7 @@ def define_connection(
     identity_idle_timeout: float = DEFAULT_IDENTITY_IDLE_TIMEOUT,
     min_log_level: str | None = None,
     pin: bool = True,
+    trace_content: bool = False,
     upstream_sessions: str = "shared",
     grants: str = "gateway",
     **unknown: Any,
@@ -358,6 +362,9 @@ def define_connection(
         grants = "gateway"
     if grants == "per_principal":
         upstream_sessions = "per_principal"  # a principal's token opens, and only serves, its own session
+    if not isinstance(trace_content, bool):
+        bad("trace_content", trace_content)
+        trace_content = False
 
     return ConnectionDefinition(
         url=url,
@@ -390,6 +397,7 @@ def define_connection(
         max_identities=max_identities,
         identity_idle_timeout=float(idle),
         pin=pin,
+        trace_content=trace_content,
         upstream_sessions=upstream_sessions,  # checked above
         grants=grants,  # checked above
         source=origin,

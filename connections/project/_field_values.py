@@ -46,6 +46,7 @@ FIELD_TYPES: dict[str, str] = {
     "linkable": "True or False",
     "bridge": "True or False",
     "pin": "True or False",
+    "trace_content": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
     "max_identities": "a whole number of at least 1",
     "identity_idle_timeout": "a positive number of seconds",

@@ -33,6 +33,7 @@ _OWN = {
     "description": "description",
     "oauth": "oauth",
     "pin": "pin",
+    "traceContent": "trace_content",
     "upstreamSessions": "upstream_sessions",
     "grants": "grants",
 }

@@ -42,7 +42,7 @@ from ..auth.chain import Principal
 from ..errors import CallRefused
 from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
-from ..telemetry.spans import Inbound, server_span
+from ..telemetry.spans import Inbound, server_span, with_content
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
@@ -253,14 +253,23 @@ def _failure_result(exc: Exception) -> dict[str, Any]:
     return _error_result(f"{type(exc).__name__}: {exc}"[:500])
 
 
-async def traced(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
+def traced(content_of: frozenset[str] = frozenset()) -> Wrapper:
     """The tracing wrapper (the runtime adds it only with tracing on): the call runs in its server span
-    (`gateway/telemetry/spans.py`), whichever front and answer it took."""
-    target = plan.target
-    with server_span(
-        "tools/call", target.name, plan.version, plan.request_id, plan.params.get("_meta"), plan.inbound,
-        connection=target.connection,
-    ) as done:  # fmt: skip
-        result = await call_next(plan, channel)
-        done(result)
-        return result
+    (`gateway/telemetry/spans.py`), whichever front and answer it took. The connections in `content_of`
+    (`trace_content=True`) also put the call's arguments and result on it."""
+
+    async def trace_call(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
+        target = plan.target
+        with server_span(
+            "tools/call", target.name, plan.version, plan.request_id, plan.params.get("_meta"), plan.inbound,
+            connection=target.connection,
+        ) as done:  # fmt: skip
+            if target.connection in content_of:
+                with_content(arguments=plan.arguments)
+            result = await call_next(plan, channel)
+            if target.connection in content_of:
+                with_content(result=result)
+            done(result)
+            return result
+
+    return trace_call

@@ -10,7 +10,8 @@ gateway's tools server. Attributes: `mcp.method.name`, `mcp.protocol.version`, `
 `gen_ai.tool.name` and `gen_ai.operation.name = execute_tool` (tools/call), `gen_ai.prompt.name`,
 `mcp.resource.uri`, `agent_sdk.principal` (the principal's id), `agent_sdk.connection` (the upstream
 that answered) and `error.type` (`tool_error` for an `isError` result, the JSON-RPC code, or the
-exception's type). Never arguments or results.
+exception's type). Never arguments or results, but for a connection the operator opted in
+(`trace_content=True`: `gen_ai.tool.call.arguments` and `gen_ai.tool.call.result`, `with_content`).
 
 The parent is the peer's: `params._meta.traceparent` / `tracestate` / `baggage` (SEP-414) when it
 holds a valid `traceparent`, else the same HTTP headers; a malformed one is ignored (a new trace
@@ -23,6 +24,7 @@ Nothing here runs with tracing off: the callers check `tracing_enabled()` (decid
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Generator, Mapping
 from contextlib import contextmanager
@@ -43,7 +45,15 @@ from connections.serving import tracing_enabled
 
 from .durations import record_server
 
-__all__ = ["Inbound", "ServerSpans", "inbound_of_scope", "install_server_spans", "server_span", "trim_baggage"]
+__all__ = [
+    "Inbound",
+    "ServerSpans",
+    "inbound_of_scope",
+    "install_server_spans",
+    "server_span",
+    "trim_baggage",
+    "with_content",
+]
 
 _tracer = get_tracer("agent-sdk")
 _TRACE_HEADERS = (b"traceparent", b"tracestate", b"baggage")
@@ -207,6 +217,23 @@ def _closing(token: object) -> Generator[None]:
     finally:
         if token is not None:
             detach(token)  # pyright: ignore[reportArgumentType]
+
+
+CONTENT_CHARS = 8192
+"""The most of a call's arguments or result (as JSON) put on a span; longer is cut, and says so."""
+
+
+def with_content(*, arguments: object = None, result: object = None) -> None:
+    """A `trace_content=True` connection's call: its arguments or result on the current span, as the GenAI
+    conventions' opt-in `gen_ai.tool.call.arguments` / `gen_ai.tool.call.result` (JSON, cut at 8192 chars)."""
+    span = get_current_span()
+    for key, value in (("gen_ai.tool.call.arguments", arguments), ("gen_ai.tool.call.result", result)):
+        if value is None:
+            continue
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        if len(text) > CONTENT_CHARS:
+            text = f"{text[:CONTENT_CHARS]}... ({len(text)} chars, cut)"
+        span.set_attribute(key, text)
 
 
 class ServerSpans:

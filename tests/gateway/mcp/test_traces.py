@@ -147,7 +147,7 @@ def _connections(receiver: Receiver, http_upstream: Upstream) -> dict[str, str]:
         "up_stdio": (
             "from connections import define_connection\n\n"
             f"connection = define_connection(command={sys.executable!r}, args=[{str(TRACED)!r}, 'stdio'], "
-            f"env={_otel_env(receiver)!r}, {offers})\n"
+            f"env={_otel_env(receiver)!r}, {offers}, trace_content=True)\n"  # its calls' content on spans
         ),
         "up_http": (
             "from connections import define_connection\n\n"
@@ -234,8 +234,12 @@ def test_one_trace_runs_from_the_peer_through_the_gateway_into_each_upstream(
         if mode == "legacy":
             assert server.attributes["mcp.session.id"]
         assert upstream.attributes["mcp.method.name"] == method
-        # Arguments and results never leave in a span.
-        assert not any("hi" == v or "echo: hi" == v for v in server.attributes.values())
+        if method == "tools/call" and kind == "stdio":  # up_stdio opted in: trace_content=True
+            assert json.loads(server.attributes["gen_ai.tool.call.arguments"]) == {"text": "hi"}
+            assert json.loads(server.attributes["gen_ai.tool.call.result"])["content"][0]["text"] == "echo: hi"
+        else:  # arguments and results never leave in a span unless the connection says so
+            assert not any(k.startswith("gen_ai.tool.call.") for k in server.attributes)
+            assert not any("echo: hi" in str(v) for s in (server, client) for v in s.attributes.values())
 
 
 def test_the_typescript_sdk_clients_traceparent_header_is_continued_to_the_upstream(
