@@ -105,6 +105,14 @@ def test_account_without_servers_or_with_star_forwards_every_connector(servers: 
     assert define_connection(account=True, servers=servers).servers == "*"
 
 
+def test_trace_content_is_off_unless_opted_in_and_must_be_a_bool() -> None:
+    assert define_connection(url="https://x.example.com/mcp").trace_content is False
+    assert define_connection(url="https://x.example.com/mcp", trace_content=True).trace_content is True
+    bad = define_connection(url="https://x.example.com/mcp", trace_content="yes")  # type: ignore[arg-type]
+    assert codes(bad) == ["bad-field-type"] and bad.trace_content is False
+    assert "'trace_content' must be True or False" in bad.problems[0].message
+
+
 def test_auth_callback_is_kept_and_callable() -> None:
     def auth(session: object) -> dict[str, dict[str, str]]:
         return {"headers": {"X-Tenant": "t1"}}

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -174,9 +175,11 @@ CALLS = [
 ]
 
 
-def _peer(served: Served, receiver: Receiver, mode: str) -> list[dict[str, Any]]:
-    env = {**os.environ, **_otel_env(receiver)}
-    cmd = [sys.executable, str(PEER), f"{served.url}/v1/mcp/tools", mode, json.dumps(CALLS)]
+def _peer(
+    served: Served, receiver: Receiver, mode: str, target: str | None = None, env: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    env = {**os.environ, **_otel_env(receiver), **(env or {})}
+    cmd = [sys.executable, str(PEER), target or f"{served.url}/v1/mcp/tools", mode, json.dumps(CALLS)]
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
@@ -240,6 +243,27 @@ def test_one_trace_runs_from_the_peer_through_the_gateway_into_each_upstream(
         else:  # arguments and results never leave in a span unless the connection says so
             assert not any(k.startswith("gen_ai.tool.call.") for k in server.attributes)
             assert not any("echo: hi" in str(v) for s in (server, client) for v in s.attributes.values())
+
+
+def test_serve_stdio_traces_its_peers_calls_over_a_pipe_and_times_the_session(
+    served: Served, receiver: Receiver, tmp_path: Path
+) -> None:
+    project = served.state_root.parent / "project"  # the same project, served over stdio by its own process
+    env = {
+        "AGENT_SDK_STATE_ROOT": str(tmp_path / "state"),
+        "OTEL_BSP_SCHEDULE_DELAY": "50",
+        "OTEL_METRICS_EXPORTER": "otlp",
+    }
+    calls = _peer(served, receiver, "legacy", f"stdio:{project}", env)
+    for call in calls[:2] + calls[4:]:  # the tools and the prompts
+        method, name = call["method"], call["name"]
+        server, client, _ = _chain(receiver, call["trace_id"], call["span_id"], method, name)
+        assert server.attributes["network.transport"] == "pipe"
+        assert server.attributes["agent_sdk.principal"] == "anonymous"
+        assert "mcp.session.id" not in server.attributes
+        assert client.attributes["agent_sdk.connection"] == server.attributes["agent_sdk.connection"]
+    # The stdio session ended when the peer closed stdin: its duration is exported as the process exits.
+    receiver.wait_for("mcp.server.session.duration", lambda: "mcp.server.session.duration" in receiver.metrics)
 
 
 def test_the_typescript_sdk_clients_traceparent_header_is_continued_to_the_upstream(
