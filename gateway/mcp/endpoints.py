@@ -31,6 +31,7 @@ from ..http._asgi import receive_body, send_error, send_rpc_error
 from ..http.mcp_checks import envelope_problem, header_problem, serve_batch
 from ..policy import require
 from ..runtime import Runtime, runtime_of
+from ..telemetry.spans import install_server_spans
 from .call_stream import principal_id, session_header
 from .lane import serve_lane
 from .peers.sessions import answered, with_peer_session
@@ -191,7 +192,9 @@ def agent_server(*, with_call_tool: bool) -> Server[Any]:
         except ApiError as exc:
             return json_result(exc.to_json(), is_error=True)
 
-    return Server("agent-sdk", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    server = Server("agent-sdk", version=SERVER_VERSION, on_list_tools=list_tools, on_call_tool=call)
+    install_server_spans(server, calls=True)  # its tools/call (ask, check, call_tool) runs no executor
+    return server
 
 
 def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPSessionManager:

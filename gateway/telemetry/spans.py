@@ -237,28 +237,40 @@ def with_content(*, arguments: object = None, result: object = None) -> None:
 
 
 class ServerSpans:
-    """The SDK server's middleware opening `server_span` for every request but `tools/call` (the executor's)."""
+    """The SDK server's middleware opening `server_span` for every request but, with `calls=False`,
+    `tools/call` (on the tools server the executor's wrapper spans those)."""
+
+    def __init__(self, *, calls: bool = False) -> None:
+        self._skipped = None if calls else "tools/call"
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method == "tools/call" or ctx.request_id is None:  # the executor spans calls; notifications: none
+        if ctx.method == self._skipped or ctx.request_id is None:  # the executor spans calls; notifications: none
             return await call_next(ctx)
         params = ctx.params or {}
         name = params.get("name")
         uri = params.get("uri") if ctx.method == "resources/read" else None
         with server_span(
             ctx.method,
-            name if isinstance(name, str) and ctx.method == "prompts/get" else None,
+            name if isinstance(name, str) and ctx.method in _NAMED else None,
             ctx.protocol_version,
             ctx.request_id,
             params.get("_meta"),
             _inbound_of_ctx(ctx),
             uri=uri if isinstance(uri, str) else None,
-        ):
-            return await call_next(ctx)
+        ) as done:
+            result = await call_next(ctx)
+            if ctx.method == "tools/call":  # a model or its JSON: an `isError` one marks the span
+                failed = result.get("isError") if isinstance(result, dict) else getattr(result, "is_error", None)
+                done({"isError": failed is True})
+            return result
 
 
-def install_server_spans(server: Server[Any]) -> None:
+_NAMED = frozenset({"prompts/get", "tools/call"})
+
+
+def install_server_spans(server: Server[Any], *, calls: bool = False) -> None:
     """`ServerSpans` in place of the SDK's `OpenTelemetryMiddleware` on `server` with tracing on; with it
-    off, neither (the SDK's would open a non-recording span on every request)."""
+    off, neither (the SDK's would open a non-recording span on every request). `calls`: `ServerSpans` spans
+    `tools/call` too (a server whose calls the executor does not run)."""
     kept = [m for m in server.middleware if not isinstance(m, OpenTelemetryMiddleware)]
-    server.middleware[:] = [ServerSpans(), *kept] if tracing_enabled() else kept
+    server.middleware[:] = [ServerSpans(calls=calls), *kept] if tracing_enabled() else kept

@@ -346,3 +346,21 @@ def test_the_mcp_duration_histograms_reach_prometheus_and_otlp(served: Served, r
     assert any(s.labels.get("connection") == "up_http" and s.value > 0 for s in client.samples)
     wanted = {"mcp.server.operation.duration", "mcp.client.operation.duration"}
     receiver.wait_for(f"metrics {wanted}", lambda: wanted <= receiver.metrics)
+
+
+def test_the_agent_endpoints_requests_have_server_spans_too(served: Served, receiver: Receiver) -> None:
+    trace_id = "5b8efff798038103d269b633813fc60c"
+    meta = {"traceparent": f"00-{trace_id}-eee19b7ec3c1b174-01"}
+
+    async def run() -> Any:
+        async with Client(f"{served.url}/v1/mcp", mode="legacy") as client:
+            return await client.call_tool("check", {"sessionId": "nope"}, meta=meta)
+
+    assert anyio.run(run).is_error  # no such session: an error result, and a span saying so
+
+    def found() -> Span | None:
+        return next((s for s in receiver.trace(trace_id) if s.name == "tools/call check" and s.kind == SERVER), None)
+
+    span = receiver.wait_for("the /v1/mcp call's server span", found)
+    assert span.parent == "eee19b7ec3c1b174" and span.attributes["gen_ai.tool.name"] == "check"
+    assert span.attributes["error.type"] == "tool_error" and span.attributes["network.transport"] == "tcp"
