@@ -27,7 +27,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from connections.serving import UPSTREAM, set_tracing
+from connections.serving import UPSTREAM, set_tracing, shown_url
 
 from .durations import McpDurations, count_dropped, start_durations
 
@@ -118,7 +118,8 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "agent-sdk"})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(_counting(spans, base or "the OTLP endpoint")))
+    where = shown_url(base) if base else "the OTLP endpoint"  # never user info or a query value
+    provider.add_span_processor(BatchSpanProcessor(_counting(spans, where)))
     trace.set_tracer_provider(provider)
     readers: list[MetricReader] = []
     if environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
