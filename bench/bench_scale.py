@@ -308,6 +308,7 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         print(json.dumps(out), file=sys.stderr, flush=True)
         out["restart"] = await restart(served, host, port, load, args, redis.url if redis is not None else "")
         out["errors"] = load.errors
+        out["resent_on_a_connection_closed_while_idle"] = sum(w.resent for w in load.wires)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 

@@ -64,6 +64,8 @@ class Fault:
     """A killed replica's start again, until it answered `/v1/health`."""
     restart_cpu_s: float = 0.0
     """The CPU seconds that start used (wall time is this times the box's contention)."""
+    starts: int = 0
+    """How many starts that took (more than 1: a start exited, e.g. Redis was down at its boot)."""
 
     @property
     def name(self) -> str:
@@ -99,7 +101,7 @@ async def _strike(c: Cluster, fault: Fault, t0: float) -> None:
     if fault.kind == "kill":
         c.kill(fault.target)
         try:
-            fault.restart_s, fault.restart_cpu_s = await anyio.to_thread.run_sync(c.restart, fault.target)
+            fault.restart_s, fault.restart_cpu_s, fault.starts = await anyio.to_thread.run_sync(c.restart, fault.target)
         except RuntimeError:  # reported: the replica stays down, the others carry the load
             fault.restart_s = float("inf")
     elif fault.kind == "stop":
@@ -237,7 +239,11 @@ def _report(
                 "not_actionable": [op.error for op in struck if not any(hint in op.error for hint in RETRYABLE)],
                 "healthy_after_s": round(fault.healthy_s, 2),
                 **(
-                    {"restart_s": round(fault.restart_s, 2), "restart_cpu_s": round(fault.restart_cpu_s, 2)}
+                    {
+                        "restart_s": round(fault.restart_s, 2),
+                        "restart_cpu_s": round(fault.restart_cpu_s, 2),
+                        "starts": fault.starts,
+                    }
                     if fault.kind == "kill"
                     else {}
                 ),
@@ -341,6 +347,7 @@ def main() -> None:
                 tasks=args.tasks,
             )
         )
+    report["load_generator_cpu_s"] = round(time.process_time(), 1)  # this process: the peers, the faults, the report
     report["load_average"] = {
         "before": [round(x, 2) for x in load_before],
         "after": [round(x, 2) for x in os.getloadavg()],
