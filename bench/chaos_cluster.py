@@ -84,8 +84,9 @@ class Cluster:
             try:
                 await_healthy([self.replicas[i]], limit=max(1.0, limit - (time.monotonic() - started)))
             except RuntimeError:
-                if self.replicas[i].proc.poll() is None or time.monotonic() - started + 2.0 > limit:
-                    raise
+                code = self.replicas[i].proc.poll()
+                if code is None or code == -signal.SIGKILL or time.monotonic() - started + 2.0 > limit:
+                    raise  # still not answering, or the next fault's kill -9 struck it while it started
                 time.sleep(2.0)
                 continue
             return time.monotonic() - started, cpu_seconds(self.replicas[i].proc.pid), attempt
