@@ -84,6 +84,29 @@ async def test_without_required_a_full_queue_drops_but_the_call_runs() -> None:
         sink.release.set()
 
 
+class _CountedFile(FileSink):
+    """The real audit file, counting the appends (each one a thread hop and a locked open-append-close)."""
+
+    appends = 0
+
+    async def write(self, records: list[AuditRecord], lines: list[str]) -> None:
+        self.appends += 1
+        await super().write(records, lines)
+
+
+async def test_the_records_of_calls_in_quick_succession_reach_the_file_in_one_append(tmp_path: Path) -> None:
+    sink = _CountedFile(tmp_path)
+    calls: list[str] = []
+    async with AuditTrail.running([sink], flush_s=2.0) as trail:
+        tool = CallGuard(trail, Limiter(()), ApprovalGate({})).tool(_tool(calls), "http", "bearer:a")
+        for _ in range(50):  # each call lets the writer task run, as calls on a busy server do
+            await tool.call({})
+            await anyio.to_thread.run_sync(lambda: None)  # and the loop goes on to other work meanwhile
+    assert len(calls) == 50
+    assert len((tmp_path / "audit.jsonl").read_text().splitlines()) == 50  # shutdown wrote them all
+    assert sink.appends == 1, "a batch per flush interval, not an append per call"
+
+
 async def test_the_file_rotates_by_size_and_reads_back_newest_first(tmp_path: Path) -> None:
     sink = FileSink(tmp_path, max_bytes=4096, keep=3)
     for n in range(120):
