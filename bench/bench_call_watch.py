@@ -18,8 +18,7 @@ import asyncio
 import time
 from typing import Any
 
-from connections.serving import CallContext
-from gateway.mcp.call_stream import until_gone
+from gateway.mcp.call_stream import JsonAnswer, until_gone
 from gateway.mcp.peers.calls import PeerCalls
 
 
@@ -46,7 +45,7 @@ async def _measure(calls: int, repeats: int) -> None:
         bare = (time.process_time() - started) / calls * 1e6
         started = time.process_time()
         for ident in range(calls):
-            await until_gone(receive, peers, "anonymous", ident, _call(), CallContext())
+            await until_gone(receive, peers, ("anonymous", None), ident, _call(), JsonAnswer())
         watched = (time.process_time() - started) / calls * 1e6
         print(f"| {repeat} | {bare:.2f} | {watched:.2f} | {watched - bare:.2f} |")
 

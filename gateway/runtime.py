@@ -17,6 +17,7 @@ from .mcp.peers.asks import PeerAsks
 from .mcp.peers.calls import PeerCalls
 from .mcp.peers.held import HeldCalls
 from .mcp.peers.streams import PeerStreams
+from .mcp.pipeline import Executor, traced
 from .mcp.subscriptions import Subscriptions
 from .mcp.task_owners import TaskOwners
 from .mcp.toolsets import ToolCatalog
@@ -62,6 +63,12 @@ class Runtime:
     """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
     guard: CallGuard | None = None
     """The audit trail, rate limits and approvals every tool call passes (`gateway/audit`, docs/audit.md)."""
+    executor: Executor = field(init=False)
+    """Runs every peer's `tools/call` (`gateway/mcp/pipeline.py`); `executor.wrap(...)` puts a wrapper around each."""
+
+    def __post_init__(self) -> None:
+        self.executor = Executor(self)
+        self.executor.wrap(traced)
 
 
 def runtime_of(request: Request) -> Runtime:

@@ -22,7 +22,7 @@ import anyio
 import mcp_types as mt
 from mcp_types import LoggingLevel
 
-from .._call_context import CallContext, calling, current_call
+from .._call_context import CallContext, CallRequest, NotificationsOnly, calling, current_call
 
 __all__ = ["QUEUED", "LogCallback", "ProgressCallback", "with_notices"]
 
@@ -33,6 +33,10 @@ QUEUED = 1000
 
 ProgressCallback = Callable[[float, float | None, str | None], Awaitable[None]]
 LogCallback = Callable[[mt.LoggingMessageNotificationParams], Awaitable[None]]
+
+
+def _fields(request: CallRequest) -> dict[str, Any]:
+    return {"progress_token": request.progress_token, "log_level": request.log_level}
 
 
 @asynccontextmanager
@@ -69,12 +73,14 @@ async def with_notices(
             wake = anyio.Event()
 
     outer = current_call()
-    fields: dict[str, Any] = {
-        "progress_token": "host" if on_progress is not None else None,
-        "log_level": log_level if on_log is not None else None,
-        "sink": sink,
-    }
-    context = CallContext(**fields) if outer is None else replace(outer, **fields)
+    asked = CallRequest(
+        progress_token="host" if on_progress is not None else None, log_level=log_level if on_log is not None else None
+    )
+    channel = NotificationsOnly(sink)
+    if outer is None:
+        context = CallContext(asked, channel)
+    else:
+        context = replace(outer, request=replace(outer.request, **_fields(asked)), channel=channel)
     async with anyio.create_task_group() as tg:
         tg.start_soon(deliver)
         try:

@@ -3,8 +3,12 @@ offerings, pins, the account hub's login, redaction and the pool's plumbing. Not
 names may change with the gateway.
 """
 
+from .._call_context import PLAIN as PLAIN
+from .._call_context import CallChannel as CallChannel
 from .._call_context import CallContext as CallContext
+from .._call_context import CallRequest as CallRequest
 from .._call_context import InputHandler as InputHandler
+from .._call_context import NotificationsOnly as NotificationsOnly
 from .._call_context import calling as calling
 from .._call_context import current_call as current_call
 from .._call_context import log_level_value as log_level_value
@@ -72,6 +76,7 @@ __all__ = [
     "KEYRING_SERVICE",
     "LOCK_FILE",
     "NAME_RULE",
+    "PLAIN",
     "REOPEN_NOTE",
     "RESERVED_TOOL_NAMES",
     "STDERR_LOGGER",
@@ -79,7 +84,9 @@ __all__ = [
     "AccountCheck",
     "AccountCredentials",
     "AuthFor",
+    "CallChannel",
     "CallContext",
+    "CallRequest",
     "Change",
     "ConnectionStatus",
     "Connector",
@@ -90,6 +97,7 @@ __all__ = [
     "ListingCache",
     "Lock",
     "Merged",
+    "NotificationsOnly",
     "Offerings",
     "PinGuard",
     "RedactingFilter",

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import mcp_types as mt
 
 from connections import Broker, ConnectionDefinition, Project
-from connections.serving import CallContext, calling, shown_command, shown_url
+from connections.serving import CallContext, CallRequest, NotificationsOnly, calling, shown_command, shown_url
 from oauth._shared import printable
 
 from ._broker_run import run_with_broker
@@ -89,7 +89,7 @@ def mcp_call(args: argparse.Namespace) -> int:
     project = load(args.dir)
     _warn_auth(project, args.name)
     # The server's own progress notifications go to stderr as they come (stdout stays the result).
-    context = CallContext(progress_token="agent-sdk-cli", sink=_show_progress(args.name))
+    context = CallContext(CallRequest(progress_token="agent-sdk-cli"), NotificationsOnly(_show_progress(args.name)))
 
     async def call(broker: Broker) -> mt.CallToolResult:
         with calling(context):

@@ -17,8 +17,7 @@ from typing import Any
 from connections import Broker, ToolInputError, Toolset, TurnBuildError, acting_for
 
 from ..errors import CliError
-from ..mcp.tool_calls import missing_tool
-from ..mcp.toolsets import ToolCatalog
+from ..mcp.toolsets import ToolCatalog, missing_tool
 from ._broker_run import run_with_broker
 from ._common import add_project_args, json_object_arg
 from .project import load

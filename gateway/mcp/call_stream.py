@@ -9,9 +9,11 @@ its own request id (handshake era) or its own POST closed (2026-07-28), as for a
 
 Only a call whose request asks for something besides the result (a `progressToken`, or a log level:
 `io.modelcontextprotocol/logLevel` in `_meta` at 2026-07-28, the peer's `logging/setLevel` at
-the handshake versions) is answered with `text/event-stream`: its upstream's notifications about
-it, then the answer, each an SSE `message` event (`stream_answer`). Every other call keeps the plain
-JSON answer, the hot path.
+the handshake versions), or a handshake peer's that declared `elicitation` / `sampling`, is answered
+with `text/event-stream`: its upstream's notifications and questions about it, then the answer, each
+an SSE `message` event (`stream_answer`). Every other call keeps the plain JSON answer, the hot path.
+The two answers are the two HTTP channels of the executor (`gateway/mcp/pipeline.py`): `JsonAnswer`
+and `SseAnswer` implement `CallChannel` (notify, ask, cancel) once each.
 """
 
 from __future__ import annotations
@@ -22,18 +24,22 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
 
 import anyio
+import mcp_types as mt
 import pydantic_core
+from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 from starlette.types import Receive, Scope, Send
 
-from connections.serving import CallContext, calling, log_level_value
+from connections.serving import PLAIN, CallRequest, log_level_value
 
-from ..runtime import Runtime
+from .peers.asks import PeerAsks
 from .peers.calls import Peer, PeerCalls
 
 __all__ = [
     "QUEUED",
-    "call_context",
+    "JsonAnswer",
+    "SseAnswer",
+    "call_request",
     "peer_cancelled",
     "peer_of",
     "principal_id",
@@ -66,24 +72,73 @@ _SSE_HEADERS = [
 ]
 
 
-def call_context(runtime: Runtime, peer: Peer, params: Mapping[str, Any], *, modern: bool) -> CallContext:
-    """The context of a peer's `tools/call` with `params` (schema-checked): its progress token and log
-    level; a `sink` is set (by `stream_answer`) only when it asks for either."""
+def call_request(peers: PeerCalls, peer: Peer, params: Mapping[str, Any], *, modern: bool) -> CallRequest:
+    """What a peer's `tools/call` with `params` (schema-checked) asks for besides the result: its progress
+    token and log level (a 2026-07-28 peer's `_meta` key; a handshake peer's `logging/setLevel`)."""
     meta = params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, Mapping) else None
     if type(token) not in (str, int):
         token = None
     level = meta.get(LOG_LEVEL_META_KEY) if modern and isinstance(meta, Mapping) else None
     if not modern:
-        level = runtime.peers.level(peer)
-    context = CallContext(progress_token=token, log_level=level if log_level_value(level) is not None else None)
-    if context.progress_token is not None or context.log_level is not None:
-        context.sink = _unset_sink
-    return context
+        level = peers.level(peer)
+    if token is None and log_level_value(level) is None:
+        return PLAIN
+    return CallRequest(progress_token=token, log_level=level if log_level_value(level) is not None else None)
 
 
-def _unset_sink(method: str, params: dict[str, Any]) -> None:  # pragma: no cover - replaced by stream_answer
-    raise AssertionError("the call's sink is set by stream_answer")
+class JsonAnswer:
+    """The channel of a call answered with one JSON body: nothing reaches the peer before the answer, and
+    cancelling it cancels the task that runs the call (as asyncio cancels a task: `until_gone`)."""
+
+    __slots__ = ("cancelled_by", "task")
+
+    def __init__(self) -> None:
+        self.task: asyncio.Task[Any] | None = None
+        self.cancelled_by: str | None = None
+        """Why the call was cancelled, for the writer's own answer."""
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        return None
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        raise MCPError(code=mt.INVALID_REQUEST, message=f"{method} cannot reach the caller of this tool call")
+
+    def cancel(self, reason: str) -> None:
+        if self.cancelled_by is None:
+            self.cancelled_by = reason
+        if self.task is not None:
+            self.task.cancel()
+
+
+class SseAnswer(JsonAnswer):
+    """The channel of a call answered with `text/event-stream`: each notification, and each question for a
+    handshake peer (waiting in `PeerAsks` for its POSTed answer), is an event before the answer."""
+
+    __slots__ = ("_asks", "_principal", "queued", "wake")
+
+    def __init__(self, asks: PeerAsks, principal: str) -> None:
+        super().__init__()
+        self._asks, self._principal = asks, principal
+        self.queued: deque[bytes] = deque()
+        self.wake = anyio.Event()
+
+    def notify(self, method: str, params: dict[str, Any]) -> None:
+        if len(self.queued) >= QUEUED:  # a peer that reads slower than the upstream talks loses the oldest
+            self.queued.popleft()
+        self.queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
+        self.wake.set()
+
+    def _write(self, request: dict[str, Any]) -> None:  # in order with the notifications
+        self.queued.append(_event(request))
+        self.wake.set()
+
+    async def ask(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return await self._asks.ask(self._principal, self._write, method, params, call=self)
+
+    def ended(self) -> None:
+        """The answer is written (or abandoned): the questions still waiting for the peer end now."""
+        self._asks.ended(self)
 
 
 def peer_cancelled(peers: PeerCalls, peer: Peer, params: Any) -> None:
@@ -123,19 +178,19 @@ async def _watch(receive: Receive, cancel: Callable[[str], None]) -> None:
 
 
 async def until_gone(
-    receive: Receive, peers: PeerCalls, peer: Peer, request_id: Any, call: Awaitable[_T], context: CallContext
+    receive: Receive, peers: PeerCalls, peer: Peer, request_id: Any, call: Awaitable[_T], channel: JsonAnswer
 ) -> _T | None:
-    """`call`'s value; None when the peer cancelled it or went away first (`context.cancelled_by` says which).
+    """`call`'s value; None when the peer cancelled it or went away first (`channel.cancelled_by` says which).
 
     Every lane call comes through here, so it is kept cheap (`bench/bench_gateway_ab.py`): the call is
     cancelled as asyncio cancels a task (`context.cancel` cancels this task; `asyncio.timeout` works
-    the same way), not in an anyio cancel scope, and the POST's connection is watched only once the
+    the same way: `channel.cancel`), not in an anyio cancel scope, and the POST's connection is watched only once the
     call has run `WATCH_AFTER` seconds (asking uvicorn for the next ASGI message costs it a read
     resume); a peer that left earlier is noticed then."""
     task = asyncio.current_task()
     assert task is not None
-    context.scope = task
-    cancel = context.cancel
+    channel.task = task
+    cancel = channel.cancel
     key = peers.started(peer, request_id, cancel)
     loop = task.get_loop()
     watching: list[asyncio.Task[None]] = []
@@ -143,11 +198,11 @@ async def until_gone(
     try:
         return await call
     except asyncio.CancelledError:
-        if context.cancelled_by is None or task.uncancel() > 0:
+        if channel.cancelled_by is None or task.uncancel() > 0:
             raise  # not (only) ours: the server is stopping
         return None
     finally:
-        context.scope = None  # a late cancel() cancels nothing
+        channel.task = None  # a late cancel() cancels nothing
         timer.cancel()
         if watching:
             watching[0].cancel()
@@ -170,48 +225,35 @@ async def stream_answer(
     peers: PeerCalls,
     peer: Peer,
     request_id: Any,
-    context: CallContext,
+    channel: SseAnswer,
     answer: Callable[[], Awaitable[dict[str, Any]]],
 ) -> None:
-    """Answer with an SSE stream: the notifications `context` collects while `answer()` runs, then its payload.
+    """Answer with an SSE stream: what `channel` collects while `answer()` runs, then its payload.
 
-    `answer()` runs the call with `context` current (`calling`) and returns the JSON-RPC answer
-    (result or error). A call the peer cancelled ends the stream without an answer."""
-    queued: deque[bytes] = deque()
-    wake = anyio.Event()
-
-    def sink(method: str, params: dict[str, Any]) -> None:
-        if len(queued) >= QUEUED:  # a peer that reads slower than the upstream talks loses the oldest
-            queued.popleft()
-        queued.append(_event({"jsonrpc": "2.0", "method": method, "params": params}))
-        wake.set()
-
-    def ask(request: dict[str, Any]) -> None:  # a question for the peer (mcp/peers/asks.py), in order with the rest
-        nonlocal wake
-        queued.append(_event(request))
-        wake.set()
-
-    context.sink = sink
-    context.asker = ask
+    `answer()` runs the call (the executor, with `channel`) and returns the JSON-RPC answer (result or
+    error). A call the peer cancelled ends the stream without an answer; the questions it still has
+    waiting for the peer end with it."""
     outcome: list[dict[str, Any] | None] = []
 
     async def run() -> None:
-        nonlocal wake
         try:
-            with calling(context):
-                outcome.append(await until_gone(receive, peers, peer, request_id, answer(), context))
+            outcome.append(await until_gone(receive, peers, peer, request_id, answer(), channel))
         finally:
-            wake.set()
+            channel.wake.set()
 
     await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        while not outcome:
-            await wake.wait()
-            wake = anyio.Event()
-            while queued:
-                await send({"type": "http.response.body", "body": queued.popleft(), "more_body": True})
-    for event in queued:  # what came in while the answer was being made
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run)
+            queued = channel.queued
+            while not outcome:
+                await channel.wake.wait()
+                channel.wake = anyio.Event()
+                while queued:
+                    await send({"type": "http.response.body", "body": queued.popleft(), "more_body": True})
+    finally:
+        channel.ended()
+    for event in channel.queued:  # what came in while the answer was being made
         await send({"type": "http.response.body", "body": event, "more_body": True})
     payload = outcome[0]
     last = _event(payload) if payload is not None else b""

@@ -5,7 +5,8 @@ Through the SDK, every POST pays for plumbing around the handler: at the handsha
 manager's task group; at 2026-07-28 a `tools/list` of the whole catalog on every call that has
 arguments (to check `Mcp-Param-*` headers), a dispatch context, a connection and a runner. This
 lane answers the two requests that make the traffic with the same checks, in the same order, and
-the same handlers (`mcp_tools.tools_call_result`, `tools_list_result`), writing what the SDK writes:
+the same bodies (a `tools/call` becomes a `CallPlan` run by the one executor, `gateway/mcp/pipeline.py`;
+`tools/list` is `tools.tools_list_result`), writing what the SDK writes:
 
 1. the transport's checks: `Content-Type` and `Accept` (else the SDK answers 400/406/415);
 2. at 2026-07-28 (the `MCP-Protocol-Version` header names no handshake version), the inbound
@@ -15,20 +16,24 @@ the same handlers (`mcp_tools.tools_call_result`, `tools_list_result`), writing 
 3. the spec's params schema for the version (INVALID_PARAMS);
 4. at 2026-07-28, the `Mcp-Param-*` headers of a tool whose input schema marks parameters
    `x-mcp-header`, against the catalog's cached schema, not a fresh listing (-32020);
-5. the handler, then the result validated and shaped for the peer's version (a 2026-07-28 result
-   gets `resultType` and this server's `serverInfo` stamp).
+5. the tool resolved once (an unknown one is INVALID_PARAMS), the plan run by the executor, then
+   the result validated and shaped for the peer's version (a 2026-07-28 result gets `resultType`
+   and this server's `serverInfo` stamp).
 
-Anything else (another method, a notification, an envelope with extra members, a server whose
-middleware or tracing would observe the request) returns False and goes to the SDK's manager,
-unchanged. `tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to the SDK's.
+With OpenTelemetry tracing on the lane still answers: it opens the span the SDK's middleware would
+(`pipeline.mcp_span`), so turning tracing on changes nothing a peer gets. Anything else (another
+method, a notification, an envelope with extra members, an id that is neither a string nor an
+integer, a server with a middleware of its own on these methods) returns False and goes to the
+SDK's manager, unchanged, whose `tools/call` handler runs the same executor.
+`tests/gateway/mcp/test_mcp_lane.py` requires every answer equal to the SDK's.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from mcp.server._otel import OpenTelemetryMiddleware
@@ -60,22 +65,26 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSI
 from pydantic import ValidationError
 from starlette.types import Receive, Scope, Send
 
-from connections.serving import SignInRequired, tracing_enabled
+from connections import TurnTool
+from connections.serving import PLAIN, tracing_enabled
 
 from ..auth.chain import Principal
 from ..http.json_pieces import answer_pieces
 from ..policy import caller_of
 from ..runtime import Runtime
 from .call_stream import (
-    call_context,
+    JsonAnswer,
+    SseAnswer,
+    call_request,
     peer_cancelled,
     peer_of,
     send_accepted,
     stream_answer,
     until_gone,
 )
-from .peers.input import PeerCall, peer_call
-from .tools import server_tool, tools_call_result, tools_list_result
+from .peers.calls import Peer
+from .pipeline import CallPlan, lookup, mcp_span, target_of
+from .tools import tools_list_result
 
 __all__ = ["serve_lane"]
 
@@ -113,8 +122,8 @@ def _content_type_ok(content_type: str | None) -> bool:
 
 def _sdk_adds_nothing(server: Server[Any]) -> bool:
     """Whether the SDK's kernel around the handlers would do only what the lane does: the server's
-    only middleware acting on these methods is the SDK's OpenTelemetry one with no tracer provider
-    installed (its span would record nothing), and neither method has a cache hint."""
+    only middleware acting on these methods is the SDK's OpenTelemetry one (the lane opens the same
+    span itself when tracing is on: `pipeline.mcp_span`), and neither method has a cache hint."""
     # A middleware that names the only methods it acts on (`only_methods`, e.g. gateway/mcp/instructions.py's)
     # observes none of the lane's.
     middleware = [m for m in server.middleware if _METHODS.intersection(getattr(m, "only_methods", _METHODS))]
@@ -122,7 +131,6 @@ def _sdk_adds_nothing(server: Server[Any]) -> bool:
         len(middleware) == 1
         and isinstance(middleware[0], OpenTelemetryMiddleware)
         and not _METHODS.intersection(server.cache_hints)
-        and not tracing_enabled()
     )
 
 
@@ -140,7 +148,8 @@ async def serve_lane(
     `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202)."""
     if type(body) is not dict:
         return False
-    method, ident = body.get("method"), body.get("id")
+    method = body.get("method")
+    ident: str | int = body.get("id")  # pyright: ignore[reportAssignmentType]  # checked just below
     if method == "notifications/cancelled":
         peer_cancelled(runtime.peers, peer_of(scope), body.get("params"))
         return False
@@ -155,6 +164,7 @@ async def serve_lane(
     modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
     params: dict[str, Any] | None = body.get("params")
     headers: list[tuple[str, str]] = []
+    found: tuple[Any, ...] | None = None  # the catalog's answer for the tool, looked up once
     try:
         if modern:
             headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
@@ -164,7 +174,8 @@ async def serve_lane(
                 return True
             version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
             if method == "tools/call":  # before the params schema, as in the SDK's entry
-                rejection = await _param_rejection(runtime, scope, params, headers)
+                found = await _lookup(runtime, params, caller_of(scope))
+                rejection = _param_rejection(scope, params, headers, found)
                 if rejection is not None:
                     await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
                     return True
@@ -174,29 +185,25 @@ async def serve_lane(
         if method == "tools/call":
             assert params is not None  # the schema requires them
             who = peer_of(scope, modern=modern)  # the principal, and a handshake peer's session (mcp/peers/sessions.py)
-            principal, session = who
-            context = call_context(runtime, who, params, modern=modern)
-            peer = await peer_call(runtime, principal, params, context, session)  # asks: mcp/peers/input.py
-            if context.sink is not None:
-                # An unknown tool is refused before the answer turns into a stream (at 2026-07-28 its
-                # error has an HTTP status of its own, which a stream's 200 could not carry).
-                with contextlib.suppress(SignInRequired):  # answered by the call itself: a way to sign in
-                    await server_tool(runtime, params["name"], caller_of(scope))
-                run_call = functools.partial(
-                    _answer, server, runtime, ident, version, params, peer, principal, caller_of(scope), modern=modern
-                )
-                await stream_answer(send, receive, runtime.peers, who, ident, context, run_call)
+            # An unknown tool is refused before the answer can turn into a stream (at 2026-07-28 its
+            # error has an HTTP status of its own, which a stream's 200 could not carry).
+            caller = caller_of(scope)
+            target = await target_of(runtime, params["name"], caller, found)
+            plan = _plan(runtime, who, caller, ident, target, params, version, modern=modern)
+            if plan.answer == "sse":
+                channel = SseAnswer(runtime.asks, who[0])
+                run_call = functools.partial(_answer, server, runtime, plan, channel)
+                await stream_answer(send, receive, runtime.peers, who, ident, channel, run_call)
                 return True
-            call = tools_call_result(
-                runtime, params["name"], params.get("arguments"), peer, principal, caller_of(scope)
-            )
-            found = await until_gone(receive, runtime.peers, who, ident, call, context)
-            if found is None:
+            plain = JsonAnswer()
+            call = runtime.executor.execute(plan, plain)
+            done = await until_gone(receive, runtime.peers, who, ident, call, plain)
+            if done is None:
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
                 return True
-            result, found = found, None  # one reference: the answer written in pieces releases the result
+            result, done = done, None  # one reference: the answer written in pieces releases the result
         else:
-            result = await tools_list_result(runtime, caller_of(scope))
+            result = await _listed(runtime, version, ident, caller_of(scope))
         wire = _shaped(server, method, version, result, modern=modern)
     except Exception as exc:
         await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)
@@ -217,24 +224,75 @@ def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -
     return verdict if isinstance(verdict, InboundLadderRejection) else None
 
 
-async def _param_rejection(
-    runtime: Runtime, scope: Scope, params: Any, headers: list[tuple[str, str]]
+async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any, ...] | None:
+    """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
+    is not a string: the params schema rejects it)."""
+    name = params.get("name") if isinstance(params, Mapping) else None
+    return await lookup(runtime, name, caller) if isinstance(name, str) else None
+
+
+def _param_rejection(
+    scope: Scope, params: Any, headers: list[tuple[str, str]], found: tuple[Any, ...] | None
 ) -> InboundLadderRejection | None:
     """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (malformed params
     and an unknown tool are dispatch's to reject), but from the catalog's cached listing rather than
     a fresh `tools/list`. `params` passed the ladder, so it is an object."""
-    name, arguments = params.get("name"), params.get("arguments")
-    if not isinstance(name, str) or (arguments is not None and not isinstance(arguments, Mapping)):
+    arguments = params.get("arguments")
+    if found is None or (arguments is not None and not isinstance(arguments, Mapping)):
         return None
     if not arguments and not any(k.startswith(_PARAM_PREFIX) for k, _ in scope["headers"]):
         return None  # no argument values and no `Mcp-Param-*` header: nothing can disagree
-    tool, _, _ = await runtime.catalog.tool(name, None)
+    tool = found[0]
     if tool is None or not tool.header_params:
         return None  # no annotated parameter: no header can be out of line
     rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))
     if rejection is not None and not _envelope_lists(params["_meta"]):
         return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
     return rejection
+
+
+def _plan(
+    runtime: Runtime,
+    who: Peer,
+    caller: Principal,
+    ident: str | int,
+    target: TurnTool,
+    params: dict[str, Any],
+    version: str,
+    *,
+    modern: bool,
+) -> CallPlan:
+    """The call's plan: what it asks for besides the result, and whether its answer streams (a progress
+    token, a log level, or a handshake peer whose sealed session declares `elicitation` / `sampling`)."""
+    principal, session = who
+    request = call_request(runtime.peers, who, params, modern=modern)
+    streams = request is not PLAIN
+    if not modern and session is not None:
+        declared = runtime.request_states.open_session(session, principal)
+        if declared:
+            request, streams = replace(request, capabilities=declared), True
+    return CallPlan(
+        request_id=ident,
+        target=target,
+        arguments=params.get("arguments"),
+        params=params,
+        principal=principal,
+        caller=caller,
+        version=version,
+        modern=modern,
+        request=request,
+        answer="sse" if streams else "json",
+    )
+
+
+async def _listed(runtime: Runtime, version: str, ident: object, caller: Principal) -> dict[str, Any]:
+    """`tools/list` as `caller` may see it, in the span the SDK's middleware would open when tracing is on."""
+    if not tracing_enabled():
+        return await tools_list_result(runtime, caller)
+    with mcp_span("tools/list", None, version, ident, None) as done:
+        result = await tools_list_result(runtime, caller)
+        done(result)
+        return result
 
 
 def _envelope_lists(meta: Mapping[str, Any]) -> bool:
@@ -337,25 +395,15 @@ def _error_payload(ident: Any, error: ErrorData, *, modern: bool) -> dict[str, A
     return {"jsonrpc": "2.0", "id": ident, "error": dumped}
 
 
-async def _answer(
-    server: Server[Any],
-    runtime: Runtime,
-    ident: Any,
-    version: str,
-    params: dict[str, Any],
-    peer: PeerCall | None,
-    principal: str,
-    caller: Principal,
-    *,
-    modern: bool,
-) -> dict[str, Any]:
-    """The whole JSON-RPC answer to a `tools/call` (run with its `CallContext` current): the
-    result shaped for the peer's version, or the error the JSON answer would carry."""
+async def _answer(server: Server[Any], runtime: Runtime, plan: CallPlan, channel: SseAnswer) -> dict[str, Any]:
+    """The whole JSON-RPC answer to a streamed `tools/call`: the executor's result shaped for the peer's
+    version, or the error the JSON answer would carry."""
     try:
-        result = await tools_call_result(runtime, params["name"], params.get("arguments"), peer, principal, caller)
-        return {"jsonrpc": "2.0", "id": ident, "result": _shaped(server, "tools/call", version, result, modern=modern)}
+        result = await runtime.executor.execute(plan, channel)
+        wire = _shaped(server, "tools/call", plan.version, result, modern=plan.modern)
+        return {"jsonrpc": "2.0", "id": plan.request_id, "result": wire}
     except Exception as exc:
-        return _error_payload(ident, _error_data(exc, modern=modern), modern=modern)
+        return _error_payload(plan.request_id, _error_data(exc, modern=plan.modern), modern=plan.modern)
 
 
 def _serialized(payload: dict[str, Any], *, modern: bool) -> list[bytes]:

@@ -45,7 +45,6 @@ from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # th
 from .task_capability import TASKS_EXTENSION
 from .task_owners import TaskGone
 from .tasks import Refused, error_answer, gone_task, open_task, start_task, task_request, write_answer
-from .tools import server_tool
 
 __all__ = ["serve_task_extension"]
 
@@ -112,7 +111,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
 
 
 async def _create(runtime: Runtime, principal: Principal, params: Mapping[str, Any]) -> dict[str, Any]:
-    await server_tool(runtime, params["name"], principal)  # an unknown (or hidden) name: -32602 as on the lane
+    # an unknown (or hidden) name: -32602 as on the lane (`start_task` resolves it)
     handle, created = await start_task(runtime, principal, params["name"], params.get("arguments"), None)
     if handle is None:
         return {**created, "resultType": "complete"}

@@ -51,8 +51,8 @@ from ..http._asgi import header
 from ..policy import caller_of, connection_target
 from ..runtime import Runtime
 from ..state.request_state import SealedTask
+from .pipeline import resolve
 from .task_owners import TaskGone
-from .tools import server_tool
 
 __all__ = [
     "RELATED_TASK_META_KEY",
@@ -132,7 +132,7 @@ async def start_task(
     id, or (None, the `CallToolResult`) from an upstream that ran it at once. Raises `Refused`, `MCPError`
     (an unknown tool, or one the policy hides from `caller`), `ConnectionsError`."""
     principal = caller.id
-    tool = await server_tool(runtime, name, caller)
+    tool = await resolve(runtime, name, caller)
     connection = tool.connection
     defn = runtime.project.connections.get(connection) if connection is not None else None
     own_sessions = defn is not None and (defn.auth is not None or defn.upstream_sessions == "per_principal")

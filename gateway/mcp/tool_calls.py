@@ -8,67 +8,16 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, TurnProblem, acting_for
+from connections import ConnectionsError, SessionInfo, ToolInputError, ToolOutcome, acting_for
 
 from ..auth.chain import Principal
-from ..errors import (
-    ApiError,
-    AuthorizationServerDown,
-    CallRefused,
-    ConnectionFailed,
-    ConnectionNeedsLogin,
-    ConnectionNotListed,
-    ConnectionTimedOut,
-    InvalidContinuationToken,
-    InvalidToolInput,
-    SessionBusy,
-    ToolHeldBack,
-    UnknownTool,
-)
+from ..errors import CallRefused, InvalidContinuationToken, InvalidToolInput, SessionBusy, ToolHeldBack
 from ..policy import as_principal, callable_tool
 from ..runtime import Runtime
 from ..sessions import LiveSession, parse_continuation_token
+from .toolsets import missing_tool
 
-__all__ = ["bind_session", "call_tool", "connection_errors", "missing_tool"]
-
-_NOT_LISTED: dict[str, type[ConnectionNotListed]] = {
-    "connection_unavailable": ConnectionNotListed,
-    "connection_starting": ConnectionNotListed,
-    "environment_variable_missing": ConnectionNotListed,
-    "account_not_configured": ConnectionNotListed,
-    "authorization_server_unreachable": AuthorizationServerDown,
-    "connection_unauthorized": ConnectionNeedsLogin,
-    "account_unauthorized": ConnectionNeedsLogin,
-    "upstream_timeout": ConnectionTimedOut,
-    "listing_timeout": ConnectionTimedOut,
-}
-
-
-def connection_errors(problems: list[TurnProblem]) -> list[dict[str, Any]]:
-    return [p.to_json() for p in problems]
-
-
-def missing_tool(name: str, available: list[str], problems: list[TurnProblem], verb: str = "callable tool") -> ApiError:
-    """The refusal for a tool `name` that the listing lacks: 404 `unknown_tool` when every connection was
-    listed; else the cause of the connection that could not be (the tool may be there): its code and a
-    status that fits (401, 502, 503, 504), naming the connection."""
-    shown = repr(name[:64])
-    extra: dict[str, Any] = {"available": available}
-    if not problems:
-        return UnknownTool(f"no {verb} named {shown}", **extra)
-    extra["connectionErrors"] = connection_errors(problems)
-    # A problem about this very tool (a collision, an invalid name) is the cause; else the first failing connection.
-    cause = next((p for p in problems if p.tool == name), problems[0])
-    failing = sorted({p.connection for p in problems if p.connection is not None})
-    names = ", ".join(repr(c) for c in failing)
-    kind = _NOT_LISTED.get(cause.code, ConnectionFailed)
-    return kind(
-        f"no listed connection offers a tool named {shown}, and connection{'s' if len(failing) != 1 else ''} "
-        f"{names} could not be listed, so it may be there: {cause}",
-        connection=cause.connection,
-        cause=cause.code,
-        **extra,
-    )
+__all__ = ["bind_session", "call_tool"]
 
 
 async def bind_session(

@@ -12,7 +12,8 @@ from connections import TurnTool
 
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response, read_object
-from ..mcp.tool_calls import bind_session, call_tool, connection_errors, missing_tool
+from ..mcp.tool_calls import bind_session, call_tool
+from ..mcp.toolsets import connection_errors, missing_tool
 from ..policy import visible_tools
 from ..runtime import principal_of, runtime_of
 

@@ -62,9 +62,15 @@ class Served:
 
 
 def serve(
-    project: Path, state_root: Path, *flags: str, env: dict[str, str] | None = None, port: int | None = None
+    project: Path,
+    state_root: Path,
+    *flags: str,
+    env: dict[str, str] | None = None,
+    port: int | None = None,
+    launcher: Sequence[str] | None = None,
 ) -> Served:
-    """Start `agent-sdk serve` and wait until it answers `/v1/health`."""
+    """Start `agent-sdk serve` and wait until it answers `/v1/health`; `launcher` runs it instead of this
+    interpreter (e.g. `opentelemetry-instrument agent-sdk`, as an operator turns tracing on)."""
     port = port or free_port()
     log = state_root.parent / f"serve-{port}.log"
     state_root.mkdir(parents=True, exist_ok=True)
@@ -73,9 +79,7 @@ def serve(
     with open(log, "wb") as out:
         proc = subprocess.Popen(
             [
-                sys.executable,
-                "-c",
-                "from gateway.cli import entrypoint; entrypoint()",
+                *(launcher or (sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()")),
                 "serve",
                 "--dir",
                 str(project),
@@ -179,11 +183,16 @@ def assert_clean(body: str, secrets: Sequence[str] = ()) -> None:
 
 @contextmanager
 def serving(
-    tmp_path_factory: pytest.TempPathFactory, name: str, connections: dict[str, str], *flags: str
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    connections: dict[str, str],
+    *flags: str,
+    env: dict[str, str] | None = None,
+    launcher: Sequence[str] | None = None,
 ) -> Iterator[Served]:
     """`agent-sdk serve` on a fresh project with `connections`; stopped afterwards, its log checked clean."""
     root = tmp_path_factory.mktemp(name)
-    served = serve(make_project(root / "project", connections), root / "state", *flags)
+    served = serve(make_project(root / "project", connections), root / "state", *flags, env=env, launcher=launcher)
     try:
         yield served
     finally:

@@ -12,10 +12,11 @@ Per protocol pairing (peer, upstream), what the gateway forwards (docs/http-api.
   - a handshake upstream's mid-call question holds the call open and becomes an
     `InputRequiredResult` naming it, whose sealed state names the held call; the retry's answer
     goes to the waiting upstream request.
-- handshake peer: it declared the features at `initialize`, sealed in its `Mcp-Session-Id`
-  (`gateway/mcp/peers/sessions.py`). Its answer streams (SSE), and every question (a handshake upstream's
-  mid-call request, or a 2026-07-28 upstream's `InputRequiredResult`, driven by the pool) is asked
-  of it on that stream (`gateway/mcp/peers/asks.py`).
+- handshake peer: it declared the features at `initialize` (on HTTP sealed in its `Mcp-Session-Id`,
+  `gateway/mcp/peers/sessions.py`; on `serve --stdio` in the SDK's session). Its answer is a stream
+  (SSE, or the stdio session), and every question (a handshake upstream's mid-call request, or a
+  2026-07-28 upstream's `InputRequiredResult`, driven by the pool) is asked of it on that stream
+  through the call's channel (`CallChannel.ask`; on HTTP `gateway/mcp/peers/asks.py` waits for the POSTed answer).
 
 A request without those capabilities, `inputResponses` or `requestState` takes the plain path
 (no context): the hot path pays a few dict lookups here.
@@ -24,26 +25,32 @@ A request without those capabilities, `inputResponses` or `requestState` takes t
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
-import mcp_types as mt
-from mcp.shared.exceptions import MCPError
 from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
 
-from connections import ToolOutcome
-from connections.serving import CallContext, InputHandler, calling
+from connections import ToolOutcome, TurnTool
+from connections.serving import CallChannel, CallContext, CallRequest, InputHandler
 
-from ...runtime import Runtime
 from ...state.request_state import RequestStates, SealedState
 from ..sign_in import SIGN_IN_KEY
-from .asks import PeerAsks
 from .held import HeldCall, HeldCalls
 
-__all__ = ["INPUT_FEATURES", "PeerCall", "declared_input", "peer_call"]
+__all__ = ["INPUT_FEATURES", "InputServices", "PeerCall", "declared_input", "peer_input"]
 
 INPUT_FEATURES = ("elicitation", "sampling")
 _INPUT_REQUIRED = "input_required"
+
+
+class InputServices(Protocol):
+    """What a peer's input requests need from the app: the `requestState` sealer and the held calls."""
+
+    @property
+    def request_states(self) -> RequestStates: ...
+
+    @property
+    def held(self) -> HeldCalls: ...
 
 
 def declared_input(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -59,42 +66,28 @@ def declared_input(params: Mapping[str, Any]) -> dict[str, Any]:
 
 @dataclass(slots=True)
 class PeerCall:
-    """One peer's `tools/call` that can answer input requests, or retries with answers."""
+    """A 2026-07-28 peer's `tools/call` that can answer input requests, or retries with answers: it runs held."""
 
     context: CallContext
     principal: str
     tool: str
     connection: str | None
     sealer: RequestStates
-    held_calls: HeldCalls | None = None
-    """A 2026-07-28 peer's: its call runs held (None: a handshake peer, asked on its SSE answer)."""
+    held_calls: HeldCalls
     held: HeldCall | None = None
     """The held call a retry continues; after `run`, the one still held for the next retry."""
-    asks: PeerAsks | None = None
-    """A handshake peer's: where its questions wait, dropped when the call ends."""
 
     async def run(self, call: Callable[[], Awaitable[ToolOutcome]]) -> dict[str, Any]:
-        """The call's result as JSON, run as this peer can be asked (module docstring). Raises what the call raises."""
-        held_calls = self.held_calls
-        if held_calls is None:
-            return await self._asked_on_its_stream(call)
+        """The call's result as JSON, run held (module docstring). Raises what the call raises."""
 
         async def result() -> dict[str, Any]:
             return (await call()).mcp_result()
 
+        held_calls = self.held_calls
         held = self.held or held_calls.start(self.principal, self.tool, self.context, result)
         answer = await held_calls.next(held)
         self.held = held if held.id in held_calls else None
         return answer
-
-    async def _asked_on_its_stream(self, call: Callable[[], Awaitable[ToolOutcome]]) -> dict[str, Any]:
-        """A handshake peer's call: its questions go on its answer stream, and end with the call."""
-        try:
-            with calling(self.context):
-                return (await call()).mcp_result()
-        finally:
-            if self.asks is not None:
-                self.asks.ended(self.context)  # its questions still waiting are answered by nobody now
 
     def finish(self, result: dict[str, Any]) -> dict[str, Any]:
         """`result`, with an `InputRequiredResult`'s `requestState` sealed for this peer's retry."""
@@ -111,75 +104,65 @@ class PeerCall:
         return {**result, "requestState": self.sealer.seal(sealed)}
 
 
-def _modern(params: Mapping[str, Any]) -> bool:
-    meta = params.get("_meta")
-    return isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta
-
-
-async def peer_call(
-    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext, session: str | None = None
-) -> PeerCall | None:
-    """What a peer's `tools/call` carries for input requests (module docstring), set on the call's
-    `context`; None: nothing, the plain path. `session` is the request's `Mcp-Session-Id`.
+async def peer_input(
+    services: InputServices,
+    principal: str,
+    tool: TurnTool,
+    params: Mapping[str, Any],
+    request: CallRequest,
+    channel: CallChannel,
+    *,
+    modern: bool,
+) -> tuple[CallContext | None, PeerCall | None]:
+    """The context a peer's `tools/call` runs with (None: nothing but the result, the plain path), and, for a
+    2026-07-28 peer that can answer input requests or retries, its held call (module docstring).
+    `request.capabilities` are what a handshake peer declared at `initialize`.
 
     Raises `RequestStateRefused` for a `requestState` the gateway will not honour, `MCPError`
     (INVALID_PARAMS) for a retry whose held call is gone or whose answers are missing."""
-    if session is not None and not _modern(params):
-        return _handshake_peer(runtime, principal, params, context, session)
+    if not modern:
+        declared = request.capabilities or {}
+        if not declared:
+            return _plain(request, channel), None
+        return CallContext(
+            request,
+            channel,
+            elicitation=_asking(channel, "elicitation/create") if "elicitation" in declared else None,
+            sampling=_asking(channel, "sampling/createMessage") if "sampling" in declared else None,
+        ), None
     declared = declared_input(params)
     state, responses = params.get("requestState"), params.get("inputResponses")
     if not declared and state is None and responses is None:
-        return None
-    name: str = params["name"]
-    tool, _, _ = await runtime.catalog.tool(name, None)
+        return _plain(request, channel), None
+    name = tool.name
     answers = dict(responses) if isinstance(responses, Mapping) else None
     if answers is not None:
         answers.pop(SIGN_IN_KEY, None)  # the gateway's own sign-in question (sign_in.py): not the upstream's
         answers = answers or None
-    peer = PeerCall(
-        context, principal, name, tool.connection if tool is not None else None, runtime.request_states, runtime.held
-    )
-    context.capabilities = declared
-    context.pass_input_required = True
-    context.input_responses = answers
+    held: HeldCall | None = None
+    upstream_state: str | None = None
     if state is not None:
-        opened = await runtime.request_states.open(state, principal, name)
+        opened = await services.request_states.open(state, principal, name)
         if opened.pending is not None:  # the answers are for the held call's questions, not the upstream's
-            peer.held = runtime.held.find(opened.pending, principal, name)
-            runtime.held.answer(peer.held, answers)
-            context.input_responses = None
-        context.request_state = opened.upstream
-    return peer
+            held = services.held.find(opened.pending, principal, name)
+            services.held.answer(held, answers)
+            answers = None
+        upstream_state = opened.upstream
+    asked = replace(
+        request, capabilities=declared, pass_input_required=True, input_responses=answers, request_state=upstream_state
+    )
+    context = CallContext(asked, channel)
+    return context, PeerCall(context, principal, name, tool.connection, services.request_states, services.held, held)
 
 
-def _handshake_peer(
-    runtime: Runtime, principal: str, params: Mapping[str, Any], context: CallContext, session: str
-) -> PeerCall | None:
-    """A handshake-era peer whose sealed session says what it can answer (`gateway/mcp/peers/sessions.py`): its
-    answer streams, and the upstream's questions (mid-call, or a 2026-07-28 upstream's
-    `InputRequiredResult` driven by the pool) are asked of it on that stream (`gateway/mcp/peers/asks.py`)."""
-    declared = runtime.request_states.open_session(session, principal)
-    if not declared:
-        return None
-    context.capabilities = declared
-    if "elicitation" in declared:
-        context.elicitation = _asking(runtime.asks, principal, context, "elicitation/create")
-    if "sampling" in declared:
-        context.sampling = _asking(runtime.asks, principal, context, "sampling/createMessage")
-    if context.sink is None:
-        context.sink = _no_notifications  # an SSE answer, so that questions can ride it
-    name: str = params["name"]
-    return PeerCall(context, principal, name, None, runtime.request_states, asks=runtime.asks)
+def _plain(request: CallRequest, channel: CallChannel) -> CallContext | None:
+    if request.progress_token is None and request.log_level is None:
+        return None  # the hot path: no context at all
+    return CallContext(request, channel)
 
 
-def _no_notifications(_method: str, _params: dict[str, Any]) -> None:  # pragma: no cover - replaced when streamed
-    return None
-
-
-def _asking(asks: PeerAsks, principal: str, context: CallContext, method: str) -> InputHandler:
+def _asking(channel: CallChannel, method: str) -> InputHandler:
     async def ask(params: dict[str, Any]) -> dict[str, Any]:
-        if context.asker is None:  # an answer that does not stream (the SDK's path): nowhere to ask
-            raise MCPError(code=mt.INVALID_REQUEST, message=f"{method} cannot reach the caller of this tool call")
-        return await asks.ask(principal, context.asker, method, params, call=context)
+        return await channel.ask(method, params)
 
     return ask

@@ -110,6 +110,7 @@ HUB_SUBJECT = "agent-sdk"
 """Whom the OAuth upstream's `whoami` answers for the hub's calls: the subject the hub's `--non-interactive`
 login signs in as (its default user name, `oauth.follow_redirects`), so a call carrying the hub's own token."""
 
+
 @pytest.fixture(scope="module")
 def everything() -> Iterator[Upstream]:
     """This module's own reference server (Streamable HTTP), stopped when the module ends: later tests

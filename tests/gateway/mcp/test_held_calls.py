@@ -9,7 +9,7 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from connections.serving import CallContext, current_call
+from connections.serving import CallContext, CallRequest, current_call
 from gateway.mcp.peers.held import HeldCalls
 
 pytestmark = pytest.mark.anyio
@@ -27,7 +27,7 @@ async def _asks_once() -> dict[str, Any]:
 
 async def test_an_unanswered_question_fails_upstream_with_a_sentence_and_the_call_ends() -> None:
     held_calls = HeldCalls(timeout_s=0.2)
-    context = CallContext(capabilities={"elicitation": {}})
+    context = CallContext(CallRequest(capabilities={"elicitation": {}}))
     held = held_calls.start("alice", "ask", context, _asks_once)
     first = await held_calls.next(held)
     assert first["resultType"] == "input_required"
@@ -43,7 +43,7 @@ async def test_an_unanswered_question_fails_upstream_with_a_sentence_and_the_cal
 
 async def test_a_retry_reaches_only_its_own_principals_held_call_and_needs_every_answer() -> None:
     held_calls = HeldCalls()
-    held = held_calls.start("alice", "ask", CallContext(capabilities={"elicitation": {}}), _asks_once)
+    held = held_calls.start("alice", "ask", CallContext(CallRequest(capabilities={"elicitation": {}})), _asks_once)
     await held_calls.next(held)
     for principal, tool in (("mallory", "ask"), ("alice", "other")):
         with pytest.raises(MCPError, match="not held here any more"):
@@ -62,7 +62,7 @@ async def test_a_peer_that_goes_away_while_waiting_cancels_the_held_call() -> No
         await anyio.sleep_forever()
         raise AssertionError("unreachable")
 
-    held = held_calls.start("alice", "ask", CallContext(capabilities={}), slow)
+    held = held_calls.start("alice", "ask", CallContext(CallRequest(capabilities={})), slow)
     with anyio.move_on_after(0.1):
         await held_calls.next(held)
     assert held.task is not None

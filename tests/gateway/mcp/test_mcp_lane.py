@@ -22,9 +22,11 @@ import pytest
 from starlette.types import Message
 
 from connections import load_project
+from connections.serving import CallChannel
 from gateway.app import create_app
 from gateway.auth.chain import Principal
 from gateway.mcp.lane import serve_lane
+from gateway.mcp.pipeline import CallPlan, Execute
 from gateway.runtime import Runtime
 from gateway.settings import ServeSettings
 from tests.conftest import free_port
@@ -383,3 +385,29 @@ def test_the_instructions_middleware_leaves_the_lane_on() -> None:
     server = tools_server()
     assert any(isinstance(m, InstructionsMiddleware) for m in server.middleware)
     assert _sdk_adds_nothing(server)
+
+
+@pytest.mark.anyio
+async def test_a_wrapper_on_the_executor_sees_every_tools_call_whichever_writer_answers(
+    tmp_path: Path, everything: Upstream
+) -> None:
+    # The one place policy, audit and tracing attach (`gateway/mcp/pipeline.py`): the SDK's session, the
+    # lane's JSON answer and its SSE answer all run the same executor, and so the same wrappers.
+    project = make_project(tmp_path / "project", {"everything": url_connection(everything.url)})
+    seen: list[tuple[str, str, str]] = []
+
+    async def audit(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
+        result = await call_next(plan, channel)
+        seen.append((plan.answer, plan.target.name, plan.principal))
+        return result
+
+    async with running(project, tmp_path / "state") as runtime:
+        runtime.executor.wrap(audit)
+        await _same_answer(runtime, _call("echo", {"message": "plain"}))
+        await _same_answer(runtime, _call("echo", {"message": "streamed"}, _meta={"progressToken": "p-1"}))
+    assert seen == [
+        ("session", "echo", "loopback"),  # the SDK's manager
+        ("json", "echo", "loopback"),
+        ("session", "echo", "loopback"),
+        ("sse", "echo", "loopback"),  # a progress token: the lane's SSE answer
+    ]

@@ -24,12 +24,13 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from connections import ToolOutcome
-from connections.serving import CallContext, current_call
+from connections.serving import CallContext, CallRequest, current_call
+from gateway.mcp.call_stream import SseAnswer, stream_answer
 from gateway.mcp.peers.asks import PeerAsks
+from gateway.mcp.peers.calls import PeerCalls
 from gateway.mcp.peers.caps import MAX_STREAMS, MAX_URIS, AtCap, stream_cap
 from gateway.mcp.peers.held import HeldCalls
-from gateway.mcp.peers.input import peer_call
+from gateway.mcp.peers.input import peer_input
 from gateway.state.request_state import RequestStates
 
 from ..conftest import Served, assert_clean, make_project, serve
@@ -130,13 +131,11 @@ async def _waits_forever() -> dict[str, Any]:
 
 async def test_held_calls_are_capped_per_principal_and_another_principal_still_holds_its_own() -> None:
     held_calls = HeldCalls(per_principal=3)
-    alices = [
-        held_calls.start("alice", "t", CallContext(capabilities={"elicitation": {}}), _waits_forever) for _ in range(3)
-    ]
+    alices = [held_calls.start("alice", "t", _asking(), _waits_forever) for _ in range(3)]
     with pytest.raises(AtCap, match="this caller already has 3 calls held waiting for its answers") as refused:
-        held_calls.start("alice", "t", CallContext(capabilities={"elicitation": {}}), _waits_forever)
+        held_calls.start("alice", "t", _asking(), _waits_forever)
     assert refused.value.error.code == -32600
-    bobs = held_calls.start("bob", "t", CallContext(capabilities={"elicitation": {}}), _waits_forever)
+    bobs = held_calls.start("bob", "t", _asking(), _waits_forever)
     assert held_calls.held_by("alice") == 3 and held_calls.held_by("bob") == 1
     for held in [*alices, bobs]:
         assert held.task is not None
@@ -144,7 +143,7 @@ async def test_held_calls_are_capped_per_principal_and_another_principal_still_h
     with anyio.fail_after(5):
         while held_calls.held_by("alice"):  # noqa: ASYNC110  # each cancelled task lets go of its place
             await asyncio.sleep(0)
-    again = held_calls.start("alice", "t", CallContext(capabilities={"elicitation": {}}), _waits_forever)
+    again = held_calls.start("alice", "t", _asking(), _waits_forever)
     assert again.task is not None
     again.task.cancel()
 
@@ -152,7 +151,7 @@ async def test_held_calls_are_capped_per_principal_and_another_principal_still_h
 async def test_a_held_call_that_ends_drops_its_questions_at_once() -> None:
     held_calls = HeldCalls()  # the questions would wait HOLD_TIMEOUT_S (300 s) for an answer
     _QUESTIONS.clear()
-    held = held_calls.start("alice", "t", CallContext(capabilities={"elicitation": {}}), _asks_in_the_background)
+    held = held_calls.start("alice", "t", _asking(), _asks_in_the_background)
     with anyio.fail_after(5):
         first = await held_calls.next(held)
         # the question came first: the call is still held, then it ends with its result
@@ -192,29 +191,40 @@ async def test_waiting_questions_are_capped_per_principal_and_another_principal_
     assert asks.waiting_for("alice") == 0 and len(asks) == 0
 
 
+def _asking() -> CallContext:
+    return CallContext(CallRequest(capabilities={"elicitation": {}}))
+
+
 async def test_a_handshake_peers_call_that_ends_ends_its_questions_at_once() -> None:
-    # The route's own wiring (`peer_input.peer_call`, as the lane calls it) with the session a handshake
-    # peer got at `initialize`, declaring elicitation: its call's questions wait in the runtime's `PeerAsks`.
-    states = RequestStates.for_one_process()
-    runtime: Any = SimpleNamespace(request_states=states, asks=PeerAsks())  # the two parts this path reads
-    context = CallContext()
-    session = states.seal_session("alice", {"elicitation": {}})
-    peer = await peer_call(runtime, "alice", {"name": "ask_name", "arguments": {}}, context, session)
-    assert peer is not None and context.elicitation is not None
-    written: list[dict[str, Any]] = []
-    context.asker = written.append  # the call's SSE answer
+    # The route's own wiring (`peer_input`, then the SSE answer writer, as the lane runs them) for a
+    # handshake peer whose session declared elicitation: its call's questions wait in the runtime's `PeerAsks`.
+    asks = PeerAsks()
+    runtime: Any = SimpleNamespace(request_states=RequestStates.for_one_process(), held=HeldCalls())
+    channel = SseAnswer(asks, "alice")
+    tool: Any = SimpleNamespace(name="ask_name", connection=None)
+    request = CallRequest(capabilities={"elicitation": {}})
+    params = {"name": "ask_name", "arguments": {}}
+    context, held = await peer_input(runtime, "alice", tool, params, request, channel, modern=False)
+    assert held is None and context is not None and context.elicitation is not None
     asked = context.elicitation
     questions: list[asyncio.Task[dict[str, Any]]] = []
+    sent: list[bytes] = []
 
-    async def asks_then_ends() -> ToolOutcome:  # the upstream asks on a task of its own, then gives up
+    async def send(message: Any) -> None:
+        sent.append(message.get("body", b""))
+
+    async def receive() -> Any:
+        await anyio.sleep_forever()
+
+    async def asks_then_ends() -> dict[str, Any]:  # the upstream asks on a task of its own, then gives up
         questions.append(asyncio.get_running_loop().create_task(asked({"message": "name?"})))
         with anyio.fail_after(5):
-            while not written:  # noqa: ASYNC110
+            while not channel.queued and not any(sent):  # noqa: ASYNC110
                 await asyncio.sleep(0)
-        return ToolOutcome(is_error=False, result={"content": [], "isError": False}, passthrough=True)
+        return {"jsonrpc": "2.0", "id": 1, "result": {"content": [], "isError": False}}
 
-    assert await peer.run(asks_then_ends) == {"content": [], "isError": False}
-    assert written[0]["method"] == "elicitation/create"
+    await stream_answer(send, receive, PeerCalls(), ("alice", None), 1, channel, asks_then_ends)
+    assert b'"method":"elicitation/create"' in b"".join(sent)
     with anyio.fail_after(5), pytest.raises(MCPError, match="the tool call this request belongs to has ended"):
         await questions[0]  # at once, not after ASK_TIMEOUT_S (300 s)
-    assert len(runtime.asks) == 0
+    assert len(asks) == 0

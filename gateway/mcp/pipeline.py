@@ -1,0 +1,314 @@
+"""The one executor of a peer's `tools/call` on `/v1/mcp/tools`, on `serve --stdio` and through the SDK's manager.
+
+Every entry reads and checks the request its own way (the lane on HTTP: `gateway/mcp/lane.py`; the
+SDK's session on `serve --stdio` and for what the lane leaves to the SDK: `tools.tools_server`),
+resolves the tool once (`resolve`) and makes one immutable `CallPlan`: the request id, the tool and
+its connection, the arguments, the principal, the protocol generation, what the caller asked for
+besides the result (`CallRequest`: progress token, log level, the `elicitation` / `sampling` it
+declared) and how the answer is written (`json`, `sse`, or `session`: the SDK's own session). Then
+`Executor.execute(plan, channel)` runs it; `channel` is the answer writer's way back to the peer
+(`connections.serving.CallChannel`: notify, ask, cancel), implemented once per writer
+(`call_stream.JsonAnswer`, `call_stream.SseAnswer`, `session_answer.SessionAnswer`).
+
+Wrappers: `Executor.wrap(wrapper)` puts `wrapper(plan, channel, call_next)` around every call, the
+first added outermost. This is the one place for what must see every call (tracing is the first:
+`traced`; policy and audit go here too). No wrapper picks another lane: turning one on never changes
+what a peer gets. docs/architecture.md lists the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Generator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import mcp_types as mt
+from mcp.shared._otel import extract_trace_context, otel_span
+from mcp.shared.exceptions import MCPError
+from opentelemetry.trace import SpanKind, StatusCode
+from pydantic import ValidationError
+
+from connections import (
+    ConnectionsError,
+    ToolInputError,
+    ToolOutcome,
+    Toolset,
+    TurnProblem,
+    TurnTool,
+    UpstreamError,
+    acting_for,
+)
+from connections.serving import CallChannel, CallRequest, SignInRequired, calling, tracing_enabled
+
+from ..audit import CallGuard, refusal_rpc_error
+from ..auth.chain import Principal
+from ..errors import CallRefused
+from ..policy import PolicyGate, callable_tool
+from ..settings import ServeSettings
+from .peers.input import InputServices, declared_input, peer_input
+from .sign_in import SignInLinks, sign_in_answer
+from .toolsets import ToolCatalog, missing_tool
+
+__all__ = [
+    "AnswerMode",
+    "CallPlan",
+    "Execute",
+    "Executor",
+    "ExecutorServices",
+    "Wrapper",
+    "lookup",
+    "mcp_span",
+    "resolve",
+    "target_of",
+    "traced",
+]
+
+AnswerMode = Literal["json", "sse", "session"]
+_COMPLETE = "complete"
+
+
+@dataclass(frozen=True, slots=True)
+class CallPlan:
+    """One `tools/call`, read, checked and resolved (module docstring)."""
+
+    request_id: str | int | None
+    target: TurnTool
+    arguments: Mapping[str, Any] | None
+    params: Mapping[str, Any]
+    """The schema-checked params (`_meta`, a 2026-07-28 retry's `requestState` and `inputResponses`)."""
+    principal: str
+    """Whose call it is (`acting_for`): the owner of its identity, grants, held calls and audit record."""
+    caller: Principal
+    """Whom the policy decided for (the principal with its claims)."""
+    version: str
+    modern: bool
+    request: CallRequest
+    answer: AnswerMode
+
+
+class ExecutorServices(InputServices, Protocol):
+    """What the executor needs from the app besides the peers' input: the catalog, the policy, the guard
+    (audit, limits, approval) and where sign-in links point."""
+
+    @property
+    def catalog(self) -> ToolCatalog: ...
+
+    @property
+    def policy(self) -> PolicyGate: ...
+
+    @property
+    def guard(self) -> CallGuard | None: ...
+
+    @property
+    def settings(self) -> ServeSettings: ...
+
+
+Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
+Wrapper = Callable[[CallPlan, CallChannel, Execute], Awaitable[dict[str, Any]]]
+
+
+class Executor:
+    """Runs plans: the call, as the peer's `CallToolResult` JSON (not yet shaped for its version), inside
+    the wrappers (module docstring)."""
+
+    __slots__ = ("_run", "_services", "wrappers")
+
+    def __init__(self, services: ExecutorServices) -> None:
+        self._services = services
+        self.wrappers: tuple[Wrapper, ...] = ()
+        self._run: Execute = self._call
+
+    def wrap(self, wrapper: Wrapper) -> None:
+        """Put `wrapper` around every call from now on, inside the wrappers added before it."""
+        self.wrappers = (*self.wrappers, wrapper)
+        run: Execute = self._call
+        for outer in reversed(self.wrappers):
+            run = _wrapped(outer, run)
+        self._run = run
+
+    async def execute(self, plan: CallPlan, channel: CallChannel) -> dict[str, Any]:
+        """The call's `CallToolResult` JSON. Raises `MCPError` for the upstream's -32042 (URL elicitation
+        required) and a refused retry; a failing tool is an error result."""
+        return await self._run(plan, channel)
+
+    async def _call(self, plan: CallPlan, channel: CallChannel) -> dict[str, Any]:
+        services = self._services
+        context, peer = await peer_input(
+            services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
+        )
+        tool, arguments, principal = plan.target, plan.arguments, plan.principal
+        if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
+            tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
+
+        async def call() -> ToolOutcome:
+            with acting_for(principal):
+                return await tool.call(arguments)
+
+        try:
+            if peer is not None:
+                result = peer.finish(await peer.run(call))
+            elif context is None:
+                result = (await call()).mcp_result()
+            else:
+                with calling(context):
+                    result = (await call()).mcp_result()
+        except CallRefused as exc:
+            raise refusal_rpc_error(exc) from None
+        except SignInRequired as exc:  # the caller's own grant is missing: a way to sign in, never a smaller answer
+            return self._signing_in(exc, plan)
+        except UpstreamError as exc:
+            if exc.rpc_code == mt.URL_ELICITATION_REQUIRED:
+                # The upstream needs the user to open a URL first (2025-11-25's URLElicitationRequiredError): a
+                # result would lose the URL; the peer gets the error itself, to open `data.elicitations` and retry.
+                raise MCPError(exc.rpc_code, exc.rpc_message, data=exc.rpc_data) from None
+            return _failure_result(exc)
+        except Exception as exc:  # boundary: the tool body raised; the peer sees an error result
+            return _failure_result(exc)
+        if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
+            result = {**result, "resultType": _COMPLETE}
+        return result
+
+    def _signing_in(self, exc: SignInRequired, plan: CallPlan) -> dict[str, Any]:
+        services = self._services
+        declared = declared_input(plan.params) if plan.modern else (plan.request.capabilities or {})
+        links = SignInLinks(services.settings, services.request_states)
+        return sign_in_answer(
+            links, services.request_states, exc, tool=plan.target.name, capabilities=declared, modern=plan.modern
+        )
+
+
+def _wrapped(wrapper: Wrapper, call_next: Execute) -> Execute:
+    async def run(plan: CallPlan, channel: CallChannel) -> dict[str, Any]:
+        return await wrapper(plan, channel, call_next)
+
+    return run
+
+
+@dataclass(frozen=True, slots=True)
+class _SignInFirst(TurnTool):
+    """`target_of`'s stand-in for a tool `caller` cannot reach before signing in (no audit, limit or approval:
+    nothing runs)."""
+
+
+Found = tuple[TurnTool | None, Toolset, list[TurnProblem]]
+
+
+async def lookup(services: ExecutorServices, name: str, caller: Principal) -> Found:
+    """The catalog's answer for tool `name` as `caller` may see it (a tool the policy hides is not there);
+    a listing it needs first is `caller`'s (its per-user grants)."""
+    with acting_for(caller.id):
+        return await callable_tool(services.policy, caller, services.catalog, name, None, None)
+
+
+async def resolve(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+    """The server tool `name` for `caller`'s call (from `found`, `lookup`'s answer, when the caller has it).
+    Raises `MCPError` (invalid params) for an unknown tool, one the policy hides from `caller` (the same
+    answer) and one `mcp.lock` holds back (its sentence says what changed), and `SignInRequired` when
+    `caller` must sign in to a per-user connection to list it."""
+    tool, toolset, problems = found if found is not None else await lookup(services, name, caller)
+    if tool is not None:
+        return tool
+    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
+    if signing is not None and signing.connection is not None:  # the tool may be that connection's
+        raise SignInRequired(signing.connection, caller.id, signing.message)
+    held = toolset.held_back.get(name)
+    if held is not None:
+        raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
+    refusal = missing_tool(name, toolset.names(), problems)
+    message = f"Unknown tool: {name[:64]}" if not problems else refusal.message
+    raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
+
+
+async def target_of(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+    """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
+    `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
+    missing mid-call (`sign_in.py`)."""
+    try:
+        return await resolve(services, name, caller, found)
+    except SignInRequired as exc:
+        missing = exc
+
+        async def signing_in(_arguments: Mapping[str, Any]) -> ToolOutcome:
+            raise missing
+
+        return _SignInFirst(
+            name=name,
+            description="",
+            input_schema={"type": "object"},
+            source="advertised",
+            invoke=signing_in,
+            connection=exc.connection,
+        )
+
+
+def _error_result(message: str) -> dict[str, Any]:
+    return {"content": [{"type": "text", "text": message}], "isError": True, "resultType": _COMPLETE}
+
+
+def _failure_result(exc: Exception) -> dict[str, Any]:
+    """What the peer sees when a tool call raised: an error result, never a JSON-RPC error."""
+    if isinstance(exc, ToolInputError):
+        return _error_result(str(exc))
+    if isinstance(exc, ConnectionsError):
+        return _error_result(f"{exc.code}: {exc}")
+    return _error_result(f"{type(exc).__name__}: {exc}"[:500])
+
+
+@contextmanager
+def mcp_span(
+    method: str, target: str | None, version: str, request_id: object, meta: object
+) -> Generator[Callable[[dict[str, Any]], None]]:
+    """The span the SDK's `OpenTelemetryMiddleware` opens around a request (same name, kind, attributes,
+    parent from `_meta`'s trace context, error status), for what this gateway answers itself. Yields a
+    function to call with the result (a `tools/call` error result marks the span `tool_error`)."""
+    attributes: dict[str, Any] = {"mcp.method.name": method, "mcp.protocol.version": version}
+    if request_id is not None:
+        attributes["jsonrpc.request.id"] = str(request_id)
+    if method == "tools/call":
+        attributes["gen_ai.operation.name"] = "execute_tool"
+        if target is not None:
+            attributes["gen_ai.tool.name"] = target
+    parent = extract_trace_context(meta if isinstance(meta, Mapping) else None)
+    with otel_span(
+        name=f"{method}{f' {target}' if target else ''}",
+        kind=SpanKind.SERVER,
+        attributes=attributes,
+        context=parent,
+        record_exception=False,
+        set_status_on_exception=False,
+    ) as span:
+
+        def finished(result: dict[str, Any]) -> None:
+            if method == "tools/call" and result.get("isError") is True:
+                span.set_attribute("error.type", "tool_error")
+                span.set_status(StatusCode.ERROR)
+
+        try:
+            yield finished
+        except MCPError as exc:
+            code = str(exc.error.code)
+            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+            span.set_status(StatusCode.ERROR, exc.error.message)
+            raise
+        except ValidationError:
+            code = str(mt.INVALID_PARAMS)
+            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+            span.set_status(StatusCode.ERROR, "Invalid request parameters")
+            raise
+        except Exception as exc:
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.record_exception(exc)
+            span.set_status(StatusCode.ERROR, str(exc))
+            raise
+
+
+async def traced(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
+    """The tracing wrapper: with an OpenTelemetry tracer provider installed, the call runs in the span the
+    SDK's middleware would open (`mcp_span`); without one, it costs one cached check."""
+    if plan.answer == "session" or not tracing_enabled():  # the SDK's own middleware traces its session
+        return await call_next(plan, channel)
+    with mcp_span("tools/call", plan.target.name, plan.version, plan.request_id, plan.params.get("_meta")) as done:
+        result = await call_next(plan, channel)
+        done(result)
+        return result
