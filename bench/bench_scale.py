@@ -292,6 +292,9 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
             "calls": calls,
             "calls_per_s": round(calls / took, 1),
             "gateway_cpu_ms_per_call": round(cpu * 1000 / max(1, calls), 3),
+            "cpu_share_per_replica": [
+                round((cpu_s(p) - before) / max(cpu, 1e-9), 3) for p, before in zip(pids, cpu_before, strict=True)
+            ],
             "load_generator_cpu_ms_per_call": round((time.process_time() - gen_before) * 1000 / max(1, calls), 3),
             "p50_ms": round(ordered[len(ordered) // 2] * 1000, 2) if ordered else None,
             "p99_ms": round(ordered[int(len(ordered) * 0.99)] * 1000, 2) if ordered else None,
@@ -308,6 +311,7 @@ async def run(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         print(json.dumps(out), file=sys.stderr, flush=True)
         out["restart"] = await restart(served, host, port, load, args, redis.url if redis is not None else "")
         out["errors"] = load.errors
+        out["resent_on_a_connection_closed_while_idle"] = sum(w.resent for w in load.wires)
     out["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return out
 

@@ -62,6 +62,10 @@ class Fault:
     """Seconds from the strike until every replica answered again (`/v1/ready` after a Redis restart)."""
     restart_s: float = 0.0
     """A killed replica's start again, until it answered `/v1/health`."""
+    restart_cpu_s: float = 0.0
+    """The CPU seconds that start used (wall time is this times the box's contention)."""
+    starts: int = 0
+    """How many starts that took (more than 1: a start exited, e.g. Redis was down at its boot)."""
 
     @property
     def name(self) -> str:
@@ -97,7 +101,7 @@ async def _strike(c: Cluster, fault: Fault, t0: float) -> None:
     if fault.kind == "kill":
         c.kill(fault.target)
         try:
-            fault.restart_s = await anyio.to_thread.run_sync(c.restart, fault.target)
+            fault.restart_s, fault.restart_cpu_s, fault.starts = await anyio.to_thread.run_sync(c.restart, fault.target)
         except RuntimeError:  # reported: the replica stays down, the others carry the load
             fault.restart_s = float("inf")
     elif fault.kind == "stop":
@@ -128,31 +132,39 @@ async def chaos(
     """Run the load for `seconds` (with `sequential`, until 2 s after the last fault healed) with the faults of
     `schedule`; the report (see `check`)."""
     with cluster(folder) as c:
-        load = Load(BEARER)
-        limits = httpx2.Limits(max_connections=256, max_keepalive_connections=128)
-        headers = {"Authorization": f"Bearer {BEARER}"}
-        async with httpx2.AsyncClient(base_url=c.front, headers=headers, timeout=60, limits=limits) as http:
-            for _ in range(6):  # each replica starts its stdio child once before the clock starts
-                await http.get("/v1/tools")
-            t0 = time.monotonic()
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(lambda: run_load(http, load, **load_sizes))
-                if sequential:
+        try:
+            return await _run(c, schedule, seconds, sequential, load_sizes)
+        finally:
+            if keep is not None:
+                _keep(c, keep)
+
+
+async def _run(
+    c: Cluster, schedule: list[Fault], seconds: float, sequential: bool, load_sizes: dict[str, int]
+) -> dict[str, Any]:
+    load = Load(BEARER)
+    limits = httpx2.Limits(max_connections=256, max_keepalive_connections=128)
+    headers = {"Authorization": f"Bearer {BEARER}"}
+    async with httpx2.AsyncClient(base_url=c.front, headers=headers, timeout=60, limits=limits) as http:
+        for _ in range(6):  # each replica starts its stdio child once before the clock starts
+            await http.get("/v1/tools")
+        t0 = time.monotonic()
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(lambda: run_load(http, load, **load_sizes))
+            if sequential:
+                for fault in schedule:
+                    await _strike(c, fault, time.monotonic())
+                seconds = time.monotonic() - t0 + 2.0
+            else:
+                async with anyio.create_task_group() as faults:
                     for fault in schedule:
-                        await _strike(c, fault, time.monotonic())
-                    seconds = time.monotonic() - t0 + 2.0
-                else:
-                    async with anyio.create_task_group() as faults:
-                        for fault in schedule:
-                            faults.start_soon(_strike, c, fault, t0)
-                await anyio.sleep(max(0.0, t0 + seconds - time.monotonic()))
-                load.stop = True
-            final = await _final_state(http, load)
-        log = read_access_log(c.access_log)
-        if keep is not None:
-            _keep(c, keep)
-        report = _report(c, schedule, load, final, log)
-        report["replica_logs_clean"] = all("Traceback" not in s.log_text() for s in c.replicas)
+                        faults.start_soon(_strike, c, fault, t0)
+            await anyio.sleep(max(0.0, t0 + seconds - time.monotonic()))
+            load.stop = True
+        final = await _final_state(http, load)
+    log = read_access_log(c.access_log)
+    report = _report(c, schedule, load, final, log)
+    report["replica_logs_clean"] = all("Traceback" not in s.log_text() for s in c.replicas)
     return report
 
 
@@ -226,7 +238,15 @@ def _report(
                 "errors": dict(Counter(f"{op.kind}: {op.error[:90]}" for op in struck)),
                 "not_actionable": [op.error for op in struck if not any(hint in op.error for hint in RETRYABLE)],
                 "healthy_after_s": round(fault.healthy_s, 2),
-                **({"restart_s": round(fault.restart_s, 2)} if fault.kind == "kill" else {}),
+                **(
+                    {
+                        "restart_s": round(fault.restart_s, 2),
+                        "restart_cpu_s": round(fault.restart_cpu_s, 2),
+                        "starts": fault.starts,
+                    }
+                    if fault.kind == "kill"
+                    else {}
+                ),
             }
         )
     unexplained = [op for op in failed if op.ident not in explained]
@@ -327,6 +347,7 @@ def main() -> None:
                 tasks=args.tasks,
             )
         )
+    report["load_generator_cpu_s"] = round(time.process_time(), 1)  # this process: the peers, the faults, the report
     report["load_average"] = {
         "before": [round(x, 2) for x in load_before],
         "after": [round(x, 2) for x in os.getloadavg()],

@@ -397,8 +397,8 @@ def main() -> None:
         "--listing",
         choices=("fresh", "expired"),
         default="fresh",
-        help="the catalog's reused listing: fresh (within its ttl) or expired (what every call sees once the "
-        "ttl, 30 s by default, has passed since the last full listing)",
+        help="the catalog's reused listing: fresh (within its ttl) or expired (a ttl of 0: every call lists its "
+        "tool's connection, as every call past the 30 s did before the catalog kept that listing)",
     )
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the event loop")
     parser.add_argument("--no-pin", action="store_true", help="do not pin this process and the upstream to a core each")

@@ -33,11 +33,15 @@ class Wire:
         self.host, self.port = host, port
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
+        self.resent = 0
+        """Requests sent again because the server had closed the idle connection they were first sent on."""
 
-    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter, bool]:
+        """The connection, and whether it was opened just now (a reused one may have been closed while idle)."""
         if self._reader is None or self._writer is None or self._writer.is_closing():
             self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
-        return self._reader, self._writer
+            return self._reader, self._writer, True
+        return self._reader, self._writer, False
 
     def close(self) -> None:
         if self._writer is not None:
@@ -46,8 +50,23 @@ class Wire:
 
     async def post(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
         """POST and read the answer: (status, lower-cased headers, body). Raises `OSError`, `ConnectionError`
-        or `asyncio.IncompleteReadError` when the connection breaks (it is reopened on the next request)."""
-        reader, writer = await self._open()
+        or `asyncio.IncompleteReadError` when the connection breaks (it is reopened on the next request).
+
+        A kept-alive connection the server closed while it sat idle (its keep-alive timeout) answers the next
+        request with nothing at all: that request is sent once more on a new connection, as HTTP clients do
+        (the server never read it)."""
+        reused = not (await self._open())[2]
+        try:
+            return await self._post(path, headers, body)
+        except (ConnectionResetError, BrokenPipeError, asyncio.IncompleteReadError) as exc:
+            nothing = not isinstance(exc, asyncio.IncompleteReadError) or not exc.partial
+            if not (reused and nothing):
+                raise
+            self.resent += 1
+            return await self._post(path, headers, body)
+
+    async def _post(self, path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, str], bytes]:
+        reader, writer, _ = await self._open()
         head = [f"POST {path} HTTP/1.1", f"Host: {self.host}:{self.port}", f"Content-Length: {len(body)}"]
         head += [f"{k}: {v}" for k, v in headers.items()]
         writer.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)

@@ -1,13 +1,18 @@
-"""The project document `agent-sdk info --json` prints and `GET /v1/info` serves. Never a secret."""
+"""The project document `agent-sdk info --json` prints and `GET /v1/info` serves. Never a secret.
+
+A connection that advertises resources or prompts its server does not declare (issue 34 item 12) gets a
+`warnings` entry (`undeclared_warnings`): `info` asks the servers, `/v1/info` says what its listings found.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from connections import ConnectionDefinition, Project
 from connections.serving import redact, shown_command, shown_url
 
-__all__ = ["connection_info", "project_info"]
+__all__ = ["add_undeclared", "connection_info", "project_info", "undeclared_warning"]
 
 
 def connection_info(defn: ConnectionDefinition, *, show_args: bool = False) -> dict[str, Any]:
@@ -61,3 +66,25 @@ def project_info(project: Project, *, show_args: bool = False) -> dict[str, Any]
         ],
         "diagnostics": [d.to_json(root) for d in project.diagnostics],
     }
+
+
+def undeclared_warning(name: str, kinds: Sequence[str]) -> str:
+    """The sentence for connection `name` advertising `kinds` ("resources", "prompts") its server does not declare."""
+    fields = " and ".join(f"advertise_{kind}" for kind in kinds)
+    return (
+        f"connection {name!r}: {fields} {'is' if len(kinds) == 1 else 'are'} set, but its server declares no "
+        f"{' or '.join(kinds)} capability, so it offers none; drop {fields} from its definition"
+    )
+
+
+def add_undeclared(doc: dict[str, Any], undeclared: Mapping[str, Sequence[str]]) -> list[str]:
+    """Give each connection of `doc` that `undeclared` names a `warnings` entry (code `undeclared-capability`);
+    returns the sentences, in the order of the connections."""
+    said: list[str] = []
+    for entry in doc["connections"]:
+        kinds = undeclared.get(entry["name"])
+        if kinds:
+            message = undeclared_warning(entry["name"], kinds)
+            entry.setdefault("warnings", []).append({"code": "undeclared-capability", "message": message})
+            said.append(message)
+    return said

@@ -305,6 +305,10 @@ class Metrics:
         """The registry the counted metrics register in (None in multiprocess mode: prometheus_client's files)."""
         self._multiprocess = multiprocess
         self._watched: _BrokerCollector | None = None
+        # The labelled children each call and request counts into, by their labels: `labels()` costs more
+        # than the `inc`/`observe` itself (argument checks, a lock) and the label sets are few (tools, routes).
+        self._call_children: dict[tuple[str, str, str], tuple[Any, Any]] = {}
+        self._http_children: dict[tuple[str, str, int], Any] = {}
 
     def watch(self, broker: Any) -> None:
         """Read `broker`'s pool and OAuth counters at every scrape (the app's lifespan calls this)."""
@@ -317,8 +321,15 @@ class Metrics:
         """Count one tool call; log it once when it raised (never its arguments)."""
         connection = tool.connection or ""
         outcome = "failed" if failure is not None else ("is_error" if is_error else "ok")
-        self.tool_calls.labels(connection, tool.name, outcome).inc()
-        self.tool_seconds.labels(connection, tool.name).observe(seconds)
+        key = (connection, tool.name, outcome)
+        children = self._call_children.get(key)
+        if children is None:
+            children = self._call_children[key] = (
+                self.tool_calls.labels(connection, tool.name, outcome),
+                self.tool_seconds.labels(connection, tool.name),
+            )
+        children[0].inc()
+        children[1].observe(seconds)
         if failure is None:
             return
         code = _failure_code(failure)
@@ -336,7 +347,11 @@ class Metrics:
         )
 
     def http_finished(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.http_seconds.labels(route, method, str(status)).observe(seconds)
+        key = (route, method, status)
+        child = self._http_children.get(key)
+        if child is None:
+            child = self._http_children[key] = self.http_seconds.labels(route, method, str(status))
+        child.observe(seconds)
 
     async def read_tokens(self, store: TokenStore, connections: Mapping[str, ConnectionDefinition]) -> None:
         """Note when each OAuth connection's stored access token expires, and how many grants it has (a store it

@@ -113,6 +113,8 @@ class ServeSettings(BaseModel):
     oauth_audiences: tuple[str, ...] = ()
     """`--oauth-audience`: a further `aud` a token may carry on every route (an IdP that names the API by an id
     of its own, as Entra ID's v2 tokens name the app's client id)."""
+    dpop_nonce: bool = False
+    """`--dpop-nonce`: DPoP proofs must carry a nonce the gateway made (RFC 9449 §9, `auth/dpop.py`)."""
     operator_scopes: tuple[str, ...] = ()
     """`--operator-scope`: an OAuth token with this scope is an operator's (docs/http-api.md, "Roles")."""
     operator_claims: tuple[str, ...] = ()
@@ -166,6 +168,8 @@ class ServeSettings(BaseModel):
             raise ValueError(
                 "--public-url, --oauth-scope and --oauth-audience take effect only with --oauth-issuer; add one"
             )
+        if self.dpop_nonce and not self.oauth_issuers:
+            raise ValueError("--dpop-nonce asks DPoP proofs of OAuth tokens, so it needs --oauth-issuer; add one")
         if self.oauth_issuers and self.allow_anonymous:
             raise ValueError("--allow-anonymous and --oauth-issuer exclude each other: drop one of them")
         if self.oauth_issuers and self.public_url is None and not self.loopback_bound:
@@ -312,6 +316,8 @@ class ServeSettings(BaseModel):
             values["trusted_proxies"] = tuple(p for p in env["AGENT_SDK_TRUSTED_PROXY"].split(",") if p.strip())
         if env.get("AGENT_SDK_ALLOW_ANONYMOUS", "").lower() in ("1", "true", "yes"):
             values["allow_anonymous"] = True
+        if env.get("AGENT_SDK_DPOP_NONCE", "").lower() in ("1", "true", "yes"):
+            values["dpop_nonce"] = True
         if env.get("AGENT_SDK_HUB", "").lower() in ("1", "true", "yes"):
             values["hub"] = True
         if env.get("AGENT_SDK_ACCESS_LOG", "").lower() in ("1", "true", "yes"):

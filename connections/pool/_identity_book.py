@@ -21,7 +21,7 @@ from typing import Any
 
 from ..client._identity import SessionHeaders
 
-__all__ = ["Identity", "IdentityBook"]
+__all__ = ["Identity", "IdentityBook", "IdentityCounts"]
 
 logger = logging.getLogger(__name__)
 
@@ -137,3 +137,17 @@ class IdentityBook:
                 return
             if not entry.busy:
                 self.close(entry, f"least recently used (max_identities={self.cap})")
+
+
+@dataclass(frozen=True, slots=True)
+class IdentityCounts:
+    """One connection's identity clients (for `/v1/info`-style views, metrics and tests)."""
+
+    live: int
+    """Identities kept now."""
+    opened: int
+    """Identities admitted so far (a returning identity after its client closed counts again)."""
+    closed: int
+    """Identities closed so far: evicted (cap), expired (idle), rotated away or released by their session."""
+    shared: bool
+    """One client serves every identity (a 2026-07-28 upstream on the fast wire)."""

@@ -4,9 +4,8 @@ It also keeps the principals of `upstream_sessions="per_principal"` connections:
 identity with no headers of its own (`principal_partition`), whose client opens with the connection's
 own headers and OAuth and is never shared, whatever the generation; the bounds below apply alike.
 
-An identity is the set of headers a session's callback returned; clients are keyed by (connection,
-digest of those headers) (`connections/client/_identity.py`), and the digest is all a log line shows of one. Per
-protocol generation:
+An identity is the set of headers a session's callback returned; clients are keyed by (connection, digest
+of those headers) (`client/_identity.py`), the digest all a log line shows of one. Per generation:
 
 - a handshake-era upstream (`initialize`, an `Mcp-Session-Id`) gets one upstream session per
   identity, opened with that identity's headers and only ever used for its calls: a server may
@@ -54,7 +53,7 @@ from ..client._tool_results import call_upstream_tool
 from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
 from ._caller_auth import by_caller
-from ._identity_book import Identity, IdentityBook
+from ._identity_book import Identity, IdentityBook, IdentityCounts
 from ._pool import AuthFor, ClientPool
 
 __all__ = ["GrantAuthFor", "IdentityCounts", "IdentityPool"]
@@ -66,20 +65,6 @@ logger = logging.getLogger(__name__)
 
 _SWEEP_MAX = 30.0
 """The longest pause between two sweeps for idle identities."""
-
-
-@dataclass(frozen=True, slots=True)
-class IdentityCounts:
-    """One connection's identity clients (for `/v1/info`-style views, metrics and tests)."""
-
-    live: int
-    """Identities kept now."""
-    opened: int
-    """Identities admitted so far (a returning identity after its client closed counts again)."""
-    closed: int
-    """Identities closed so far: evicted (cap), expired (idle), rotated away or released by their session."""
-    shared: bool
-    """One client serves every identity (a 2026-07-28 upstream on the fast wire)."""
 
 
 class _Slot(SessionSlot):

@@ -119,6 +119,11 @@ class Offerings:
         A connection that cannot be listed is left out (its listing's error is for the listings to tell)."""
         for kind in ("resources", "prompts"):
             await self._list_all(self._by_kind[kind], "prompts/list" if kind == "prompts" else "resources/list", None)
+        return self.known_undeclared()
+
+    def known_undeclared(self) -> dict[str, list[Kind]]:
+        """What `undeclared` answers, from the listings made so far (no I/O: a connection not listed yet is
+        not in it), for `GET /v1/info` on a running gateway."""
         found: dict[str, list[Kind]] = {}
         for name, kind in sorted(self._undeclared, key=lambda k: (k[0], k[1] == "prompts")):
             found.setdefault(name, []).append(kind)

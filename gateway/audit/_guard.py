@@ -29,6 +29,8 @@ from ._trail import AuditTrail
 __all__ = ["AuditUnavailable", "CallGuard", "refusal_rpc_error"]
 
 T = TypeVar("T")
+_GUARDED_KEPT = 4096
+"""Guarded tools kept for reuse (`CallGuard.tool`); past this many the cache starts again."""
 
 
 class AuditUnavailable(CallRefused):
@@ -67,13 +69,20 @@ class CallGuard:
         self.policy: PolicyGate | None = None
         """The project's policy (`gateway/policy/`): each record names the policies that decided its call."""
         """The Redis client `GET /v1/audit` reads the shared stream with (None: the file is read)."""
+        self._guarded: dict[tuple[object, ...], tuple[TurnTool, TurnTool]] = {}
 
     def tool(self, tool: TurnTool, surface: str | None, principal: Principal | str) -> TurnTool:
         """`tool` with its calls checked and recorded as `principal`'s on `surface` (None: this guard's MCP
         surface, `mcp/tools` or `stdio`). Its call raises `CallRefused` subclasses (`RateLimited`,
         `LimitsUnavailable`, `ApprovalDenied`, `AuditUnavailable`) before it runs; the rest is the tool's own."""
-        invoke = tool.invoke
         policies = self._policies(principal, tool)
+        # The guarded copy is kept per (tool, surface, who, policies): a call of a reused listing's tool
+        # pays a dict lookup, not a dataclass copy (the record depends on nothing else of `principal`).
+        key = (id(tool), surface, *_who(principal), policies)
+        kept = self._guarded.get(key)
+        if kept is not None and kept[0] is tool:
+            return kept[1]
+        invoke = tool.invoke
 
         async def guarded(arguments: Mapping[str, Any]) -> ToolOutcome:
             return await self.run(
@@ -87,7 +96,11 @@ class CallGuard:
                 policies=policies,
             )
 
-        return dataclasses.replace(tool, invoke=guarded)
+        wrapped = dataclasses.replace(tool, invoke=guarded)
+        if len(self._guarded) >= _GUARDED_KEPT:  # listings come and go (session turns build their own)
+            self._guarded.clear()
+        self._guarded[key] = (tool, wrapped)  # holding `tool` keeps its id from being reused meanwhile
+        return wrapped
 
     async def run(
         self,

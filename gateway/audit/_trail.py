@@ -1,7 +1,9 @@
 """`AuditTrail`: records handed over without waiting, written in batches by one task (docs/audit.md).
 
 A call puts its record on a bounded queue (`write`, never awaits) and goes on; the writer task takes
-what is there, up to a batch, and gives it to every sink. A full queue drops the record, counts it
+what arrives within `flush_s` (`FLUSH_S`) of a batch's first record, up to a batch, and gives it to every sink
+(one file append, one Redis pipeline per batch: a record a call would cost a thread hop and a
+locked open-append-close per call). A full queue drops the record, counts it
 (`agent_sdk_audit_dropped_records`) and says so in the log (once, then at most once a minute); with
 `required` (`--audit-required`) a call is refused before it runs while the queue has no room.
 """
@@ -25,6 +27,8 @@ logger = logging.getLogger("gateway.audit")
 
 BATCH = 256
 """At most this many records go to the sinks in one write."""
+FLUSH_S = 0.05
+"""A batch is written this long after its first record arrived (or once it holds `BATCH`)."""
 _DROP_LOG_EVERY_S = 60.0
 
 
@@ -39,9 +43,11 @@ class AuditTrail:
         capacity: int = 10_000,
         required: bool = False,
         digest_arguments: bool = False,
+        flush_s: float = FLUSH_S,
     ) -> None:
         self.sinks = list(sinks)
         self.capacity = capacity
+        self.flush_s = flush_s
         self.required = required
         self.digest_arguments = digest_arguments
         self.dropped = 0
@@ -61,9 +67,10 @@ class AuditTrail:
         capacity: int = 10_000,
         required: bool = False,
         digest_arguments: bool = False,
+        flush_s: float = FLUSH_S,
     ) -> AsyncGenerator[AuditTrail]:
         """The trail with its writer task; on exit the queued records are written (bounded wait) first."""
-        trail = cls(sinks, capacity=capacity, required=required, digest_arguments=digest_arguments)
+        trail = cls(sinks, capacity=capacity, required=required, digest_arguments=digest_arguments, flush_s=flush_s)
         send, receive = anyio.create_memory_object_stream[AuditRecord](capacity)
         trail._send, trail._receive = send, receive
         done = anyio.Event()
@@ -121,6 +128,10 @@ class AuditTrail:
         async with receive:
             async for first in receive:
                 batch = [first]
+                # One wake-up per batch: the records of the next `flush_s` queue up without waking this task
+                # (no wait while a full batch is already queued: the trail keeps up with any call rate).
+                if receive.statistics().current_buffer_used < BATCH - 1:
+                    await anyio.sleep(self.flush_s)
                 while len(batch) < BATCH:
                     try:
                         batch.append(receive.receive_nowait())

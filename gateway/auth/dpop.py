@@ -7,13 +7,20 @@ joserfc against the public key in its own header: `typ` `dpop+jwt`, an asymmetri
 socket's URL is not what the client signed), `iat` within `window` seconds (plus the clock
 leeway), `ath` (the token's SHA-256, §4.2), and a `jti` not seen before within the window. The
 seen `jti`s live in memory, or in Redis with `--state-url` (`SET NX EX`), so a proof replayed to
-another replica is refused too. Server nonces (§8) are not required.
+another replica is refused too.
+
+Resource-server nonces (§9) are an opt-in (`serve --dpop-nonce`, `DpopNonces`): a proof must then carry a
+`nonce` this deployment made, or it is 401 `use_dpop_nonce` with the current one in `DPoP-Nonce`. A nonce
+is an HMAC of a time step under a key derived from the deployment's state key (`state/state_key.py`), so
+every replica makes and accepts the same ones without sharing any state; it rotates every `period`
+seconds, and the previous step's nonce is still taken, with a fresh one in the answer's `DPoP-Nonce`.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import time
 from typing import Any, Protocol
 
@@ -27,7 +34,7 @@ from ..errors import StateUnavailable
 from ..http._asgi import header_values
 from .oauth_tokens import ALGORITHMS, TokenRefused
 
-__all__ = ["DpopChecker", "MemoryJtis", "RedisJtis", "SeenJtis"]
+__all__ = ["DpopChecker", "DpopNonces", "MemoryJtis", "RedisJtis", "SeenJtis"]
 
 
 class SeenJtis(Protocol):
@@ -72,17 +79,54 @@ def _invalid(description: str) -> TokenRefused:
     return TokenRefused(401, "invalid_dpop_proof", description)
 
 
-class DpopChecker:
-    """Checks the proof of a request carrying a DPoP-bound token."""
+class DpopNonces:
+    """The nonces of RFC 9449 §9 this deployment requires: `<step in hex>.<HMAC-SHA256 of the step, 128 bits>`.
 
-    def __init__(self, public_url: str, seen: SeenJtis, *, window: int = 60, leeway: int = 5) -> None:
+    `key` is the deployment's state key (the same on every replica); the MAC key is derived from it under a
+    label of its own, so a nonce reveals nothing of the key that seals session ids. A step lasts `period`
+    seconds; a nonce of this step or the one before is valid (so one lives `period` to 2 x `period`)."""
+
+    def __init__(self, key: bytes, *, period: int = 300) -> None:
+        self._key = hmac.new(key, b"agent-sdk dpop-nonce v1", hashlib.sha256).digest()
+        self.period = period
+
+    def _make(self, step: int) -> str:
+        mac = hmac.new(self._key, step.to_bytes(8, "big"), hashlib.sha256).digest()[:16]
+        return f"{step:x}.{_b64(mac)}"
+
+    def current(self, now: float | None = None) -> str:
+        """The nonce to hand a client now (`DPoP-Nonce`)."""
+        return self._make(int((time.time() if now is None else now) // self.period))
+
+    def accepts(self, nonce: object, now: float | None = None) -> bool:
+        """Whether `nonce` (a proof's claim) is one of this step's or the previous step's."""
+        if not isinstance(nonce, str) or len(nonce) > 64 or not nonce.isascii():
+            return False
+        step = int((time.time() if now is None else now) // self.period)
+        return any(hmac.compare_digest(nonce, self._make(s)) for s in (step, step - 1))
+
+
+class DpopChecker:
+    """Checks the proof of a request carrying a DPoP-bound token (and its nonce, with `nonces`)."""
+
+    def __init__(
+        self,
+        public_url: str,
+        seen: SeenJtis,
+        *,
+        window: int = 60,
+        leeway: int = 5,
+        nonces: DpopNonces | None = None,
+    ) -> None:
         self.public_url = public_url.rstrip("/")
         self.seen = seen
         self.window = window
         self.leeway = leeway
+        self.nonces = nonces
 
-    async def check(self, scope: Scope, token: str, jkt: str) -> None:
-        """Raises `TokenRefused` (401 `invalid_dpop_proof`, or 503 when replays cannot be checked)."""
+    async def check(self, scope: Scope, token: str, jkt: str) -> str | None:
+        """Raises `TokenRefused` (401 `invalid_dpop_proof` or `use_dpop_nonce`, or 503 when replays cannot be
+        checked). Returns a newer nonce to send back in `DPoP-Nonce` when the proof's is the previous step's."""
         proofs = header_values(scope, b"dpop")
         if len(proofs) != 1:
             raise _invalid("send exactly one DPoP header with a proof for this request (RFC 9449 §4.3)")
@@ -100,12 +144,23 @@ class DpopChecker:
         jti = claims.get("jti")
         if not isinstance(jti, str) or not 8 <= len(jti) <= 256:
             raise _invalid("the DPoP proof has no usable jti")
+        newer = None
+        if self.nonces is not None:
+            nonce = claims.get("nonce")
+            if not self.nonces.accepts(nonce):
+                said = "needs a" if nonce is None else "has an expired or unknown"
+                raise TokenRefused(
+                    401, "use_dpop_nonce", f"the DPoP proof {said} nonce: sign a new proof with the DPoP-Nonce given"
+                )
+            current = self.nonces.current()
+            newer = current if nonce != current else None
         try:
             fresh = await self.seen.first_use(jti, self.window + 2 * self.leeway)
         except StateUnavailable as exc:
             raise TokenRefused(503, "temporarily_unavailable", str(exc)) from None
         if not fresh:
             raise _invalid("the DPoP proof was used before; make a new one for each request")
+        return newer
 
     @staticmethod
     def _verified(proof: str, jkt: str) -> dict[str, Any]:

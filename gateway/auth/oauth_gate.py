@@ -9,7 +9,8 @@ bearer token matched. In order:
 4. the token is checked (`oauth_tokens.TokenVerifier`: signature, issuer, expiry; or introspection),
    then its audience against the route's resource (RFC 8707), then the route's scopes (403
    `insufficient_scope` with the scopes, so a client can step up), then, for a DPoP-bound token,
-   its proof (`gateway/auth/dpop.py`).
+   its proof (`gateway/auth/dpop.py`; with `serve --dpop-nonce` its nonce, every 401 carrying the
+   current one in `DPoP-Nonce`).
 
 A token admitted before is found by its digest and checked for audience and scope without I/O
 or a signature check: the cost of an OAuth call over a bearer one (docs/performance.md).
@@ -19,14 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from oauth import PresentedToken, present
 from oauth._shared import Secret
 
 from ..http._asgi import header, refuse, send_error
 from ..settings import ServeSettings
-from .dpop import DpopChecker, MemoryJtis, SeenJtis
+from ..state.state_key import state_key
+from .dpop import DpopChecker, DpopNonces, MemoryJtis, SeenJtis
 from .oauth_issuers import Issuer
 from .oauth_resource import METADATA_PATH, ProtectedResource, Route
 from .oauth_tokens import ALGORITHMS, OAuthIdentity, TokenRefused, TokenVerifier, token_digest
@@ -79,7 +81,7 @@ class OAuthGate:
                 401,
                 "unauthorized",
                 "sign in: send Authorization: Bearer <access token>",
-                self.resource.challenge(route),
+                [*self.resource.challenge(route), *self._nonce()],
             )
         digest = token_digest(token)
         identity = self.verifier.cached(digest)
@@ -110,29 +112,29 @@ class OAuthGate:
             refusal = self._fits(identity, route)
             if refusal is not None:
                 raise refusal
-            await self._bound(scope, identity, scheme, token)
+            newer = await self._bound(scope, identity, scheme, token)
         except TokenRefused as exc:
             await self._refuse(scope, send, route, exc)
             return
         admitted(scope, identity)
         _present(identity, token)
-        await app(scope, receive, send)
+        await app(scope, receive, send if newer is None else _with_nonce(send, newer))
 
-    async def _bound(self, scope: Scope, identity: OAuthIdentity, scheme: str, token: str) -> None:
+    async def _bound(self, scope: Scope, identity: OAuthIdentity, scheme: str, token: str) -> str | None:
         """RFC 9449 §7: a DPoP-bound token comes as `Authorization: DPoP` with a proof; an unbound one as Bearer."""
         if identity.jkt is None:
             if scheme == "dpop":
                 raise TokenRefused(
                     401, "invalid_token", "the token is not DPoP-bound; send it as Authorization: Bearer"
                 )
-            return
+            return None
         if self.dpop is None:
             raise TokenRefused(401, "invalid_token", "the token is DPoP-bound, and this gateway does not accept DPoP")
         if scheme != "dpop":
             raise TokenRefused(
                 401, "invalid_token", "the token is DPoP-bound: send it as Authorization: DPoP with a DPoP proof"
             )
-        await self.dpop.check(scope, token, identity.jkt)
+        return await self.dpop.check(scope, token, identity.jkt)
 
     @staticmethod
     def _fits(identity: OAuthIdentity, route: Route) -> TokenRefused | None:
@@ -152,11 +154,30 @@ class OAuthGate:
         headers = self.resource.challenge(route, error=exc.error, description=exc.description, scope=exc.scope)
         if exc.status == 503:
             headers.append((b"retry-after", b"30"))
+        if exc.status == 401:
+            headers.extend(self._nonce())
         return refuse(scope, send, exc.status, exc.error, exc.description, headers)
+
+    def _nonce(self) -> list[tuple[bytes, bytes]]:
+        """`DPoP-Nonce` for a 401 when proofs need one (RFC 9449 §9), so the next proof can carry it."""
+        if not self.resource.dpop_algs or self.dpop is None or self.dpop.nonces is None:
+            return []
+        return [(b"dpop-nonce", self.dpop.nonces.current().encode())]
 
     async def _metadata(self, scope: Scope, receive: Receive, send: Send) -> None:
         if not await self.resource.serve_metadata(scope, receive, send):
             await send_error(scope, send, 404, "not_found", "no protected resource metadata at this path")
+
+
+def _with_nonce(send: Send, nonce: str) -> Send:
+    """`send` with `DPoP-Nonce: nonce` on the answer (RFC 9449 §9.1: a new nonce before the client's expires)."""
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), (b"dpop-nonce", nonce.encode())]}
+        await send(message)
+
+    return sending
 
 
 def _present(identity: OAuthIdentity, token: str) -> None:
@@ -169,9 +190,10 @@ def oauth_gate(
     settings: ServeSettings, *, introspection: tuple[str, str] | None = None, seen: SeenJtis | None = None
 ) -> OAuthGate:
     """The gate `serve --oauth-issuer` runs: its issuers (not loaded yet: `gate.start()`), the resource at
-    `settings.resource_url()`, the scopes of `--oauth-scope`. `introspection`: the client credentials for
-    RFC 7662 (`oauth_issuers.introspection_credentials`); `seen`: where DPoP proof ids are kept (default:
-    this process's memory; `dpop.RedisJtis` with `--state-url`)."""
+    `settings.resource_url()`, the scopes of `--oauth-scope`, and with `--dpop-nonce` nonces made from the
+    deployment's state key (raises `StateKeyInvalid` with a sentence when it cannot be read). `introspection`:
+    the client credentials for RFC 7662 (`oauth_issuers.introspection_credentials`); `seen`: where DPoP proof
+    ids are kept (default: this process's memory; `dpop.RedisJtis` with `--state-url`)."""
     issuers = [Issuer(url, introspection=introspection) for url in settings.oauth_issuers]
     everywhere = [s for s in settings.oauth_scopes if "=" not in s]
     per_route: dict[str, list[str]] = {}
@@ -186,5 +208,6 @@ def oauth_gate(
         route_scopes=per_route,
         audiences=settings.oauth_audiences,
     )
-    dpop = DpopChecker(settings.resource_url(), seen or MemoryJtis())
+    nonces = DpopNonces(state_key(settings)) if settings.dpop_nonce else None
+    dpop = DpopChecker(settings.resource_url(), seen or MemoryJtis(), nonces=nonces)
     return OAuthGate(resource, TokenVerifier(issuers), dpop)

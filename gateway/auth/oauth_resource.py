@@ -112,9 +112,10 @@ class ProtectedResource:
     ) -> list[tuple[bytes, bytes]]:
         """The `WWW-Authenticate` header(s) of a 401/403 for `route`."""
         params = [f"resource_metadata={_quoted(route.metadata_url)}"]
-        if error is not None:
+        nonce = error == "use_dpop_nonce"  # RFC 9449 §9: the DPoP challenge's error alone
+        if error is not None and not nonce:
             params.append(f"error={_quoted(error)}")
-        if description is not None:
+        if description is not None and not nonce:
             params.append(f"error_description={_quoted(description)}")
         wanted = scope if scope is not None else " ".join(route.scopes)
         if wanted:
@@ -124,6 +125,8 @@ class ProtectedResource:
             dpop = [f"algs={_quoted(' '.join(self.dpop_algs))}"]
             if error is not None:
                 dpop.append(f"error={_quoted(error)}")
+            if nonce and description is not None:
+                dpop.append(f"error_description={_quoted(description)}")
             headers.append((b"www-authenticate", ("DPoP " + ", ".join(dpop)).encode("latin-1", "replace")))
         return headers
 

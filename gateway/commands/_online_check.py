@@ -17,9 +17,10 @@ from pathlib import Path
 
 from connections import Broker, Diagnostic, Project, TurnProblem
 
+from ..info import undeclared_warning
 from ._broker_run import run_with_broker
 
-__all__ = ["online_diagnostics", "unchecked_connections"]
+__all__ = ["online_diagnostics", "unchecked_connections", "undeclared_capabilities"]
 
 _TOOL_PROBLEMS = {"collision": "tool-collision", "invalid_tool_name": "invalid-upstream-tool-name"}
 
@@ -45,17 +46,20 @@ def online_diagnostics(project: Project, args: argparse.Namespace) -> list[Diagn
     return found + [_undeclared(project, name, kinds) for name, kinds in undeclared.items()]
 
 
+def undeclared_capabilities(project: Project, args: argparse.Namespace) -> dict[str, list[str]]:
+    """Connection -> the kinds (resources, prompts) it advertises that its server does not declare, asking
+    only the connections that advertise them (`agent-sdk info`). Raises `CliError` when the broker cannot run."""
+
+    async def collect(broker: Broker) -> dict[str, list[str]]:
+        broker.offerings.warn_undeclared = False  # said by the caller, not as a log line
+        return {name: list(kinds) for name, kinds in (await broker.offerings.undeclared()).items()}
+
+    return run_with_broker(project, args, collect, what="asking the servers what they offer")
+
+
 def _undeclared(project: Project, name: str, kinds: list[str]) -> Diagnostic:
     path, line = _place(project, name)
-    fields = " and ".join(f"advertise_{kind}" for kind in kinds)
-    return Diagnostic(
-        path,
-        line,
-        "warning",
-        f"connection {name!r}: {fields} {'is' if len(kinds) == 1 else 'are'} set, but its server declares no "
-        f"{' or '.join(kinds)} capability, so it offers none; drop {fields} from its definition",
-        "undeclared-capability",
-    )
+    return Diagnostic(path, line, "warning", undeclared_warning(name, kinds), "undeclared-capability")
 
 
 def _place(project: Project, name: str | None) -> tuple[Path, int | None]:

@@ -13,11 +13,11 @@ from connections import Project, ProjectError, load_project
 from connections.serving import check_account_servers, unset_variables
 
 from ..errors import CliError
-from ..info import project_info
+from ..info import add_undeclared, project_info
 from ..limits import LimitsFileError, load_limit_rules
 from ..policy import policy_diagnostics
 from ._common import add_project_args
-from ._online_check import online_diagnostics, unchecked_connections
+from ._online_check import online_diagnostics, unchecked_connections, undeclared_capabilities
 from ._progress import waiting
 
 __all__ = ["info", "load", "register", "validate"]
@@ -37,7 +37,25 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     add_project_args(p)
     p.add_argument("--json", action="store_true", help="print the JSON document GET /v1/info serves")
     p.add_argument("--show-args", action="store_true", help="show stdio arguments too (known secrets still masked)")
+    p.add_argument(
+        "--offline",
+        action="store_true",
+        help="do not ask the servers of connections that advertise resources or prompts whether they offer them",
+    )
     p.set_defaults(func=info)
+
+
+def _undeclared_warnings(project: Project, args: argparse.Namespace, doc: dict[str, Any]) -> list[str]:
+    """Ask the servers of connections that advertise resources or prompts whether they declare them (issue 34
+    item 12); the sentences, also set in `doc`. A broker that cannot run is a note on stderr, not a failure."""
+    if not any(d.advertise_resources or d.advertise_prompts for d in project.connections.values()):
+        return []
+    try:
+        undeclared = undeclared_capabilities(project, args)
+    except CliError as exc:
+        print(f"agent-sdk: capabilities not checked: {exc}", file=sys.stderr)
+        return []
+    return add_undeclared(doc, undeclared)
 
 
 def load(directory: str) -> Project:
@@ -102,6 +120,9 @@ def info(args: argparse.Namespace) -> int:
         print(
             account.skipped.replace("account servers not checked", "account connectors not resolved"), file=sys.stderr
         )
+    warned = [] if args.offline else _undeclared_warnings(project, args, doc)
+    for sentence in warned if not args.json else []:
+        print(f"warning: {sentence}", file=sys.stderr)
     if args.json:
         print(json.dumps(doc, indent=2))
         return 0

@@ -100,6 +100,14 @@ def serve(args: argparse.Namespace) -> int:
     stopping: list[Callable[[], None]] = []
 
     class Server(uvicorn.Server):
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            try:
+                await super().startup(sockets)  # listens only now (`_bind`)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE:
+                    raise
+                raise _busy(settings.host, settings.port) from None  # another one bound it and listened first
+
         async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
             for end in stopping:  # endless streams end first, or uvicorn would wait for them forever
                 end()
@@ -197,7 +205,12 @@ def _serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> i
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """A listening TCP socket on `host`:`port` (0: a free port); raises `CliError` when it cannot be bound."""
+    """A TCP socket bound to `host`:`port` (0: a free port); raises `CliError` when it cannot be bound.
+
+    Not listening yet: uvicorn's server calls `listen()` once the app's lifespan has started. Until then a
+    connect is refused, so a proxy in front (nginx's `proxy_next_upstream error`) sends the request to another
+    replica at once, rather than a restarting replica's kernel accepting it into a backlog nobody reads
+    while the app still starts (docs/deploy.md, "Failure figures")."""
     family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -206,10 +219,13 @@ def _bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         if exc.errno == errno.EADDRINUSE:
-            raise CliError(
-                f"port {port} on {host} is already in use by another process; stop it, or pass --port N "
-                "(--port 0 picks a free one)"
-            ) from None
+            raise _busy(host, port) from None
         raise CliError(f"cannot listen on {host}:{port}: {exc.strerror}; pass a --host this machine has") from None
-    sock.listen(2048)
     return sock
+
+
+def _busy(host: str, port: int) -> CliError:
+    return CliError(
+        f"port {port} on {host} is already in use by another process; stop it, or pass --port N "
+        "(--port 0 picks a free one)"
+    )

@@ -108,6 +108,13 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         "or $AGENT_SDK_OAUTH_AUDIENCE (space-separated)",
     )
     p.add_argument(
+        "--dpop-nonce",
+        action="store_true",
+        default=None,
+        help="with --oauth-issuer: DPoP proofs must carry a nonce the gateway gives (RFC 9449 section 9; "
+        "replicas need the same state key); or $AGENT_SDK_DPOP_NONCE=1",
+    )
+    p.add_argument(
         "--operator-scope",
         action="append",
         default=None,
@@ -261,6 +268,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             public_url=getattr(args, "public_url", None),
             oauth_scopes=tuple(args.oauth_scope) if getattr(args, "oauth_scope", None) else None,
             oauth_audiences=tuple(args.oauth_audience) if getattr(args, "oauth_audience", None) else None,
+            dpop_nonce=getattr(args, "dpop_nonce", None),
             operator_scopes=tuple(args.operator_scope) if getattr(args, "operator_scope", None) else None,
             operator_claims=tuple(args.operator_claim) if getattr(args, "operator_claim", None) else None,
             runner=args.runner,
@@ -298,6 +306,7 @@ _FLAGS = {
     "public_url": "--public-url",
     "oauth_scopes": "--oauth-scope",
     "oauth_audiences": "--oauth-audience",
+    "dpop_nonce": "--dpop-nonce",
     "operator_scopes": "--operator-scope",
     "operator_claims": "--operator-claim",
     "runner": "--runner",

@@ -5,9 +5,11 @@ each auth-less listing comes through the pool's listing cache, see docs/clients.
 reuses the last listing for `ttl` seconds so a call costs one upstream round trip, not a listing
 plus a call; an unknown name or an expired listing lists again first. A call opens only the
 connection it needs: an authored tool lists nothing, a tool whose connection an earlier listing
-named lists that connection alone, and a listing that left a failing connection out still serves
-the others' tools (one connection waiting for a login does not touch every call); an upstream's
-`tools/list_changed` drops the reused listing at once (`changed`). Session-bound toolsets
+named lists that connection alone (and that one-connection listing is reused for `ttl` seconds too,
+so a peer that stays open past `ttl` lists once per `ttl`, not once per call), and a listing that
+left a failing connection out still serves the others' tools (one connection waiting for a login
+does not touch every call); an upstream's `tools/list_changed` drops the reused listings at once
+(`changed`). Session-bound toolsets
 (per-session `auth`) are never cached: their headers are computed for every build. A tool that
 differs from `mcp.lock` is held back (`Toolset.held_back`), not offered, and the rest are
 (docs/connections.md).
@@ -16,6 +18,7 @@ differs from `mcp.lock` is held back (`Toolset.held_back`), not offered, and the
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,8 +53,11 @@ class ToolCatalog:
     ttl: float = 30.0
     _cached: Toolset | None = None
     _stamp: float = 0.0
+    clock: Callable[[], float] = time.monotonic
     _owners: dict[str, str] = field(default_factory=dict[str, str])
     """Advertised tool -> its connection, from the last listing (kept past `ttl`: it only picks what to list)."""
+    _owned: dict[str, tuple[float, Toolset]] = field(default_factory=dict[str, tuple[float, Toolset]])
+    """Connection -> when a call listed it alone, and that listing (reused for `ttl` like the full one)."""
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def live(self) -> Toolset:
@@ -79,36 +85,43 @@ class ToolCatalog:
         if session is not None:
             toolset, problems = await self.builder.collect(session, hold_back=True)
             return toolset.get(name), toolset, problems
-        cached = self._fresh()
         # A held-back name is built again (from the cached listing): `pin --update` may have let it in.
-        if cached is not None and name in cached:
+        if (cached := self._reused(name)) is not None:
             return cached.get(name), cached, []
         async with self._lock:
-            cached = self._fresh()
-            if cached is not None and name in cached:
+            if (cached := self._reused(name)) is not None:
                 return cached.get(name), cached, []
             owner = self._owners.get(name)
             if owner is not None:
                 toolset, problems = await self.builder.collect(None, only=owner, hold_back=True)
                 tool = toolset.get(name)
                 if tool is not None and not problems:
+                    self._owned[owner] = (self.clock(), toolset)
                     return tool, toolset, []
             toolset, problems = await self.collect(None)
         return toolset.get(name), toolset, problems
 
-    def changed(self, _connection: str, change: Change) -> None:
+    def changed(self, connection: str, change: Change) -> None:
         """A `ListingCache` watcher: an upstream's tools changed, so the reused listing must not serve a call."""
         if change.kind == "tools":
             self._cached = None
+            self._owned.pop(connection, None)
 
-    def _fresh(self) -> Toolset | None:
-        if self._cached is not None and time.monotonic() - self._stamp < self.ttl:
+    def _reused(self, name: str) -> Toolset | None:
+        """A listing within its `ttl` that names `name`: the full one, else the one of `name`'s connection."""
+        now = self.clock()
+        if self._cached is not None and now - self._stamp < self.ttl and name in self._cached:
             return self._cached
+        owner = self._owners.get(name)
+        owned = self._owned.get(owner) if owner is not None else None
+        if owned is not None and now - owned[0] < self.ttl and name in owned[1]:
+            return owned[1]
         return None
 
     def _remember(self, toolset: Toolset) -> None:
         self._cached = toolset
-        self._stamp = time.monotonic()
+        self._stamp = self.clock()
+        self._owned.clear()
         self._owners = {t.name: t.connection for t in toolset if t.connection is not None}
 
 

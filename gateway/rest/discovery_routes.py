@@ -1,6 +1,9 @@
 """`GET /v1/health` and `GET /v1/ready` (no auth) and `GET /v1/info` (the `info --json` document plus
 runtime facts, never a secret).
 
+A connection that advertises resources or prompts its server was found not to declare (once a listing has
+asked it) carries a `warnings` entry in `/v1/info`, as `agent-sdk info` says it.
+
 `/v1/health` is liveness: the process answers. `/v1/ready` is readiness, for a load balancer or an
 orchestrator: 200 once the state store answers and every `--warm` start has finished, else 503
 with each cause (codes and counts only: it answers anyone, so it names no connection and no URL).
@@ -14,7 +17,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from ..errors import StateUnavailable
-from ..info import project_info
+from ..info import add_undeclared, project_info
 from ..runtime import Runtime, runtime_of
 
 __all__ = ["discovery_routes"]
@@ -86,6 +89,8 @@ async def info(request: Request) -> JSONResponse:
             "failures": "/v1/failures",
         },
     }
+    if runtime.offerings is not None:  # what the listings so far found undeclared (issue 34 item 12)
+        add_undeclared(doc, runtime.offerings.known_undeclared())
     accounts = getattr(request.state, "accounts", None)
     if accounts is not None:
         accounts.annotate_info(doc)

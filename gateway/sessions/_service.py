@@ -13,86 +13,40 @@ first, with one `turn.interrupted`-style `turn.failed` (status `interrupted`), o
 from __future__ import annotations
 
 import logging
-import re
 import secrets
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 
-from connections import SessionInfo, ToolOutcome, Toolset, TurnBuilder, TurnProblem
+from connections import ToolOutcome, Toolset, TurnBuilder, TurnProblem
 
 from ..errors import (
     Forbidden,
-    InvalidContinuationToken,
     SessionBusy,
     SessionNotFound,
     StaleContinuationToken,
     StateUnavailable,
 )
 from ..runners import TurnRunner
+from ._live import LiveSession, parse_continuation_token
 from ._protocol import SessionStore
 from ._records import SESSION_ID, SessionRecord, closing_events, interrupted_outcome, new_event, now
 from ._turns import Narrow, Turn, run_turn
 
-__all__ = ["LiveSession", "SessionService", "parse_continuation_token"]
+__all__ = ["SessionService"]
 
 logger = logging.getLogger("agent_sdk.sessions")
 
-_TOKEN = re.compile(r"([a-z][a-z0-9_-]{0,31}):([A-Za-z0-9_\-.~/#@+=]{1,256})")
 _PREEMPT_GRACE_S = 30.0
 _REAP_EVERY_S = 1.0
 _NUDGE_EVERY_S = 1.0
 HISTORY_EVENTS = 2000
 """A follow-up's runner gets the conversation from at most this many of the session's last events, so
 its cost does not grow with the conversation's length (docs/http-api.md)."""
-
-
-def parse_continuation_token(token: object) -> tuple[str, str]:
-    """`<channelId>:<key>` -> (channel id, key). Raises `InvalidContinuationToken` when malformed."""
-    if not isinstance(token, str) or (match := _TOKEN.fullmatch(token)) is None:
-        raise InvalidContinuationToken("continuationToken must look like <channelId>:<key>, as /v1/sessions lists it")
-    return match.group(1), match.group(2)
-
-
-@dataclass(slots=True)
-class LiveSession:
-    """A session as last read from the store."""
-
-    record: SessionRecord
-
-    @property
-    def id(self) -> str:
-        return self.record.id
-
-    @property
-    def busy(self) -> bool:
-        return self.record.turn is not None
-
-    def info(self) -> SessionInfo:
-        return self.record.info()
-
-    def snapshot(self) -> dict[str, Any]:
-        """What `check` and the session routes report."""
-        r = self.record
-        out: dict[str, Any] = {
-            "sessionId": r.id,
-            "continuationToken": r.continuation_token,
-            "title": r.title,
-            "createdAt": r.created_at,
-            "eventCount": r.event_count,
-        }
-        if r.turn is not None:
-            out.update(status="running", turnId=r.turn)
-        elif r.last_turn is not None:
-            out.update(r.last_turn)
-        else:
-            out["status"] = "idle"
-        return out
 
 
 class SessionService:

@@ -107,10 +107,19 @@ def _b64(data: bytes) -> str:
 
 
 def dpop_proof(
-    key: ECKey, method: str, url: str, token: str | None = None, *, jti: str | None = None, iat: int | None = None
+    key: ECKey,
+    method: str,
+    url: str,
+    token: str | None = None,
+    *,
+    jti: str | None = None,
+    iat: int | None = None,
+    nonce: str | None = None,
 ) -> str:
-    """An RFC 9449 proof signed by `key` for `method` `url` (and `token`'s `ath`)."""
+    """An RFC 9449 proof signed by `key` for `method` `url` (and `token`'s `ath`, and a server's `nonce`)."""
     claims: dict[str, Any] = {"htm": method, "htu": url, "iat": iat or int(time.time()), "jti": jti or uuid.uuid4().hex}
+    if nonce is not None:
+        claims["nonce"] = nonce
     if token is not None:
         claims["ath"] = _b64(hashlib.sha256(token.encode()).digest())
     header = {"typ": "dpop+jwt", "alg": "ES256", "jwk": key.as_dict(private=False)}

@@ -17,6 +17,7 @@ import httpx2
 import pytest
 
 from gateway.cli import build_parser
+from gateway.settings import ServeSettings
 from tests.conftest import free_port
 from tests.gateway.conftest import Served, make_project, serve
 from tests.nginx import main_conf
@@ -137,3 +138,12 @@ def test_the_access_log_holds_no_callback_code_or_state(tls_front: tuple[str, Pa
     assert '"GET /v1/oauth/callback HTTP/1.1"' in text, text
     assert "/v1/tools?cursor=kept" in text, text  # other queries are logged as they came
     assert CODE not in text and STATE not in text, text
+
+
+def test_nginx_drops_an_idle_replica_connection_before_the_replica_does() -> None:
+    # A replica closing an idle keep-alive connection just as nginx sends a POST on it fails that POST, and
+    # nginx never resends a POST (docs/deploy.md): nginx's upstream keepalive_timeout must be the shorter one.
+    upstream = NGINX.read_text().split("upstream agent_sdk {", 1)[1].split("}", 1)[0]
+    found = re.search(r"^\s*keepalive_timeout\s+(\d+)s;", upstream, re.MULTILINE)
+    assert found is not None, "deploy/nginx.conf's upstream block sets no keepalive_timeout (nginx's default is 60 s)"
+    assert int(found.group(1)) < ServeSettings().idle_timeout_s  # the replicas' default --timeout-keep-alive

@@ -5,6 +5,7 @@ of concurrent callers."""
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -82,6 +83,51 @@ async def test_without_required_a_full_queue_drops_but_the_call_runs() -> None:
             await tool.call({})
         assert calls == ["ran"] * 4 and trail.dropped == 2
         sink.release.set()
+
+
+class _CountedFile(FileSink):
+    """The real audit file, counting the appends (each one a thread hop and a locked open-append-close)."""
+
+    appends = 0
+
+    async def write(self, records: list[AuditRecord], lines: list[str]) -> None:
+        self.appends += 1
+        await super().write(records, lines)
+
+
+async def test_the_records_of_calls_in_quick_succession_reach_the_file_in_one_append(tmp_path: Path) -> None:
+    sink = _CountedFile(tmp_path)
+    calls: list[str] = []
+    async with AuditTrail.running([sink], flush_s=2.0) as trail:
+        tool = CallGuard(trail, Limiter(()), ApprovalGate({})).tool(_tool(calls), "http", "bearer:a")
+        for _ in range(50):  # each call lets the writer task run, as calls on a busy server do
+            await tool.call({})
+            await anyio.to_thread.run_sync(lambda: None)  # and the loop goes on to other work meanwhile
+    assert len(calls) == 50
+    assert len((tmp_path / "audit.jsonl").read_text().splitlines()) == 50  # shutdown wrote them all
+    assert sink.appends == 1, "a batch per flush interval, not an append per call"
+
+
+async def test_a_reused_tool_is_guarded_once_per_caller_and_each_call_is_recorded_as_its_own(tmp_path: Path) -> None:
+    sink = _CountedFile(tmp_path)
+    calls: list[str] = []
+    plain = _tool(calls)
+    async with AuditTrail.running([sink]) as trail:
+        guard = CallGuard(trail, Limiter(()), ApprovalGate({}))
+        first = guard.tool(plain, None, "bearer:a")
+        assert guard.tool(plain, None, "bearer:a") is first  # no copy of the tool per call
+        assert guard.tool(plain, None, "bearer:b") is not first
+        assert guard.tool(plain, "http", "bearer:a") is not first
+        for who in ("bearer:a", "bearer:b", "bearer:a"):
+            await guard.tool(plain, None, who).call({})
+        await guard.tool(plain, "http", "bearer:b").call({})
+    records = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [(r["principal"], r["surface"]) for r in records] == [
+        ("bearer:a", "mcp/tools"),
+        ("bearer:b", "mcp/tools"),
+        ("bearer:a", "mcp/tools"),
+        ("bearer:b", "http"),
+    ]
 
 
 async def test_the_file_rotates_by_size_and_reads_back_newest_first(tmp_path: Path) -> None:

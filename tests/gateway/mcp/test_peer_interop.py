@@ -191,6 +191,26 @@ async def test_a_server_without_resources_offers_none_and_fails_nobody_at_2026_0
     assert done.completion.values == ["Engineering"]
 
 
+@pytest.mark.anyio
+async def test_v1_info_names_a_connection_whose_server_declares_no_resources_once_listed(
+    offering_gateway: Served,
+) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(f"{offering_gateway.url}/v1/mcp/tools", http_client=http)
+        with anyio.fail_after(60):
+            async with Client(transport, mode="2026-07-28", cache=None) as client:  # pyright: ignore[reportArgumentType]
+                await client.list_resources()
+                await client.list_prompts()
+        info = await http.get(f"{offering_gateway.url}/v1/info", headers=offering_gateway.headers)
+    assert info.status_code == 200, info.text
+    entries = {c["name"]: c for c in info.json()["connections"]}
+    (warning,) = entries["filesystem"]["warnings"]
+    assert warning["code"] == "undeclared-capability"
+    assert warning["message"].startswith("connection 'filesystem': advertise_resources and advertise_prompts are set")
+    assert entries["tools_legacy"]["warnings"][0]["code"] == "undeclared-capability"  # a tools-only mcp 2.x server
+    assert "warnings" not in entries["everything"]  # it declares both
+
+
 @pytest.fixture(scope="module")
 def changing_gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """`counting_server.py` (an `mcp` 2.x `MCPServer` whose `add_tool` changes its listing) at 2025-11-25."""
