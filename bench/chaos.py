@@ -258,7 +258,7 @@ def _report(
             return f"{op.kind} at {op.started - t0:.1f}s: not in nginx's log: {op.error[:80]}"
         tried = ",".join(f"r{c.ports.index(p)}" for p in line.upstreams if p in c.ports) or "none"
         span = f"{line.started - t0:.1f}-{line.ended - t0:.1f}s"
-        return f"{op.kind} {span} tried {tried}: {op.error[:80]}"
+        return f"{op.kind} {span} tried {tried}: {op.error[:200]}"
 
     lost = [sid for sid in load.sessions if sid not in final]
     gaps = [sid for sid, s in final.items() if [e["index"] for e in s["events"]] != list(range(len(s["events"])))]

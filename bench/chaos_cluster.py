@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -245,14 +246,20 @@ class LogLine:
     uri: str
 
 
+_LOG_LINE = re.compile(
+    r'(?P<ident>\S+) (?P<ended>\S+) (?P<took>\S+) (?P<status>\d+) "(?P<upstreams>[^"]*)" (?P<uri>.*)'
+)
+
+
 def read_access_log(path: Path) -> dict[str, LogLine]:
     """Chaos id -> what nginx saw of that request."""
     out: dict[str, LogLine] = {}
     for line in path.read_text().splitlines():
-        parts = line.split(" ", 5)
-        if len(parts) != 6 or parts[0] == "-":
+        # `$upstream_addr` is quoted and holds ", " between the replicas nginx tried: not split on its spaces.
+        match = _LOG_LINE.fullmatch(line)
+        if match is None or match["ident"] == "-":
             continue
-        ident, ended, took, status, upstreams, uri = parts
+        ident, ended, took, status, upstreams, uri = match.group("ident", "ended", "took", "status", "upstreams", "uri")
         ports = tuple(int(a.rsplit(":", 1)[1]) for a in upstreams.strip('"').replace(",", " ").split() if ":" in a)
         out[ident] = LogLine(float(ended) - float(took), float(ended), int(status), ports, uri)
     return out

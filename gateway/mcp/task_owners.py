@@ -12,7 +12,8 @@ or `tasks/cancel` reaches whichever replica nginx picks (round-robin, no affinit
   `FORWARD_S` (a hung process) gets the peer a JSON-RPC error that says to retry, not a verdict;
 - when nobody listens on the owner's channel (its process was killed: Redis drops a closed connection's
   subscriptions; asked three times over a second, so a Redis restart's resubscription is not mistaken
-  for it), or the deployment has no Redis and the owner is a previous start of this gateway, the local
+  for it), before the request or while the asker waits for its answer (an owner killed with the request
+  in flight), or the deployment has no Redis and the owner is a previous start of this gateway, the local
   session is asked (an upstream that shares its tasks, a 2026-07-28 one, knows it);
 - an upstream that answers that it does not know a task id the gateway sealed (JSON-RPC -32602: its
   session, and the task with it, ended when the replica or the child process died) makes the task
@@ -42,6 +43,10 @@ logger = logging.getLogger("agent_sdk.mcp")
 FORWARD_S = 5.0
 """How long a replica waits for the owner's answer to a forwarded task request."""
 _LISTEN_TRIES = 3
+_LISTEN_EVERY_S = 0.5
+"""While it waits for the owner's answer, the asker checks this often that the owner still listens: an owner
+killed with the request in flight stops listening, and after `_LISTEN_TRIES` such checks in a row (so a
+Redis restart's resubscription is not mistaken for it) the task is answered as one whose owner is gone."""
 _REDIS_TRIES = 4
 Local = Callable[[str, str, Mapping[str, Any]], Awaitable[dict[str, Any]]]
 """The pooled session's task request: (connection, method, params with the upstream's id) -> answer."""
@@ -120,11 +125,16 @@ class TaskOwners:
             else:
                 return None
             answer: dict[str, Any] | None = None
+            silent = 0  # checks in a row that found nobody listening for `owner`
             with anyio.move_on_after(FORWARD_S):
                 while answer is None:
-                    message = await pubsub.get_message(timeout=FORWARD_S)
+                    message = await pubsub.get_message(timeout=_LISTEN_EVERY_S)
                     if message is not None and isinstance(message.get("data"), str):
                         answer = json.loads(message["data"])
+                    elif message is None:
+                        silent = silent + 1 if not await self._listens(owner) else 0
+                        if silent == _LISTEN_TRIES:  # it died with our request: as if nobody had listened
+                            return None
         finally:
             with anyio.CancelScope(shield=True):
                 try:
@@ -139,6 +149,11 @@ class TaskOwners:
             code, message = answer["error"]
             raise MCPError(int(code), str(message))
         return answer["result"]
+
+    async def _listens(self, owner: str) -> bool:
+        """Whether `owner` still listens on its channel (a killed process's subscription ends with its connection)."""
+        counts = await self._redis.pubsub_numsub(self._channel(owner))
+        return any(int(n) > 0 for _, n in counts)
 
     def _channel(self, owner: str) -> str:
         return f"{self._p}task-owner:{owner}"
