@@ -151,8 +151,14 @@ class TaskOwners:
         return answer["result"]
 
     async def _listens(self, owner: str) -> bool:
-        """Whether `owner` still listens on its channel (a killed process's subscription ends with its connection)."""
-        counts = await self._redis.pubsub_numsub(self._channel(owner))
+        """Whether `owner` still listens on its channel (a killed process's subscription ends with its connection).
+        True when Redis cannot say (it is restarting): only the answer's own wait decides then, as before."""
+        import redis.exceptions
+
+        try:
+            counts = await self._redis.pubsub_numsub(self._channel(owner))
+        except (redis.exceptions.RedisError, OSError):
+            return True
         return any(int(n) > 0 for _, n in counts)
 
     def _channel(self, owner: str) -> str:
