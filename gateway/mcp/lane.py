@@ -44,19 +44,11 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import (
     ERROR_CODE_HTTP_STATUS,
-    InboundLadderRejection,
-    classify_inbound_request,
-    find_duplicated_routing_header,
-    validate_mcp_param_headers,
 )
 from mcp.shared.jsonrpc_dispatcher import handler_exception_to_error_data
 from mcp_types import (
-    CLIENT_CAPABILITIES_META_KEY,
-    CLIENT_INFO_META_KEY,
     DEFAULT_NEGOTIATED_VERSION,
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
-    PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
     ErrorData,
 )
@@ -83,6 +75,7 @@ from .call_stream import (
     stream_answer,
     until_gone,
 )
+from .lane_checks import ladder_rejection, param_rejection, rejected
 from .peers.calls import Peer
 from .pipeline import CallPlan, lookup, target_of
 from .tools import tools_list_result
@@ -94,7 +87,6 @@ logger = logging.getLogger("agent_sdk.mcp")
 _METHODS = frozenset({"tools/call", "tools/list"})
 _ENVELOPE = frozenset({"jsonrpc", "id", "method", "params"})
 _PROTOCOL_VERSION = b"mcp-protocol-version"
-_PARAM_PREFIX = b"mcp-param-"
 _COMPLETE = "complete"
 
 
@@ -167,16 +159,16 @@ async def serve_lane(
     try:
         if modern:
             headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-            rejection = _ladder_rejection(body, headers)
+            rejection = ladder_rejection(body, headers)
             if rejection is not None:
-                await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
+                await _send_jsonrpc(send, ident, error=rejected(rejection), modern=True)
                 return True
             version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
             if method == "tools/call":  # before the params schema, as in the SDK's entry
                 found = await _lookup(runtime, params, caller_of(scope))
-                rejection = _param_rejection(scope, params, headers, found)
+                rejection = param_rejection(scope, params, headers, found)
                 if rejection is not None:
-                    await _send_jsonrpc(send, ident, error=_rejected(rejection), modern=True)
+                    await _send_jsonrpc(send, ident, error=rejected(rejection), modern=True)
                     return True
         else:
             version = requested or DEFAULT_NEGOTIATED_VERSION
@@ -216,40 +208,11 @@ async def serve_lane(
     return True
 
 
-def _ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -> InboundLadderRejection | None:
-    """The SDK's modern entry ladder (`handle_modern_request`), first failure wins."""
-    duplicated = find_duplicated_routing_header(headers)
-    if duplicated is not None:
-        return InboundLadderRejection(code=HEADER_MISMATCH, message=f"{duplicated} header appears more than once")
-    verdict = classify_inbound_request(body, headers=dict(headers))
-    return verdict if isinstance(verdict, InboundLadderRejection) else None
-
-
 async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any, ...] | None:
     """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
     is not a string: the params schema rejects it)."""
     name = params.get("name") if isinstance(params, Mapping) else None
     return await lookup(runtime, name, caller) if isinstance(name, str) else None
-
-
-def _param_rejection(
-    scope: Scope, params: Any, headers: list[tuple[str, str]], found: tuple[Any, ...] | None
-) -> InboundLadderRejection | None:
-    """`Mcp-Param-*` against the tool's schema, as `_mcp_param_rejection` in the SDK (malformed params
-    and an unknown tool are dispatch's to reject), but from the catalog's cached listing rather than
-    a fresh `tools/list`. `params` passed the ladder, so it is an object."""
-    arguments = params.get("arguments")
-    if found is None or (arguments is not None and not isinstance(arguments, Mapping)):
-        return None
-    if not arguments and not any(k.startswith(_PARAM_PREFIX) for k, _ in scope["headers"]):
-        return None  # no argument values and no `Mcp-Param-*` header: nothing can disagree
-    tool = found[0]
-    if tool is None or not tool.header_params:
-        return None  # no annotated parameter: no header can be out of line
-    rejection = validate_mcp_param_headers(tool.input_schema, arguments or {}, _Pairs(headers))
-    if rejection is not None and not _envelope_lists(params["_meta"]):
-        return None  # the SDK skips the check when the envelope cannot list tools; dispatch rejects it
-    return rejection
 
 
 def _plan(
@@ -299,43 +262,6 @@ async def _listed(
         result = await tools_list_result(runtime, caller)
         done(result)
         return result
-
-
-def _envelope_lists(meta: Mapping[str, Any]) -> bool:
-    """Whether the request's envelope passes as a `tools/list` envelope: the SDK reads the schema it
-    checks `Mcp-Param-*` against from such a listing (`_tool_input_schema`) and skips the check otherwise."""
-    version = meta[PROTOCOL_VERSION_META_KEY]
-    envelope = {PROTOCOL_VERSION_META_KEY: version, CLIENT_CAPABILITIES_META_KEY: meta[CLIENT_CAPABILITIES_META_KEY]}
-    if meta.get(CLIENT_INFO_META_KEY) is not None:
-        envelope[CLIENT_INFO_META_KEY] = meta[CLIENT_INFO_META_KEY]
-    try:
-        _methods.validate_client_request("tools/list", version, {"_meta": envelope})
-    except ValidationError:
-        return False
-    return True
-
-
-class _Pairs(Mapping[str, str]):
-    """Header lines as a mapping whose `items()` keeps duplicates (what `validate_mcp_param_headers` reads)."""
-
-    def __init__(self, pairs: list[tuple[str, str]]) -> None:
-        self._pairs = pairs
-
-    def __getitem__(self, key: str) -> str:
-        return next(v for k, v in self._pairs if k == key)
-
-    def __iter__(self) -> Any:
-        return (k for k, _ in self._pairs)
-
-    def __len__(self) -> int:
-        return len(self._pairs)
-
-    def items(self) -> Any:
-        return list(self._pairs)
-
-
-def _rejected(rejection: InboundLadderRejection) -> ErrorData:
-    return ErrorData(code=rejection.code, message=rejection.message, data=rejection.data)
 
 
 def _shaped(server: Server[Any], method: str, version: str, result: dict[str, Any], *, modern: bool) -> dict[str, Any]:

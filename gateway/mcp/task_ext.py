@@ -41,7 +41,7 @@ from ..http._asgi import header
 from ..policy import caller_of
 from ..runtime import Runtime
 from ..state.request_state import SealedTask
-from .lane import _ladder_rejection  # pyright: ignore[reportPrivateUsage]  # the lane's checks, not a copy
+from .lane_checks import ladder_rejection  # the lane's checks, not a copy
 from .task_capability import TASKS_EXTENSION
 from .task_owners import TaskGone
 from .tasks import Refused, error_answer, gone_task, open_task, start_task, task_request, write_answer
@@ -75,7 +75,7 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
         if tool is None or not tool.execution or tool.execution.get("taskSupport") not in _TASK_SUPPORT:
             return False  # the lane answers it as a plain call
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
-    rejection = _ladder_rejection(body, headers)
+    rejection = ladder_rejection(body, headers)
     if rejection is not None:
         await _write(send, ident, error=(rejection.code, rejection.message))
         return True
