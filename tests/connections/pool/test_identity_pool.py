@@ -286,7 +286,7 @@ async def test_metrics_count_identities_per_connection_and_show_no_digest(
 ) -> None:
     from prometheus_client import CollectorRegistry, generate_latest
 
-    from gateway.metrics import _BrokerCollector  # pyright: ignore[reportPrivateUsage]
+    from gateway.metrics_collectors import BrokerCollector
 
     root = tenant_project(tmp_path, handshake_upstream, ", max_identities=2")
     async with Broker(load_project(root)) as broker:
@@ -296,7 +296,7 @@ async def test_metrics_count_identities_per_connection_and_show_no_digest(
             await toolset.tools["record"].call({"value": f"metric|{who}"})
             digests.append(SessionHeaders({"X-Tenant": who}).digest)
         registry = CollectorRegistry()
-        registry.register(_BrokerCollector(broker, pid_label=False))
+        registry.register(BrokerCollector(broker, pid_label=False))
         text = generate_latest(registry).decode()
     assert 'agent_sdk_identity_clients{connection="tenant"} 2.0' in text
     assert 'agent_sdk_identity_clients_closed_total{connection="tenant"} 1.0' in text
