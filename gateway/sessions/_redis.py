@@ -96,6 +96,7 @@ class RedisSessionStore:
         try:
             return await awaitable
         except redis.exceptions.RedisError as exc:
+            logger.debug("the shared state store at %s failed a request: %s: %s", self.name, type(exc).__name__, exc)
             raise StateUnavailable(
                 f"the shared state store (Redis at {self.name}) is unavailable ({type(exc).__name__}); retry shortly"
             ) from None

@@ -23,8 +23,8 @@ def redis_client(url: str, *, socket_timeout: float = 3.0) -> Any:
     holding a request while Redis is away. Raises `StateUnavailable` when the `redis` package is missing."""
     try:
         import redis.asyncio as redis_asyncio
+        from redis.asyncio.retry import Retry  # the asyncio one: the sync `redis.retry.Retry` never retries here
         from redis.backoff import NoBackoff
-        from redis.retry import Retry
     except ImportError:  # pragma: no cover - the [redis] extra is missing
         raise StateUnavailable("--state-url needs the redis package: pip install 'agent-sdk[redis]'") from None
     return redis_asyncio.Redis.from_url(

@@ -195,6 +195,39 @@ async def test_redis_down_is_state_unavailable_and_the_same_store_works_when_it_
         server.stop()
 
 
+async def test_connections_idle_across_a_redis_restart_are_reopened_not_failed(tmp_path: Path) -> None:
+    """The pool's connections that sat idle while Redis restarted are dead; the first request on each is
+    retried on a new connection (the client's one retry), so no request made after Redis is back fails."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        async with _redis_store(server) as store:
+            record = _record("alice", 1)
+            await store.create(record)
+            for _ in range(3):  # many requests at once: the pool holds that many connections, then idles
+                with anyio.fail_after(10):
+                    await _at_once(40, lambda: store.load(record.id))
+                server.kill()
+                server.start()
+                with anyio.fail_after(10):
+                    found = await _at_once(40, lambda: store.load(record.id))
+                assert all(loaded is not None and loaded.id == record.id for loaded in found)
+    finally:
+        server.stop()
+
+
+async def _at_once(n: int, op: Any) -> list[Any]:
+    found: list[Any] = []
+
+    async def one() -> None:
+        found.append(await op())
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(n):
+            tg.start_soon(one)
+    return found
+
+
 class _redis_store:
     def __init__(self, server: RedisServer) -> None:
         self.store = RedisSessionStore(server.url, prefix=f"t{secrets.token_hex(4)}:", patience_s=1.0)
