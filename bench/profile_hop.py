@@ -65,9 +65,10 @@ def _name(filename: str, qualname: str) -> str:
 
 
 @asynccontextmanager
-async def gateway(upstream: str, tmp: Path, ttl: float) -> AsyncGenerator[ASGIApp]:
+async def gateway(upstream: str, tmp: Path, ttl: float, **settings: Any) -> AsyncGenerator[ASGIApp]:
     """The app for a project with one advertised connection to `upstream`, its lifespan entered; the
-    ASGI callable hands every request the lifespan state and the peer's uid, as `serve` does."""
+    ASGI callable hands every request the lifespan state and the peer's uid, as `serve` does.
+    `settings` are more `ServeSettings` fields (`bench/bench_oauth.py`: an OAuth issuer)."""
     from connections import load_project
     from gateway.app import create_app
     from gateway.http.protocol import PEER_UID
@@ -79,7 +80,7 @@ async def gateway(upstream: str, tmp: Path, ttl: float) -> AsyncGenerator[ASGIAp
         "from connections import define_connection\n\n"
         f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
     )
-    app = create_app(load_project(project), ServeSettings(state_root=tmp / "state", toolset_ttl_s=ttl))
+    app = create_app(load_project(project), ServeSettings(state_root=tmp / "state", toolset_ttl_s=ttl, **settings))
     state: dict[str, Any] = {}
     to_app, app_inbox = anyio.create_memory_object_stream[Message](4)
     app_outbox, from_app = anyio.create_memory_object_stream[Message](4)

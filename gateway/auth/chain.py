@@ -39,7 +39,6 @@ defence against DNS rebinding (MCP spec, Streamable HTTP transport, "Security Wa
 from __future__ import annotations
 
 import functools
-import hashlib
 import hmac
 import logging
 from collections.abc import Awaitable, Callable, Iterable
@@ -65,7 +64,7 @@ from ..http.protocol import PEER_UID
 from ..http.proxies import PROXIED_BY, TrustedProxies
 from ..http.tcp_peers import own_uid, peer_uid
 from .oauth_gate import OAuthGate
-from .oauth_tokens import OAuthIdentity
+from .oauth_tokens import OAuthIdentity, token_digest
 from .operator_grants import OperatorGrant
 
 __all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
@@ -104,10 +103,24 @@ def _refuse(scope: Scope, send: Send, refusal: Refusal, headers: Iterable[tuple[
     return refuse(scope, send, status, code, message, headers)
 
 
-def _oauth_admitted(scope: Scope, identity: OAuthIdentity, *, grant: OperatorGrant | None) -> None:
-    state: dict[str, Any] = scope.setdefault("state", {})
-    role: Role = "operator" if grant is not None and grant.admits(identity) else "peer"
-    state["principal"] = Principal(identity.id, "oauth", role, oauth=identity)
+class _OAuthPrincipals:
+    """Records an admitted identity's principal in the scope: made once per identity (its role from the
+    operator grant), then the same one for each of the token's requests."""
+
+    def __init__(self, grant: OperatorGrant | None, most: int = 10_000) -> None:
+        self.grant = grant
+        self.most = most
+        self._made: dict[OAuthIdentity, Principal] = {}
+
+    def __call__(self, scope: Scope, identity: OAuthIdentity) -> None:
+        principal = self._made.get(identity)
+        if principal is None:
+            if len(self._made) >= self.most:
+                self._made.clear()
+            role: Role = "operator" if self.grant is not None and self.grant.admits(identity) else "peer"
+            principal = self._made[identity] = Principal(identity.id, "oauth", role, oauth=identity)
+        state: dict[str, Any] = scope.setdefault("state", {})
+        state["principal"] = principal
 
 
 async def _refuse_websocket(receive: Receive, send: Send) -> None:
@@ -213,13 +226,9 @@ class RequestGuard:
         return name == other or (is_loopback_name(name) and is_loopback_name(other))
 
 
-def _digest(value: str) -> bytes:
-    return hashlib.sha256(value.encode()).digest()
-
-
 def _fingerprint(token: SecretStr) -> str:
     """What names a token's principal (`bearer:<12 hex>`): a digest prefix, never the token."""
-    return _digest(token.get_secret_value()).hex()[:12]
+    return token_digest(token.get_secret_value()).hex()[:12]
 
 
 PeerUid = Callable[[Scope], int | None]
@@ -254,8 +263,8 @@ class AuthChain:
         self.mode = mode
         # Keep only digests: the chain compares digests, so the tokens never sit here in clear.
         self._tokens: list[tuple[bytes, str, Role]] = [
-            *((_digest(t.get_secret_value()), _fingerprint(t), "peer") for t in bearer_tokens),
-            *((_digest(t.get_secret_value()), _fingerprint(t), "operator") for t in operator_tokens),
+            *((token_digest(t.get_secret_value()), _fingerprint(t), "peer") for t in bearer_tokens),
+            *((token_digest(t.get_secret_value()), _fingerprint(t), "operator") for t in operator_tokens),
         ]
         self._operators = any(role == "operator" for _, _, role in self._tokens)
         if mode == "bearer" and not self._tokens:
@@ -263,7 +272,7 @@ class AuthChain:
         if (mode == "oauth") != (oauth is not None):
             raise ValueError("oauth mode needs an OAuthGate, and only oauth mode takes one")
         self.oauth = oauth
-        self._oauth_admitted = functools.partial(_oauth_admitted, grant=operator_grant)
+        self._oauth_admitted = _OAuthPrincipals(operator_grant)
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
         self.peer_uid_of = peer_uid_of
@@ -294,14 +303,16 @@ class AuthChain:
         return self.app(scope, receive, send)
 
     def _admit_oauth(self, scope: Scope, receive: Receive, send: Send, oauth: OAuthGate) -> Awaitable[None]:
-        # A service's static token first (one digest compare), then a person's access token.
-        if self._tokens:
-            principal, _refusal = self._admit_bearer(scope)
-            if principal is not None:
-                state: dict[str, Any] = scope.setdefault("state", {})
-                state["principal"] = principal
-                return self.app(scope, receive, send)
-        return oauth.admit(scope, receive, send, self.app, self._oauth_admitted)
+        # A service's static token first (one digest compare), then a person's access token: the header
+        # is read and the token digested once for both.
+        scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
+        scheme, token = scheme.lower(), token.strip()
+        digest = token_digest(token) if token else b""
+        if self._tokens and scheme == "bearer" and token and (principal := self._static(digest)) is not None:
+            state: dict[str, Any] = scope.setdefault("state", {})
+            state["principal"] = principal
+            return self.app(scope, receive, send)
+        return oauth.admit(scope, receive, send, self.app, self._oauth_admitted, (scheme, token, digest))
 
     def _admit(self, scope: Scope) -> tuple[Principal | None, Refusal | None]:
         if self.mode == "bearer":
@@ -325,15 +336,19 @@ class AuthChain:
         scheme, _, presented = value.partition(" ")
         if scheme.lower() != "bearer" or not presented.strip():
             return None, (401, "unauthorized", "send Authorization: Bearer <token>")
-        presented_digest = _digest(presented.strip())
+        principal = self._static(token_digest(presented.strip()))
+        if principal is None:
+            return None, (401, "unauthorized", "the bearer token is not valid")
+        return principal, None
+
+    def _static(self, presented_digest: bytes) -> Principal | None:
+        """The principal of the static token with this digest, if one has it."""
         matched: tuple[str, Role] | None = None
         # Compare against every token, without an early exit, so timing says nothing about which.
         for digest, fingerprint, role in self._tokens:
             if hmac.compare_digest(presented_digest, digest):
                 matched = fingerprint, role
-        if matched is None:
-            return None, (401, "unauthorized", "the bearer token is not valid")
-        return Principal(f"bearer:{matched[0]}", "bearer", matched[1]), None
+        return None if matched is None else Principal(f"bearer:{matched[0]}", "bearer", matched[1])
 
 
 class BodyLimit:

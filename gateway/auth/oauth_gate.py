@@ -12,13 +12,19 @@ bearer token matched. In order:
    its proof (`gateway/auth/dpop.py`; with `serve --dpop-nonce` its nonce, every 401 carrying the
    current one in `DPoP-Nonce`).
 
-A token admitted before is found by its digest and checked for audience and scope without I/O
-or a signature check: the cost of an OAuth call over a bearer one (docs/performance.md).
+A Bearer token admitted before is found by its digest in the gate's memo (`_Admission`: its identity,
+the token as the request presents it downstream, and its verdict for each resource it was sent to),
+so its next requests cost a digest, a dictionary lookup and an expiry check: no I/O, no signature
+check, no claim or scope comparison again (the cost of an OAuth call over a bearer one,
+docs/performance.md). The memo holds at most as many tokens as the verifier's cache, each until it
+expires; past that the oldest is dropped (and checked again, from the verifier's cache, when it returns).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -39,6 +45,23 @@ Admitted = Callable[[Scope, OAuthIdentity], None]
 """What the chain does with an admitted identity (records its principal in the scope)."""
 
 
+_UNSEEN = TokenRefused(500, "unseen", "")
+"""A resource the memo has no verdict for yet (`None` is the verdict "fits")."""
+
+
+@dataclass(slots=True, eq=False)
+class _Admission:
+    """A Bearer token admitted before: what each of its next requests needs, worked out once."""
+
+    identity: OAuthIdentity
+    presented: PresentedToken
+    verdicts: dict[tuple[str, tuple[str, ...]], TokenRefused | None] = field(
+        default_factory=dict[tuple[str, tuple[str, ...]], "TokenRefused | None"]
+    )
+    """By the route's resource and scopes (what decides the verdict): None when the token fits (audience and
+    scopes), else the refusal."""
+
+
 class OAuthGate:
     """Admits requests that carry an access token from a trusted issuer for this resource."""
 
@@ -46,6 +69,7 @@ class OAuthGate:
         self.resource = resource
         self.verifier = verifier
         self.dpop = dpop
+        self._admissions: dict[bytes, _Admission] = {}
 
     @property
     def started(self) -> bool:
@@ -58,7 +82,17 @@ class OAuthGate:
             algs = {a for i in self.verifier.issuers.values() for a in i.dpop_algs}
             self.resource.accept_dpop(sorted(a for a in algs if a in ALGORITHMS))
 
-    def admit(self, scope: Scope, receive: Receive, send: Send, app: ASGIApp, admitted: Admitted) -> Awaitable[None]:
+    def admit(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        app: ASGIApp,
+        admitted: Admitted,
+        presented: tuple[str, str, bytes] | None = None,
+    ) -> Awaitable[None]:
+        """`presented`: the Authorization header's scheme (lower case), token and `token_digest`, when the
+        chain has read them already (it compares the digest with its static tokens first)."""
         path: str = scope.get("path", "")
         if path.startswith(METADATA_PATH):
             return self._metadata(scope, receive, send)
@@ -72,8 +106,24 @@ class OAuthGate:
                     400, "invalid_request", "send the access token in the Authorization header, never in the URL"
                 ),
             )
-        scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
-        scheme, token = scheme.lower(), token.strip()
+        if presented is None:
+            scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
+            scheme, token = scheme.lower(), token.strip()
+            digest = token_digest(token) if token else b""
+        else:
+            scheme, token, digest = presented
+        if scheme == "bearer" and (known := self._admissions.get(digest)) is not None:
+            # The hot path: a Bearer token admitted before, no I/O, no signature or claim check.
+            if known.identity.expires > time.time():
+                verdict = known.verdicts.get(key := (route.resource, route.scopes), _UNSEEN)
+                if verdict is _UNSEEN:
+                    verdict = known.verdicts[key] = self._fits(known.identity, route)
+                if verdict is not None:
+                    return self._refuse(scope, send, route, verdict)
+                admitted(scope, known.identity)
+                present(known.presented)
+                return app(scope, receive, send)
+            del self._admissions[digest]
         if scheme not in ("bearer", "dpop") or not token:
             return refuse(
                 scope,
@@ -83,16 +133,6 @@ class OAuthGate:
                 "sign in: send Authorization: Bearer <access token>",
                 [*self.resource.challenge(route), *self._nonce()],
             )
-        digest = token_digest(token)
-        identity = self.verifier.cached(digest)
-        if identity is not None and identity.jkt is None and scheme == "bearer":
-            # The hot path: a token admitted before, no I/O and no signature check.
-            refusal = self._fits(identity, route)
-            if refusal is not None:
-                return self._refuse(scope, send, route, refusal)
-            admitted(scope, identity)
-            _present(identity, token)
-            return app(scope, receive, send)
         return self._checked(scope, receive, send, app, admitted, route, scheme, token, digest)
 
     async def _checked(
@@ -116,8 +156,15 @@ class OAuthGate:
         except TokenRefused as exc:
             await self._refuse(scope, send, route, exc)
             return
+        # The admitted token is the request's `subject_token` for connections that exchange it (docs/oauth.md):
+        # a context variable of this request's task, gone with it.
+        token_of = PresentedToken(identity.id, identity.issuer, Secret(token), identity.expires)
+        if identity.jkt is None:  # a Bearer token: its next requests take the hot path (`admit`)
+            if len(self._admissions) >= self.verifier.max_cached:
+                del self._admissions[next(iter(self._admissions))]
+            self._admissions[digest] = _Admission(identity, token_of, {(route.resource, route.scopes): None})
         admitted(scope, identity)
-        _present(identity, token)
+        present(token_of)
         await app(scope, receive, send if newer is None else _with_nonce(send, newer))
 
     async def _bound(self, scope: Scope, identity: OAuthIdentity, scheme: str, token: str) -> str | None:
@@ -178,12 +225,6 @@ def _with_nonce(send: Send, nonce: str) -> Send:
         await send(message)
 
     return sending
-
-
-def _present(identity: OAuthIdentity, token: str) -> None:
-    """The admitted token is the request's `subject_token` for connections that exchange it (docs/oauth.md);
-    a context variable of this request's task, gone with it."""
-    present(PresentedToken(identity.id, identity.issuer, Secret(token), identity.expires))
 
 
 def oauth_gate(

@@ -135,6 +135,7 @@ class TokenVerifier:
         self.issuers = {i.issuer: i for i in issuers}
         self.leeway = leeway
         self.introspection_ttl = introspection_ttl
+        self.max_cached = max_cached
         self._admitted: cachetools.TLRUCache[bytes, OAuthIdentity] = cachetools.TLRUCache(
             maxsize=max_cached, ttu=lambda _key, identity, _now: identity.expires, timer=time.time
         )

@@ -90,6 +90,19 @@ def test_a_token_for_the_other_endpoint_is_refused_here(gateway: Served, idp: Is
     assert "another resource" in _refused(_call(gateway, token), gateway)
 
 
+def test_a_token_admitted_before_is_still_refused_at_the_endpoint_it_is_not_for(gateway: Served, idp: Issuer) -> None:
+    # Its next requests take the memo (no signature check again): the verdict is still per resource.
+    token = service_token(idp.url, _tools(gateway))
+    other = f"{gateway.url}/v1/mcp"
+    for _ in range(2):
+        assert _call(gateway, token).status_code == 200
+        answer = httpx2.post(other, json=LIST, headers={"authorization": f"Bearer {token}"}, timeout=30)
+        assert answer.status_code == 401, answer.text
+        challenge = parse_www_authenticate(answer.headers["www-authenticate"])
+        assert challenge is not None and challenge.error == "invalid_token"
+        assert "another resource" in (challenge.error_description or "")
+
+
 def test_a_token_from_another_issuer_is_refused(gateway: Served, idp: Issuer) -> None:
     token = mint(idp.key, claims_for("https://evil.example", _tools(gateway)))
     assert "does not trust" in _refused(_call(gateway, token), gateway)
