@@ -20,6 +20,7 @@ claims), in microseconds of CPU per request.
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import sys
 import tempfile
@@ -120,6 +121,7 @@ async def chain_alone(issuer: str, token: str, rounds: int) -> dict[str, float]:
         for _ in range(rounds):
             if fresh:
                 gate.verifier._admitted.clear()  # pyright: ignore[reportPrivateUsage]
+                gate._admissions.clear()  # pyright: ignore[reportPrivateUsage]
             await chain(scope(value), None, None)  # pyright: ignore[reportArgumentType]
         return 1e6 * (time.process_time() - start) / rounds
 
@@ -134,7 +136,8 @@ async def chain_alone(issuer: str, token: str, rounds: int) -> dict[str, float]:
 
 async def app_alone(issuer: str, upstream: str, tokens: dict[str, str], calls: int) -> dict[str, float]:
     """The whole app in this process (`profile_hop.gateway`: its lifespan, the fast upstream behind it), one
-    peer per token, their calls alternating one by one so every token meets the same moment of the box;
+    peer per token, their calls alternating one by one (in a shuffled order each round) so every token
+    meets the same moments of the box;
     the CPU of each call (`time.process_time`, this process: the client and the transport too, alike
     for every token) is added to its token's account. Microseconds per call."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -149,10 +152,12 @@ async def app_alone(issuer: str, upstream: str, tokens: dict[str, str], calls: i
                 peer.headers["authorization"] = f"Bearer {token}"
                 peers[name] = peer
             spent = dict.fromkeys(tokens, 0.0)
+            order, shuffled = list(peers), random.Random(1)
             for index in range(calls + 200):
-                for name, peer in peers.items():
+                shuffled.shuffle(order)  # no token always follows the same one
+                for name in order:
                     start = time.process_time()
-                    await peer.call()
+                    await peers[name].call()
                     if index >= 200:  # the first calls warm the caches and the upstream connection
                         spent[name] += time.process_time() - start
             return {name: 1e6 * total / calls for name, total in spent.items()}
