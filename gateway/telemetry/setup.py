@@ -107,7 +107,8 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                 OTLPMetricExporter as HttpMetricExporter,
             )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
+
+            from .otlp import FastOtlpSpanExporter as HttpSpanExporter  # the SDK's, encoding faster (otlp.py)
 
             spans = HttpSpanExporter(endpoint=f"{base}/v1/traces") if base else HttpSpanExporter()
             readings = HttpMetricExporter(endpoint=f"{base}/v1/metrics") if base else HttpMetricExporter()
