@@ -122,11 +122,11 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def micro(args: argparse.Namespace) -> None:
-    from mcp.shared._otel import inject_trace_context, otel_span
     from opentelemetry import trace
     from opentelemetry.propagate import inject
     from prometheus_client import CollectorRegistry
 
+    from connections.client._fast_calls import client_span
     from connections.client._tracing import TracedDispatcher
     from connections.serving import Upstream
     from gateway.telemetry import Inbound, app_durations, server_span, start_telemetry
@@ -138,15 +138,13 @@ async def micro(args: argparse.Namespace) -> None:
     start_telemetry(sink)
     app_durations(CollectorRegistry())
 
-    class Wire:  # the fast wire's tracing work, without its socket
+    class Wire:  # the fast wire's tracing work (`FastCalls._call`), without its socket
         async def answer(self, method: str, params: Any, opts: Any) -> dict[str, Any]:
-            with otel_span(
-                f"MCP send {method} echo", kind=trace.SpanKind.CLIENT, attributes={"mcp.method.name": method}
-            ):
+            with client_span(method, params["name"], "agent-sdk-1"):
                 meta: dict[str, Any] = {}
-                inject_trace_context(meta)
                 carrier: dict[str, str] = {}
-                inject(carrier)
+                inject(carrier)  # the same context into `_meta` and the headers
+                meta.update(carrier)
             return {"content": []}
 
     wire = TracedDispatcher(Wire(), Upstream("fast", "tcp", HANDSHAKE), fast=True)

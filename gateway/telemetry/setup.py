@@ -27,7 +27,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from connections.serving import UPSTREAM, set_tracing, shown_url
+from connections.serving import UPSTREAM, client_span_attributes, set_tracing, shown_url
 
 from .durations import McpDurations, count_dropped, start_durations
 
@@ -184,9 +184,8 @@ def _counting(exporter: Any, where: str) -> Any:
 
 
 def _upstream_spans() -> Any:
-    """The span processor naming each upstream request's client span for its connection
-    (`connections/client/_tracing.py`): `{method} {target}`, `agent_sdk.connection`, `network.transport`,
-    `mcp.protocol.version`, `mcp.session.id` and, for `tools/call`, the tool's conventions attributes."""
+    """The span processor naming each upstream request's client span the SDK's dispatcher opens for its
+    connection (`connections/client/_tracing.py`): `{method} {target}` and `client_span_attributes`."""
     from opentelemetry.sdk.trace import SpanProcessor
 
     prefix = "MCP send "
@@ -195,22 +194,10 @@ def _upstream_spans() -> Any:
         def on_start(self, span: Any, parent_context: Any = None) -> None:
             upstream = UPSTREAM.get()
             if upstream is None or span.kind is not trace.SpanKind.CLIENT or not span.name.startswith(prefix):
-                return
+                return  # not an upstream request's, or the fast wire's (opened with its labels)
             name = span.name[len(prefix) :]
             span.update_name(name)
             method, _, target = name.partition(" ")
-            attributes: dict[str, Any] = {
-                "agent_sdk.connection": upstream.connection,
-                "network.transport": upstream.transport,
-                "mcp.protocol.version": upstream.version,
-            }
-            if upstream.session_id:
-                attributes["mcp.session.id"] = upstream.session_id
-            if method == "tools/call" and target:
-                attributes["gen_ai.tool.name"] = target
-                attributes["gen_ai.operation.name"] = "execute_tool"
-            elif method == "prompts/get" and target:
-                attributes["gen_ai.prompt.name"] = target
-            span.set_attributes(attributes)
+            span.set_attributes(client_span_attributes(upstream, method, target))
 
     return UpstreamSpans()
