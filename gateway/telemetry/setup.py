@@ -108,9 +108,9 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
                 OTLPMetricExporter as HttpMetricExporter,
             )
 
-            from .otlp import FastOtlpSpanExporter as HttpSpanExporter  # the SDK's, encoding faster (otlp.py)
+            from .otlp import FastOtlpSpanExporter  # the SDK's, encoding faster (otlp.py)
 
-            spans = HttpSpanExporter(endpoint=f"{base}/v1/traces") if base else HttpSpanExporter()
+            spans = FastOtlpSpanExporter(endpoint=f"{base}/v1/traces") if base else FastOtlpSpanExporter()
             readings = HttpMetricExporter(endpoint=f"{base}/v1/metrics") if base else HttpMetricExporter()
     except ImportError:
         kind = "opentelemetry-exporter-otlp-proto-grpc" if grpc else "'agent-sdk[otel]'"
@@ -120,7 +120,12 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
     resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "agent-sdk"})
     provider = TracerProvider(resource=resource)
     where = shown_url(base) if base else "the OTLP endpoint"  # never user info or a query value
-    provider.add_span_processor(BatchSpanProcessor(_counting(spans, where)))
+    if getattr(spans, "posts_bytes", False):  # ours over HTTP: spans encoded as they end (otlp.py)
+        from .otlp import EncodingSpanProcessor
+
+        provider.add_span_processor(EncodingSpanProcessor(_counting(spans, where)))
+    else:
+        provider.add_span_processor(BatchSpanProcessor(_counting(spans, where)))
     trace.set_tracer_provider(provider)
     readers: list[MetricReader] = []
     if environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":

@@ -30,7 +30,8 @@ from opentelemetry.trace import (
     set_span_in_context,
 )
 
-from gateway.telemetry.otlp import FastOtlpSpanExporter, encode_spans
+from gateway.telemetry import otlp
+from gateway.telemetry.otlp import EncodedSpan, EncodingSpanProcessor, FastOtlpSpanExporter, encode_spans
 
 PEER = SpanContext(
     0x4BF92F3577B34DA6A3CE929D0E0E4736,
@@ -102,6 +103,9 @@ def test_the_hand_written_encoding_decodes_to_the_sdk_encoders_message() -> None
     assert ours == theirs
     assert ExportTraceServiceRequest.FromString(encode_spans(spans[:1])) == sdk_encode_spans(spans[:1])  # cached parts
     assert encode_spans([]) == sdk_encode_spans([]).SerializeToString()
+    assert ExportTraceServiceRequest.FromString(encode_spans([EncodedSpan(s) for s in spans])) == theirs  # queued bytes
+    mixed = [EncodedSpan(s) if i % 2 else s for i, s in enumerate(spans)]
+    assert ExportTraceServiceRequest.FromString(encode_spans(mixed)) == theirs
 
 
 def test_an_attribute_value_that_cannot_be_encoded_is_left_out_as_the_sdk_does() -> None:
@@ -162,3 +166,49 @@ def test_a_receiver_that_is_down_fails_the_export_without_raising() -> None:
     exporter = FastOtlpSpanExporter(endpoint="http://127.0.0.1:9/v1/traces", timeout=1)
     assert exporter.export(_spans()[:1]) is SpanExportResult.FAILURE
     exporter.shutdown()
+
+
+def test_the_encoding_processor_exports_what_the_sdk_would_for_the_spans_it_was_handed(
+    receiver: tuple[str, list[tuple[dict[str, str], bytes]]],
+) -> None:
+    url, got = receiver
+    exporter = FastOtlpSpanExporter(endpoint=url)
+    assert exporter.posts_bytes
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent-sdk"}))
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(EncodingSpanProcessor(exporter))
+    provider.add_span_processor(SimpleSpanProcessor(memory))  # the same spans, as the SDK's encoder sees them
+    tracer = provider.get_tracer("agent-sdk")
+    with tracer.start_as_current_span("tools/call echo", kind=SpanKind.SERVER, attributes={"mcp.method.name": "x"}):
+        tracer.start_span("tools/call echo", kind=SpanKind.CLIENT, attributes={"agent_sdk.connection": "c"}).end()
+    not_sampled = set_span_in_context(NonRecordingSpan(SpanContext(PEER.trace_id, PEER.span_id, True, TraceFlags(0))))
+    tracer.start_span("dropped", not_sampled).end()  # the default sampler follows the unsampled parent: not exported
+    assert provider.force_flush()
+    provider.shutdown()
+    [(_, body)] = got
+    assert ExportTraceServiceRequest.FromString(body) == sdk_encode_spans(memory.get_finished_spans())
+    assert [s.name for s in memory.get_finished_spans()] == ["tools/call echo", "tools/call echo"]
+
+
+def test_a_span_that_cannot_be_encoded_as_it_ends_does_not_fail_the_call(
+    receiver: tuple[str, list[tuple[dict[str, str], bytes]]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, got = receiver
+    exported: list[SpanExportResult] = []
+
+    class Watched(FastOtlpSpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            exported.append(super().export(spans))
+            return exported[-1]
+
+    def broken(span: ReadableSpan) -> bytes:
+        raise RuntimeError("an encoder bug")
+
+    provider = TracerProvider()
+    provider.add_span_processor(EncodingSpanProcessor(Watched(endpoint=url)))
+    monkeypatch.setattr(otlp, "_span", broken)
+    provider.get_tracer("t").start_span("s").end()  # no exception reaches the caller
+    assert provider.force_flush()
+    provider.shutdown()
+    assert exported == [SpanExportResult.FAILURE]  # the batch is reported failed (setup.py counts it dropped)
+    assert got == []
