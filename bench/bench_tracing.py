@@ -13,6 +13,7 @@ exporter's thread encoding and posting the spans.
     .venv/bin/python bench/bench_tracing.py --calls 800 --rounds 6
     .venv/bin/python bench/bench_tracing.py --sample 0.01   # OTEL_TRACES_SAMPLER=parentbased_traceidratio
     .venv/bin/python bench/bench_tracing.py --micro         # in one process: the tracing work alone
+    .venv/bin/python bench/bench_tracing.py --micro --parts # ... and where its time goes
 
 `--micro` times, in this process, exactly what tracing adds to one call (the server span with a
 peer's `traceparent`, the traced dispatcher, the client span the fast wire opens with the span
@@ -122,11 +123,11 @@ async def run(args: argparse.Namespace) -> None:
 
 
 async def micro(args: argparse.Namespace) -> None:
-    from mcp.shared._otel import inject_trace_context, otel_span
     from opentelemetry import trace
     from opentelemetry.propagate import inject
     from prometheus_client import CollectorRegistry
 
+    from connections.client._fast_calls import client_span
     from connections.client._tracing import TracedDispatcher
     from connections.serving import Upstream
     from gateway.telemetry import Inbound, app_durations, server_span, start_telemetry
@@ -138,15 +139,13 @@ async def micro(args: argparse.Namespace) -> None:
     start_telemetry(sink)
     app_durations(CollectorRegistry())
 
-    class Wire:  # the fast wire's tracing work, without its socket
+    class Wire:  # the fast wire's tracing work (`FastCalls._call`), without its socket
         async def answer(self, method: str, params: Any, opts: Any) -> dict[str, Any]:
-            with otel_span(
-                f"MCP send {method} echo", kind=trace.SpanKind.CLIENT, attributes={"mcp.method.name": method}
-            ):
+            with client_span(method, params["name"], "agent-sdk-1"):
                 meta: dict[str, Any] = {}
-                inject_trace_context(meta)
                 carrier: dict[str, str] = {}
-                inject(carrier)
+                inject(carrier)  # the same context into `_meta` and the headers
+                meta.update(carrier)
             return {"content": []}
 
     wire = TracedDispatcher(Wire(), Upstream("fast", "tcp", HANDSHAKE), fast=True)
@@ -164,17 +163,86 @@ async def micro(args: argparse.Namespace) -> None:
         return None  # tracing off: none of it runs
 
     provider: Any = trace.get_tracer_provider()
+    calls = args.calls * 10
     for label, call in (("off", plain_call), ("on", traced_call)):
         for i in range(500):
             await call(i)
         provider.force_flush()
-        started = time.process_time()
-        for i in range(args.calls * 10):
+        started, loop_started = time.process_time(), time.thread_time()
+        for i in range(calls):
             await call(i)
+        loop = time.thread_time() - loop_started
         provider.force_flush()
-        spent = (time.process_time() - started) / (args.calls * 10) * 1e6
-        print(f"{label}: {spent:.1f} us of CPU per call (all threads, export included)")
+        spent = (time.process_time() - started) / calls * 1e6
+        print(
+            f"{label}: {spent:.1f} us of CPU per call (all threads, export included; "
+            f"{loop / calls * 1e6:.1f} us of it the caller's thread)"
+        )
     print(f"the sink got {got[1]} exports, {got[0] / 1e6:.1f} MB")
+    if args.parts:
+        await parts(calls, traced_call, provider, server_span, inbound, client_span)
+
+
+async def parts(calls: int, traced_call: Any, provider: Any, server_span: Any, inbound: Any, client_span: Any) -> None:
+    """Where `--micro`'s figure goes: each piece timed alone on this thread, the collector's share, the encoding."""
+    import gc
+
+    from opentelemetry.propagate import inject
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from connections.client._tracing import _observer  # pyright: ignore[reportPrivateUsage]
+    from connections.serving import Upstream
+    from gateway.telemetry.durations import record_server
+    from gateway.telemetry.otlp import encode_spans
+
+    def timed(label: str, one: Any) -> None:
+        provider.force_flush()
+        started = time.thread_time()
+        for i in range(calls):
+            one(i)
+        print(f"  {label}: {(time.thread_time() - started) / calls * 1e6:.1f} us")
+        provider.force_flush()
+
+    def server_alone(i: int) -> None:
+        with server_span("tools/call", "echo", HANDSHAKE, i, None, inbound, connection="fast") as done:
+            done({})
+
+    def client_alone(i: int) -> None:
+        with client_span("tools/call", "echo", "agent-sdk-1"):
+            inject({})
+
+    upstream = Upstream("fast", "tcp", HANDSHAKE)
+
+    def histograms(i: int) -> None:
+        record_server("tools/call", "tcp", HANDSHAKE, 0.001, None)
+        for observe in _observer:
+            observe(upstream, "tools/call", 0.001, None)
+
+    print("parts, CPU of this thread per call:")
+    timed("the server span (its record_server included)", server_alone)
+    timed("the client span and its context written once", client_alone)
+    timed("the four histogram records (two OpenTelemetry, two Prometheus)", histograms)
+    gc.disable()
+    provider.force_flush()
+    started = time.process_time()
+    for i in range(calls):
+        await traced_call(i)
+    provider.force_flush()
+    gc.enable()
+    print(
+        "  the whole call with the garbage collector off: "
+        f"{(time.process_time() - started) / calls * 1e6:.1f} us (all threads)"
+    )
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    for i in range(256):
+        await traced_call(i)
+    spans = memory.get_finished_spans()
+    started = time.thread_time()
+    for _ in range(20):
+        encode_spans(spans)
+    print(f"  encoding for export: {(time.thread_time() - started) / 20 / len(spans) * 1e6:.1f} us a span (two a call)")
 
 
 def main() -> None:
@@ -183,6 +251,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=4, help="phases per gateway and protocol version")
     parser.add_argument("--sample", type=float, default=None, help="trace this ratio of the calls (default: all)")
     parser.add_argument("--micro", action="store_true", help="time the tracing work alone, in this process")
+    parser.add_argument("--parts", action="store_true", help="with --micro: where its time goes, piece by piece")
     args = parser.parse_args()
     anyio.run(micro if args.micro else run, args)
 

@@ -38,7 +38,7 @@ import itertools
 import logging
 import os
 from collections.abc import Awaitable, Iterable, Mapping
-from contextlib import nullcontext
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -68,11 +68,11 @@ from ..project._definitions import ConnectionDefinition
 from ._fast_answers import PROGRESS, AnswerReader, plain_message_result, sse_parser_found
 from ._keepalive import DRAIN_BYTES, DRAIN_SECONDS
 from ._passthrough import result_text
-from ._tracing import tracing_enabled
+from ._tracing import UPSTREAM, client_span_attributes, tracing_enabled
 from ._transports._http1 import BodyTooLarge, Http1Origin, Http1Response, shared_ssl_context, valid_header_value
 from ._wire import WireAnswer
 
-__all__ = ["FastCalls", "fast_calls_apply", "install_fast_calls"]
+__all__ = ["FastCalls", "client_span", "fast_calls_apply", "install_fast_calls"]
 
 logger = logging.getLogger(__name__)
 
@@ -215,12 +215,13 @@ class FastCalls:
         request_id = f"agent-sdk-{next(self._ids)}"
         out_params = dict(params or {})
         out_meta = dict(out_params.get("_meta") or {})
-        target = out_params.get("name")
-        span_name = f"MCP send {method}{f' {target}' if isinstance(target, str) else ''}"
-        attributes = {"mcp.method.name": method, "jsonrpc.request.id": request_id}
         tracing = tracing_enabled()  # without a tracer provider the span records nothing: skip it
-        with otel_span(span_name, kind=SpanKind.CLIENT, attributes=attributes) if tracing else nullcontext() as span:
-            if tracing or otel_context.get_current():  # an empty context gives the propagators nothing to write
+        carrier: dict[str, str] = {}
+        with client_span(method, out_params.get("name"), request_id) if tracing else nullcontext() as span:
+            if tracing:  # the same context in `_meta` and the headers (client/_tracing.py), written once
+                inject(carrier)
+                out_meta.update(carrier)
+            elif otel_context.get_current():  # an empty context gives the propagators nothing to write
                 inject_trace_context(out_meta)  # baggage propagates without a tracer provider too
             on_progress = opts.get("on_progress")
             if on_progress is not None:  # as the SDK's dispatcher: the request id doubles as the progress token
@@ -234,9 +235,7 @@ class FastCalls:
                 message["params"] = out_params
             body = pydantic_core.to_json(message)
             headers = self._request_headers(opts.get("headers"))
-            if tracing:  # the same context in the headers as in `_meta` (client/_tracing.py)
-                carrier: dict[str, str] = {}
-                inject(carrier)
+            if carrier:
                 headers = [*headers, *carrier.items()]
             await anyio.lowlevel.checkpoint_if_cancelled()
             progress = None if on_progress is None else PROGRESS.set((request_id, on_progress))
@@ -383,3 +382,16 @@ class FastCalls:
             return ErrorData(code=INVALID_REQUEST, message=f"Unexpected content type: {content_type}")
         finally:
             response.release()
+
+
+def client_span(method: str, target: object, request_id: str) -> AbstractContextManager[Any]:
+    """A fast-wire request's client span, as the SDK's dispatcher opens it; for a marked upstream's request
+    (`UPSTREAM`) named and labelled up front (`client_span_attributes`: no span processor pass)."""
+    target = target if isinstance(target, str) else None
+    attributes = {"mcp.method.name": method, "jsonrpc.request.id": request_id}
+    name = f"{method} {target}" if target is not None else method
+    upstream = UPSTREAM.get()
+    if upstream is None:
+        return otel_span(f"MCP send {name}", kind=SpanKind.CLIENT, attributes=attributes)
+    attributes.update(client_span_attributes(upstream, method, target))
+    return otel_span(name, kind=SpanKind.CLIENT, attributes=attributes)

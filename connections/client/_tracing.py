@@ -30,6 +30,7 @@ __all__ = [
     "ClientObserver",
     "TracedDispatcher",
     "Upstream",
+    "client_span_attributes",
     "set_client_observer",
     "set_tracing",
     "tracing_enabled",
@@ -42,6 +43,7 @@ ClientObserver = Callable[["Upstream", str, float, str | None], None]
 """`(upstream, method, seconds, error_type or None)`, once per finished upstream request."""
 _observer: list[ClientObserver] = []
 _FAST_METHODS = frozenset({"tools/call", "tools/list"})
+_CONNECTION = "agent_sdk.connection"
 
 
 def tracing_enabled() -> bool:
@@ -77,6 +79,26 @@ UPSTREAM: ContextVar[Upstream | None] = ContextVar("agent_sdk_upstream", default
 """The upstream of the request being sent, for the span processor that labels its client span."""
 
 
+def client_span_attributes(upstream: Upstream, method: str, target: str | None) -> dict[str, str]:
+    """The labels of a request's client span to `upstream` (`{method} {target}`) besides the SDK's own:
+    `agent_sdk.connection`, `network.transport`, `mcp.protocol.version`, `mcp.session.id` and, for
+    `tools/call` and `prompts/get`, the tool's or prompt's conventions attributes. The gateway's span
+    processor puts them on a span the SDK's dispatcher opens; the fast wire opens its span with them."""
+    attributes = {
+        "agent_sdk.connection": upstream.connection,
+        "network.transport": upstream.transport,
+        "mcp.protocol.version": upstream.version,
+    }
+    if upstream.session_id:
+        attributes["mcp.session.id"] = upstream.session_id
+    if method == "tools/call" and target:
+        attributes["gen_ai.tool.name"] = target
+        attributes["gen_ai.operation.name"] = "execute_tool"
+    elif method == "prompts/get" and target:
+        attributes["gen_ai.prompt.name"] = target
+    return attributes
+
+
 class TracedDispatcher:
     """A session's dispatcher or wire (`client/_wire.py`), each request marked for tracing (module
     docstring); the rest passes through."""
@@ -109,9 +131,11 @@ class TracedDispatcher:
         opts: Mapping[str, Any] | None,
         kwargs: dict[str, Any] | None,
     ) -> Any:
-        server_span = trace.get_current_span()
-        if server_span.is_recording():  # the peer's request this one serves: which connection answered it
-            server_span.set_attribute("agent_sdk.connection", self._upstream.connection)
+        server_span: Any = trace.get_current_span()
+        connection = self._upstream.connection
+        # The peer's request this one serves: which connection answered it (unless its span says so already).
+        if server_span.is_recording() and getattr(server_span, "attributes", {}).get(_CONNECTION) != connection:
+            server_span.set_attribute(_CONNECTION, connection)
         if self._http and not (self._fast and method in _FAST_METHODS):
             carrier: dict[str, str] = {}
             inject(carrier)

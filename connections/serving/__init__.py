@@ -42,6 +42,7 @@ from ..client._tasks import TASK_METHODS as TASK_METHODS
 from ..client._tool_results import holds_long_text as holds_long_text
 from ..client._tracing import UPSTREAM as UPSTREAM
 from ..client._tracing import Upstream as Upstream
+from ..client._tracing import client_span_attributes as client_span_attributes
 from ..client._tracing import set_client_observer as set_client_observer
 from ..client._tracing import set_tracing as set_tracing
 from ..client._tracing import tracing_enabled as tracing_enabled
@@ -111,6 +112,7 @@ __all__ = [
     "account_file",
     "calling",
     "check_account_servers",
+    "client_span_attributes",
     "compare_pins",
     "current_call",
     "definition_diff",

@@ -122,29 +122,54 @@ def start_durations(prometheus: McpDurations | None) -> None:
     set_client_observer(_record_client)
 
 
+_KEPT = 1024
+_children: dict[tuple[object, ...], Any] = {}
+"""Each label set's Prometheus child (`labels()` takes a lock and builds a tuple each time) and each
+attribute set's dict for the meter, made once: a gateway's label sets are few and repeat."""
+
+
+def _kept(key: tuple[object, ...], made: Any) -> Any:
+    if len(_children) >= _KEPT:
+        _children.clear()
+    _children[key] = made
+    return made
+
+
 def record_server(method: str, transport: str, version: str, seconds: float, error: str | None) -> None:
     """One peer request served (a server span's duration)."""
     for found in _prometheus:
-        found.server.labels(method, error or "", transport).observe(seconds)
+        key = (found.server, method, error, transport)
+        child = _children.get(key) or _kept(key, found.server.labels(method, error or "", transport))
+        child.observe(seconds)
     for instruments in _otel:
-        attributes: dict[str, Any] = {
-            "mcp.method.name": method, "network.transport": transport, "mcp.protocol.version": version,
-        }  # fmt: skip
-        if error is not None:
-            attributes["error.type"] = error
+        key = ("server", method, transport, version, error)
+        attributes = _children.get(key)
+        if attributes is None:
+            attributes = {"mcp.method.name": method, "network.transport": transport, "mcp.protocol.version": version}
+            if error is not None:
+                attributes["error.type"] = error
+            _kept(key, attributes)
         instruments.server.record(seconds, attributes)
 
 
 def _record_client(upstream: Upstream, method: str, seconds: float, error: str | None) -> None:
     for found in _prometheus:
-        found.client.labels(method, error or "", upstream.transport, upstream.connection).observe(seconds)
+        key = (found.client, method, error, upstream)
+        child = _children.get(key) or _kept(
+            key, found.client.labels(method, error or "", upstream.transport, upstream.connection)
+        )
+        child.observe(seconds)
     for instruments in _otel:
-        attributes: dict[str, Any] = {
-            "mcp.method.name": method, "network.transport": upstream.transport,
-            "mcp.protocol.version": upstream.version, "agent_sdk.connection": upstream.connection,
-        }  # fmt: skip
-        if error is not None:
-            attributes["error.type"] = error
+        key = ("client", method, upstream, error)
+        attributes = _children.get(key)
+        if attributes is None:
+            attributes = {
+                "mcp.method.name": method, "network.transport": upstream.transport,
+                "mcp.protocol.version": upstream.version, "agent_sdk.connection": upstream.connection,
+            }  # fmt: skip
+            if error is not None:
+                attributes["error.type"] = error
+            _kept(key, attributes)
         instruments.client.record(seconds, attributes)
 
 

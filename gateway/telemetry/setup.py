@@ -27,7 +27,7 @@ from typing import Any
 
 from opentelemetry import metrics, trace
 
-from connections.serving import UPSTREAM, set_tracing, shown_url
+from connections.serving import UPSTREAM, client_span_attributes, set_tracing, shown_url
 
 from .durations import McpDurations, count_dropped, start_durations
 
@@ -107,9 +107,10 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import (
                 OTLPMetricExporter as HttpMetricExporter,
             )
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
 
-            spans = HttpSpanExporter(endpoint=f"{base}/v1/traces") if base else HttpSpanExporter()
+            from .otlp import FastOtlpSpanExporter  # the SDK's, encoding faster (otlp.py)
+
+            spans = FastOtlpSpanExporter(endpoint=f"{base}/v1/traces") if base else FastOtlpSpanExporter()
             readings = HttpMetricExporter(endpoint=f"{base}/v1/metrics") if base else HttpMetricExporter()
     except ImportError:
         kind = "opentelemetry-exporter-otlp-proto-grpc" if grpc else "'agent-sdk[otel]'"
@@ -119,7 +120,12 @@ def _install(endpoint: str | None, environ: Mapping[str, str]) -> Any:
     resource = Resource.create({} if environ.get("OTEL_SERVICE_NAME") else {SERVICE_NAME: "agent-sdk"})
     provider = TracerProvider(resource=resource)
     where = shown_url(base) if base else "the OTLP endpoint"  # never user info or a query value
-    provider.add_span_processor(BatchSpanProcessor(_counting(spans, where)))
+    if getattr(spans, "posts_bytes", False):  # ours over HTTP: spans encoded as they end (otlp.py)
+        from .otlp import EncodingSpanProcessor
+
+        provider.add_span_processor(EncodingSpanProcessor(_counting(spans, where)))
+    else:
+        provider.add_span_processor(BatchSpanProcessor(_counting(spans, where)))
     trace.set_tracer_provider(provider)
     readers: list[MetricReader] = []
     if environ.get("OTEL_METRICS_EXPORTER", "").strip().lower() != "none":
@@ -183,9 +189,8 @@ def _counting(exporter: Any, where: str) -> Any:
 
 
 def _upstream_spans() -> Any:
-    """The span processor naming each upstream request's client span for its connection
-    (`connections/client/_tracing.py`): `{method} {target}`, `agent_sdk.connection`, `network.transport`,
-    `mcp.protocol.version`, `mcp.session.id` and, for `tools/call`, the tool's conventions attributes."""
+    """The span processor naming each upstream request's client span the SDK's dispatcher opens for its
+    connection (`connections/client/_tracing.py`): `{method} {target}` and `client_span_attributes`."""
     from opentelemetry.sdk.trace import SpanProcessor
 
     prefix = "MCP send "
@@ -194,22 +199,10 @@ def _upstream_spans() -> Any:
         def on_start(self, span: Any, parent_context: Any = None) -> None:
             upstream = UPSTREAM.get()
             if upstream is None or span.kind is not trace.SpanKind.CLIENT or not span.name.startswith(prefix):
-                return
+                return  # not an upstream request's, or the fast wire's (opened with its labels)
             name = span.name[len(prefix) :]
             span.update_name(name)
             method, _, target = name.partition(" ")
-            attributes: dict[str, Any] = {
-                "agent_sdk.connection": upstream.connection,
-                "network.transport": upstream.transport,
-                "mcp.protocol.version": upstream.version,
-            }
-            if upstream.session_id:
-                attributes["mcp.session.id"] = upstream.session_id
-            if method == "tools/call" and target:
-                attributes["gen_ai.tool.name"] = target
-                attributes["gen_ai.operation.name"] = "execute_tool"
-            elif method == "prompts/get" and target:
-                attributes["gen_ai.prompt.name"] = target
-            span.set_attributes(attributes)
+            span.set_attributes(client_span_attributes(upstream, method, target))
 
     return UpstreamSpans()

@@ -38,7 +38,7 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPError
 from opentelemetry.context import Context, attach, detach
 from opentelemetry.propagate import extract
-from opentelemetry.trace import SpanKind, StatusCode, get_current_span, get_tracer
+from opentelemetry.trace import SpanKind, StatusCode, get_current_span, get_tracer, set_span_in_context
 from pydantic import ValidationError
 
 from connections.serving import tracing_enabled
@@ -167,56 +167,47 @@ def server_span(
             attributes["mcp.session.id"] = inbound.session_id
     error: list[str] = []
     started = time.perf_counter()
-    parent = _parent(meta, inbound)
-    # Current for the span's lifetime (not only its parent): the peer's baggage goes on to the upstreams.
-    token = attach(parent) if parent is not None else None
-    with (
-        _closing(token),
-        _tracer.start_as_current_span(
-            f"{method} {target}" if target else method,
-            kind=SpanKind.SERVER,
-            attributes=attributes,
-            record_exception=False,
-            set_status_on_exception=False,
-        ) as span,
-    ):
+    parent = _parent(meta, inbound)  # None: the current context's (a new trace when it holds no span)
+    span = _tracer.start_span(
+        f"{method} {target}" if target else method,
+        parent,
+        SpanKind.SERVER,
+        attributes,
+        record_exception=False,
+        set_status_on_exception=False,
+    )
+    # Current, with the peer's context, for the span's lifetime: the peer's baggage goes on to the upstreams.
+    token = attach(set_span_in_context(span, parent))
 
-        def finished(result: dict[str, Any]) -> None:
-            if method == "tools/call" and result.get("isError") is True:
-                error.append("tool_error")
-                span.set_attribute("error.type", "tool_error")
-                span.set_status(StatusCode.ERROR)
+    def finished(result: dict[str, Any]) -> None:
+        if method == "tools/call" and result.get("isError") is True:
+            error.append("tool_error")
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(StatusCode.ERROR)
 
-        try:
-            yield finished
-        except MCPError as exc:
-            code = str(exc.error.code)
-            error.append(code)
-            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-            span.set_status(StatusCode.ERROR, exc.error.message)
-            raise
-        except ValidationError:
-            code = str(mt.INVALID_PARAMS)
-            error.append(code)
-            span.set_attributes({"error.type": code, "rpc.response.status_code": code})
-            span.set_status(StatusCode.ERROR, "Invalid request parameters")
-            raise
-        except BaseException as exc:
-            error.append(type(exc).__qualname__)
-            span.set_attribute("error.type", error[-1])
-            span.set_status(StatusCode.ERROR, type(exc).__qualname__)
-            raise
-        finally:
-            record_server(method, transport, version, time.perf_counter() - started, error[-1] if error else None)
-
-
-@contextmanager
-def _closing(token: object) -> Generator[None]:
     try:
-        yield
+        yield finished
+    except MCPError as exc:
+        code = str(exc.error.code)
+        error.append(code)
+        span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+        span.set_status(StatusCode.ERROR, exc.error.message)
+        raise
+    except ValidationError:
+        code = str(mt.INVALID_PARAMS)
+        error.append(code)
+        span.set_attributes({"error.type": code, "rpc.response.status_code": code})
+        span.set_status(StatusCode.ERROR, "Invalid request parameters")
+        raise
+    except BaseException as exc:
+        error.append(type(exc).__qualname__)
+        span.set_attribute("error.type", error[-1])
+        span.set_status(StatusCode.ERROR, type(exc).__qualname__)
+        raise
     finally:
-        if token is not None:
-            detach(token)  # pyright: ignore[reportArgumentType]
+        record_server(method, transport, version, time.perf_counter() - started, error[-1] if error else None)
+        detach(token)
+        span.end()
 
 
 CONTENT_CHARS = 8192
