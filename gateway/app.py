@@ -208,6 +208,15 @@ def create_app(
     async def lifespan(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
         if oauth is not None and not oauth.started:
             await oauth.start()
+        try:
+            async with _serving(_app) as state:
+                yield state
+        except Exception:  # a background task failed and took the app down: say what, whole (serve then exits)
+            logger.exception("the app stopped: a background task failed")
+            raise
+
+    @asynccontextmanager
+    async def _serving(_app: Starlette) -> AsyncGenerator[dict[str, Any]]:
         async with AsyncExitStack() as stack:
             brk = await stack.enter_async_context(open_broker(project))
             builder = brk.builder

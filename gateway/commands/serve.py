@@ -113,6 +113,20 @@ def serve(args: argparse.Namespace) -> int:
                 end()
             await super().shutdown(sockets)
 
+        async def on_tick(self, counter: int) -> bool:
+            # The app's lifespan ended while serving (a background task failed: logged with its traceback by
+            # the lifespan): its pool, sessions and audit are closed, so every request would fail. Fail closed:
+            # stop, exit 1, and let the supervisor (systemd, Kubernetes, the chaos harness) start it again.
+            lifespan: Any = getattr(self, "lifespan", None)
+            if not self.should_exit and getattr(lifespan, "shutdown_failed", False):
+                logging.getLogger("agent_sdk.serve").error(
+                    "the app stopped while serving (see the error above); serve exits so that it is restarted"
+                )
+                self.should_exit = self.lifespan_failed = True
+            return await super().on_tick(counter)
+
+        lifespan_failed = False
+
     oauth = _loaded_oauth(settings)
     try:
         app = create_app(project, settings, stopping=stopping, oauth=oauth)
@@ -157,8 +171,9 @@ def serve(args: argparse.Namespace) -> int:
     # uvicorn's loggers go through the root handler (log_config=None): every handler masks keys, tokens
     # and ${VAR} values (configure_logging installs the filter; this covers any handler added since).
     RedactingFilter.install("uvicorn", "uvicorn.error", "uvicorn.access")
-    Server(config).run(sockets=[sock])
-    return 0
+    server = Server(config)
+    server.run(sockets=[sock])
+    return 1 if server.lifespan_failed else 0
 
 
 def _loaded_oauth(settings: ServeSettings) -> OAuthGate | None:

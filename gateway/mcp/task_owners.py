@@ -191,6 +191,10 @@ class TaskOwners:
                         logger.warning("lost the task channel (%s); resubscribing", type(exc).__name__)
                         lost = True
                     await anyio.sleep(0.5)
+                except Exception:  # boundary: the client's own failure must not end the listener (nor the app)
+                    logger.exception("the task channel failed; resubscribing")
+                    lost = True
+                    await anyio.sleep(0.5)
                 finally:
                     with anyio.CancelScope(shield=True):
                         try:

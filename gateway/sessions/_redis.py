@@ -350,6 +350,10 @@ class RedisSessionStore:
                     logger.warning("lost the cancel channel at %s (%s); resubscribing", self.name, type(exc).__name__)
                     lost = True
                 await anyio.sleep(0.5)
+            except Exception:  # boundary: the client's own failure must not end the listener (nor the app)
+                logger.exception("the cancel channel at %s failed; resubscribing", self.name)
+                lost = True
+                await anyio.sleep(0.5)
             finally:
                 with anyio.CancelScope(shield=True):
                     try:
