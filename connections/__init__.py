@@ -37,10 +37,10 @@ from .pool._pool import ClientPool as ClientPool
 from .project._definitions import AuthCallback as AuthCallback
 from .project._definitions import ConnectionDefinition as ConnectionDefinition
 from .project._definitions import ConnectionKind as ConnectionKind
-from .project._definitions import Timeouts as Timeouts
 from .project._definitions import define_connection as define_connection
 from .project._diagnostics import Diagnostic as Diagnostic
 from .project._diagnostics import Severity as Severity
+from .project._limits import Timeouts as Timeouts
 from .project._loader import Project as Project
 from .project._loader import load_project as load_project
 from .project._tools import Effect as Effect

@@ -15,7 +15,6 @@ cancellation). Stdio children start in bounded batches: at most `start_limit` at
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import os
@@ -49,6 +48,7 @@ from ..client._translate import Operation, answer_lost, describe, translate
 from ..client._warm import WarmProgress
 from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
+from ._deadlines import AnyioDeadline, deadline_for_this_loop
 
 __all__ = ["AuthFor", "ClientPool"]
 
@@ -107,7 +107,7 @@ class ClientPool:
         )
         self._cache = ListingCache(listing_ttl)
         self._tg: anyio.abc.TaskGroup | None = None
-        self._deadline: Callable[[float], AbstractAsyncContextManager[Any]] = _AnyioDeadline
+        self._deadline: Callable[[float], AbstractAsyncContextManager[Any]] = AnyioDeadline
         """Every operation's budget (`_operate`): one mechanism, chosen for the event loop at `__aenter__`."""
         self._closed = False
         self.warming: WarmProgress | None = None
@@ -119,7 +119,7 @@ class ClientPool:
         tg = anyio.create_task_group()
         await tg.__aenter__()
         self._tg = tg
-        self._deadline = _deadline_for_this_loop()
+        self._deadline = deadline_for_this_loop()
         return self
 
     async def __aexit__(
@@ -389,35 +389,3 @@ class ClientPool:
         if self._closed or self._tg is None:
             raise ConnectionUnavailable(slot.defn.name, "the client pool is closed (or was never entered)")
         return slot.acquire(self._tg, self._settings, self._cache)
-
-
-class _AnyioDeadline:
-    """`TimeoutError` once `budget` seconds have passed (anyio: any backend); an async context manager as
-    `asyncio.timeout` is. A bare scope: a third of `fail_after`."""
-
-    __slots__ = ("_scope",)
-
-    def __init__(self, budget: float) -> None:
-        self._scope = anyio.CancelScope(deadline=anyio.current_time() + budget)
-
-    async def __aenter__(self) -> None:
-        self._scope.__enter__()
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> bool:
-        suppressed = self._scope.__exit__(exc_type, exc, tb)
-        if self._scope.cancelled_caught:
-            raise TimeoutError
-        return bool(suppressed)
-
-
-def _deadline_for_this_loop() -> Callable[[float], AbstractAsyncContextManager[Any]]:
-    """The pool's one deadline, picked once when the pool is entered: on asyncio (what `serve` runs) its own
-    `timeout` costs a fraction of an anyio cancel scope, which sets up state for every new task (and every
-    request the gateway serves is one: 9 % of its CPU per passthrough call); anyio's on another backend."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return _AnyioDeadline
-    return asyncio.timeout

@@ -24,13 +24,13 @@ from oauth import OAuthConfig
 from .._call_context import log_level_value
 from .._redact import redact, shown_url
 from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
+from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, DEFAULT_MAX_RESULT_BYTES, Timeouts
 from ._problems import Problem
 
 __all__ = [
     "AuthCallback",
     "ConnectionDefinition",
     "ConnectionKind",
-    "Timeouts",
     "define_connection",
 ]
 
@@ -42,31 +42,6 @@ Grants = Literal["gateway", "per_principal"]
 """How many upstream sessions a connection keeps: one for everyone, or one per calling principal."""
 AuthCallback = Callable[[Any], "Mapping[str, Any] | Awaitable[Mapping[str, Any]]"]
 """`auth(session) -> {"headers": {...}}`, sync or async; `session` is a `SessionInfo`."""
-
-
-@dataclass(frozen=True, slots=True)
-class Timeouts:
-    """Seconds allowed for each kind of upstream operation (see docs/connections.md)."""
-
-    connect: float = 15.0
-    """Start the child / open the HTTP session and finish the MCP handshake."""
-    list: float = 30.0
-    """One `tools/list` (all pages)."""
-    call: float = 120.0
-    """One `tools/call`."""
-    auth: float = 10.0
-    """One per-session `auth` callback."""
-    question: float = 30.0
-    """On a stdio or SSE session (whose wire does not say which call an upstream's question is about): how much
-    longer a question may wait for its caller once another caller's question had to be refused meanwhile."""
-
-
-DEFAULT_MAX_RESULT_BYTES = 32 * 1024 * 1024
-"""The largest upstream answer a connection accepts by default (`max_result_bytes`)."""
-DEFAULT_MAX_IDENTITIES = 100
-"""Identities (distinct `auth` header sets) an `auth` connection keeps a client for by default."""
-DEFAULT_IDENTITY_IDLE_TIMEOUT = 300.0
-"""Seconds an identity's client stays open unused by default."""
 
 
 @dataclass(frozen=True, slots=True)

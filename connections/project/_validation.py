@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ._definitions import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, ConnectionDefinition
+from ._definitions import ConnectionDefinition
 from ._expand import references
+from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES
 from ._problems import Problem
 
 __all__ = ["connection_problems"]
