@@ -34,12 +34,13 @@ from connections.serving import Offerings, tracing_enabled
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .audit import guard_counters, serving_guard
-from .auth.chain import AuthChain, BodyLimit, RequestGuard
+from .auth.chain import AuthChain, RequestGuard
 from .auth.oauth_gate import OAuthGate, oauth_gate
 from .auth.operator_grants import OperatorGrant
 from .auth.scrape_token import ScrapeToken
 from .console import CALLBACK_PATH, SHELL_PATHS, ConsoleServices, console_routes
 from .http._asgi import json_error
+from .http.body_limit import BodyLimit
 from .http.proxies import TrustedProxies
 from .http.request_ids import RequestIds
 from .http_observer import HttpObserver, RouteTemplates

@@ -47,7 +47,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..http._asgi import (
     forwarding_header,
@@ -57,7 +57,6 @@ from ..http._asgi import (
     is_loopback_name,
     is_mcp_path,
     refuse,
-    send_error,
 )
 from ..http.mcp_checks import content_type_refusal
 from ..http.protocol import PEER_UID
@@ -67,7 +66,7 @@ from .oauth_gate import OAuthGate
 from .oauth_tokens import OAuthIdentity, token_digest
 from .operator_grants import OperatorGrant
 
-__all__ = ["AuthChain", "BodyLimit", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
+__all__ = ["AuthChain", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
 
 logger = logging.getLogger("agent_sdk.auth")
 
@@ -349,53 +348,3 @@ class AuthChain:
             if hmac.compare_digest(presented_digest, digest):
                 matched = fingerprint, role
         return None if matched is None else Principal(f"bearer:{matched[0]}", "bearer", matched[1])
-
-
-class BodyLimit:
-    """413 for a body over `max_bytes`: at once when `Content-Length` says so (nothing is read; a
-    declared length within the cap bounds the body, since the server frames it by that length),
-    otherwise as soon as the streamed body passes the cap (at most `max_bytes` are buffered)."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
-        self.app = app
-        self.max_bytes = max_bytes
-
-    def __call__(self, scope: Scope, receive: Receive, send: Send) -> Awaitable[None]:
-        # Like `AuthChain`: a plain function handing back the coroutine to await.
-        if scope["type"] != "http" or scope.get("method") in ("GET", "HEAD", "OPTIONS", "DELETE"):
-            return self.app(scope, receive, send)
-        declared = header(scope, b"content-length")
-        if declared is None:
-            return self._counted(scope, receive, send)
-        try:
-            size = int(declared)
-        except ValueError:
-            return send_error(scope, send, 400, "invalid_request", "Content-Length is not a number")
-        if size > self.max_bytes:
-            return send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
-        # The server reads exactly the declared length as the body (HTTP/1.1 framing): nothing to count.
-        return self.app(scope, receive, send)
-
-    async def _counted(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """A body without a declared length: buffered up to the cap, then replayed to the app."""
-        buffered = bytearray()
-        pending: list[Message] = []
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                pending.append(message)
-                break
-            buffered.extend(message.get("body", b""))
-            if len(buffered) > self.max_bytes:
-                await send_error(scope, send, 413, "payload_too_large", f"the body is over {self.max_bytes} bytes")
-                return
-            if not message.get("more_body", False):
-                break
-        replay: list[Message] = [{"type": "http.request", "body": bytes(buffered), "more_body": False}, *pending]
-
-        async def replayed() -> Message:
-            if replay:
-                return replay.pop(0)
-            return await receive()
-
-        await self.app(scope, replayed, send)

@@ -198,9 +198,7 @@ async def test_redis_down_is_state_unavailable_and_the_same_store_works_when_it_
 async def test_connections_idle_across_a_redis_restart_are_reopened_not_failed(tmp_path: Path) -> None:
     """The pool's connections that sat idle while Redis restarted are dead; the first request on each is
     retried on a new connection (the client's one retry), so no request made after Redis is back fails."""
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
+    with redis_server(tmp_path) as server:
         async with _redis_store(server) as store:
             record = _record("alice", 1)
             await store.create(record)
@@ -212,8 +210,6 @@ async def test_connections_idle_across_a_redis_restart_are_reopened_not_failed(t
                 with anyio.fail_after(10):
                     found = await _at_once(40, lambda: store.load(record.id))
                 assert all(loaded is not None and loaded.id == record.id for loaded in found)
-    finally:
-        server.stop()
 
 
 async def _at_once(n: int, op: Any) -> list[Any]:
