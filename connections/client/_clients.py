@@ -41,6 +41,7 @@ from ._keepalive import DrainingTransport
 from ._tool_results import holds_long_text
 from ._tracing import TracedDispatcher, Upstream, tracing_enabled
 from ._transports._http1 import shared_ssl_context
+from ._transports._http1_connection import IDLE_REUSE_S
 from ._transports._stdio import StdioChild, stdio_transport
 from ._wire import SdkWire, Wire
 
@@ -66,6 +67,9 @@ LIST_PAGE_CAP = 100
 """A `tools/list` walk stops after this many pages: a paginator that never ends cannot hang a turn."""
 
 OnMessage = Callable[[IncomingMessage], Any]
+
+_LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=IDLE_REUSE_S)
+"""httpx2's pool defaults, but an idle connection is not reused as long as a server keeps it (`IDLE_REUSE_S`)."""
 
 
 @dataclass(slots=True)
@@ -212,7 +216,8 @@ async def open_client(
                 headers=headers,
                 auth=auth,
                 transport=DrainingTransport(
-                    httpx2.AsyncHTTPTransport(verify=shared_ssl_context()), max_body=defn.max_result_bytes
+                    httpx2.AsyncHTTPTransport(verify=shared_ssl_context(), limits=_LIMITS),
+                    max_body=defn.max_result_bytes,
                 ),
                 timeout=httpx2.Timeout(None, connect=defn.timeouts.connect),
                 event_hooks={"response": [on_response]},

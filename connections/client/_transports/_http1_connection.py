@@ -12,12 +12,16 @@ from typing import cast
 import httptools
 import httpx2
 
-__all__ = ["MAX_HEAD_BYTES", "Connection", "readable"]
+__all__ = ["IDLE_REUSE_S", "MAX_HEAD_BYTES", "Connection", "readable"]
 
 _KEEPALIVE_DEFAULT = 5.0
 """How long an idle connection is reused when the server does not say (`httpx2`'s keep-alive expiry)."""
 _KEEPALIVE_MARGIN = 1.0
 """Stop reusing an idle connection this long before the server's announced timeout closes it."""
+IDLE_REUSE_S = _KEEPALIVE_DEFAULT - _KEEPALIVE_MARGIN
+"""How long an idle connection is reused when the server does not say: a second short of the usual 5 s
+(uvicorn's, httpx2's), so a request never goes out on a connection the server is closing at that moment
+(it would fail unanswered, and the SDK's Streamable HTTP transport ends its whole session on that)."""
 _HIGH_WATER = 256 * 1024
 """Unread body bytes above this pause reading from the socket until the reader catches up."""
 MAX_HEAD_BYTES = 100 * 1024
@@ -36,7 +40,7 @@ class Connection(asyncio.Protocol):
         self.busy = False
         """A request is out and its response not complete; bytes arriving otherwise spoil the connection."""
         self.idle_since = 0.0
-        self.keep_alive_for = _KEEPALIVE_DEFAULT - _KEEPALIVE_MARGIN
+        self.keep_alive_for = IDLE_REUSE_S
         self._reset()
 
     def _reset(self) -> None:

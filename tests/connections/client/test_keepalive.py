@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import time
+from collections.abc import AsyncGenerator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import anyio
 import httpx2
 import pytest
 
@@ -73,3 +77,59 @@ async def test_json_answers_are_closed_as_they_are(json_upstream: str) -> None:
             assert response.headers["content-type"].startswith("application/json")
             assert not isinstance(response.stream, _DrainOnClose)
             await response.aread()
+
+
+_SERVER_KEEPALIVE_S = 4.5
+"""The proxy below plays a server whose keep-alive timer is this long (uvicorn's is 5 s)."""
+
+
+@asynccontextmanager
+async def closing_at_keepalive(upstream_port: int) -> AsyncGenerator[int]:
+    """A TCP proxy to `upstream_port` that acts out the race of a server's keep-alive timeout: a request
+    that arrives on a connection idle for `_SERVER_KEEPALIVE_S` or more is met with a close, unanswered
+    (the server closed it as the request was on its way). Yields the proxy's port."""
+
+    async def pipe(
+        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seen: list[float], inbound: bool
+    ) -> None:
+        try:
+            while data := await reader.read(65536):
+                now = time.monotonic()
+                if inbound and len(seen) > 1 and now - seen[-1] >= _SERVER_KEEPALIVE_S:
+                    break  # the request reached a connection the server had just let go
+                seen.append(now)
+                writer.write(data)
+                await writer.drain()
+        except OSError:
+            pass
+        finally:
+            writer.close()
+
+    async def handle(client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        up_r, up_w = await asyncio.open_connection("127.0.0.1", upstream_port)
+        seen: list[float] = [time.monotonic()]
+        await asyncio.gather(pipe(client_r, up_w, seen, True), pipe(up_r, client_w, seen, False))
+        client_w.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+
+
+async def test_a_connection_idle_near_the_servers_keepalive_timeout_is_not_reused(
+    everything: tuple[str, int],
+) -> None:
+    """A POST sent on a kept-alive connection the server closes at that moment fails unanswered, and the
+    SDK's transport then ends the whole session ("the connection closed"): an idle connection is given up
+    a second before a server's usual 5-s timeout, on the SDK transport as on the fast leg."""
+    _, port = everything
+    async with closing_at_keepalive(port) as proxy:
+        defn = define_connection(url=f"http://127.0.0.1:{proxy}/mcp").named("everything", None)
+        async with ClientPool({"everything": defn}, fast_calls=False) as pool:
+            await pool.call_tool("everything", "echo", {"message": "first"})
+            await anyio.sleep(_SERVER_KEEPALIVE_S + 0.2)
+            result = await pool.call_tool("everything", "echo", {"message": "after the pause"})
+            assert not result.get("isError")
+            assert pool.status("everything").opens == 1  # the same session: it did not end under the call
