@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -27,7 +28,7 @@ def redis_client(url: str, *, socket_timeout: float = 3.0) -> Any:
         from redis.backoff import NoBackoff
     except ImportError:  # pragma: no cover - the [redis] extra is missing
         raise StateUnavailable("--state-url needs the redis package: pip install 'agent-sdk[redis]'") from None
-    return redis_asyncio.Redis.from_url(
+    client = redis_asyncio.Redis.from_url(
         url,
         decode_responses=True,
         socket_timeout=socket_timeout,
@@ -35,6 +36,31 @@ def redis_client(url: str, *, socket_timeout: float = 3.0) -> Any:
         retry=Retry(NoBackoff(), 1),
         health_check_interval=15,
     )
+    pool = client.connection_pool
+    pool.connection_class = _closed_write_is_a_connection_error(pool.connection_class)  # TCP, TLS or a socket
+    return client
+
+
+@functools.cache
+def _closed_write_is_a_connection_error(base: type[Any]) -> type[Any]:
+    """`base` (the pool's connection class), but a write on a transport already closed is a `ConnectionError`.
+
+    uvloop raises `RuntimeError` ("unable to perform operation on <TCPTransport closed=True>") for a write
+    on a closed transport, where asyncio raises an `OSError` that redis-py turns into its `ConnectionError`.
+    Left a `RuntimeError`, it escaped every `except RedisError` of the state stores: a follower's event stream
+    died with a traceback during a Redis restart. As a `ConnectionError` the client's retry reconnects and
+    sends the command again (nothing of it was sent), and a store that still fails answers 503."""
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    class ClosedWriteIsAConnectionError(base):
+        async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+            try:
+                await super().send_packed_command(command, check_health)
+            except RuntimeError as exc:  # base's own `except BaseException` has disconnected it already
+                raise RedisConnectionError(f"writing to Redis failed: the connection is closed ({exc})") from None
+
+    ClosedWriteIsAConnectionError.__name__ = ClosedWriteIsAConnectionError.__qualname__ = base.__name__
+    return ClosedWriteIsAConnectionError
 
 
 def check_reachable(url: str) -> None:

@@ -212,6 +212,31 @@ async def test_connections_idle_across_a_redis_restart_are_reopened_not_failed(t
                 assert all(loaded is not None and loaded.id == record.id for loaded in found)
 
 
+def test_a_request_on_a_connection_whose_socket_closed_under_it_is_sent_again_under_uvloop(tmp_path: Path) -> None:
+    """Under uvloop (what `serve` runs on), a write on a transport that is already closed raises `RuntimeError`,
+    not the `OSError` redis-py turns into its `ConnectionError`: it escaped the stores' error handling (an event
+    stream died with a traceback in a Redis restart). The store's client makes it a `ConnectionError`: the
+    client's one retry sends the request again on a new connection and it succeeds."""
+
+    async def run() -> None:
+        async with _redis_store(server) as store:
+            record = _record("alice", 1)
+            await store.create(record)
+            await _at_once(8, lambda: store.load(record.id))  # several pooled connections, now idle
+            pool = store._client.connection_pool  # pyright: ignore[reportPrivateUsage]
+            idle = list(pool._available_connections)  # pyright: ignore[reportPrivateUsage]
+            assert idle
+            for connection in idle:
+                connection._writer.transport.abort()  # the socket is gone; the connection does not know yet
+            await anyio.sleep(0.05)
+            with anyio.fail_after(10):
+                found = await _at_once(8, lambda: store.load(record.id))
+            assert all(loaded is not None and loaded.id == record.id for loaded in found)
+
+    with redis_server(tmp_path) as server:
+        anyio.run(run, backend="asyncio", backend_options={"use_uvloop": True})
+
+
 async def _at_once(n: int, op: Any) -> list[Any]:
     found: list[Any] = []
 
