@@ -59,6 +59,10 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
+_READS: frozenset[Operation] = frozenset(
+    {"list", "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get"}
+)
+"""Operations that only read: one that lost its remote session under it is sent once more on a new one."""
 
 
 def default_start_limit() -> int:
@@ -337,7 +341,9 @@ class ClientPool:
     ) -> _T:
         """`run` on the slot's session within `budget`, as `operation`; errors translated to `ConnectionsError`s.
 
-        A failed call (an `UpstreamError`) whose tool the upstream's listing lacks is `UnknownTool`.
+        A failed call (an `UpstreamError`) whose tool the upstream's listing lacks is `UnknownTool`. A read
+        (`_READS`) whose remote session ended under it is sent once more on a new session; a call is not (the
+        upstream may have run it).
         """
         try:
             for attempt in (1, 2):
@@ -378,6 +384,8 @@ class ClientPool:
                         error = answer_lost(slot.defn, exc, operation, tool)
                     elif cause != "call":
                         slot.retire(session, self._cache, cause)  # the next use opens a new session
+                        if attempt == 1 and cause == "reopen" and operation in _READS:
+                            continue  # a read changes nothing upstream: asked again on the new session
                     raise error from None
             raise AssertionError("unreachable")  # pragma: no cover
         except UpstreamError:

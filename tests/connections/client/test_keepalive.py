@@ -12,7 +12,7 @@ import anyio
 import httpx2
 import pytest
 
-from connections import ClientPool, define_connection
+from connections import ClientPool, ConnectionUnavailable, define_connection
 from connections.client._keepalive import DrainingTransport, _DrainOnClose  # pyright: ignore[reportPrivateUsage]
 from tests.conftest import free_port
 from tests.peers import node_bin
@@ -84,9 +84,9 @@ _SERVER_KEEPALIVE_S = 4.5
 
 
 @asynccontextmanager
-async def closing_at_keepalive(upstream_port: int) -> AsyncGenerator[int]:
+async def closing_at_keepalive(upstream_port: int, keepalive_s: float = _SERVER_KEEPALIVE_S) -> AsyncGenerator[int]:
     """A TCP proxy to `upstream_port` that acts out the race of a server's keep-alive timeout: a request
-    that arrives on a connection idle for `_SERVER_KEEPALIVE_S` or more is met with a close, unanswered
+    that arrives on a connection idle for `keepalive_s` or more is met with a close, unanswered
     (the server closed it as the request was on its way). Yields the proxy's port."""
 
     async def pipe(
@@ -95,7 +95,7 @@ async def closing_at_keepalive(upstream_port: int) -> AsyncGenerator[int]:
         try:
             while data := await reader.read(65536):
                 now = time.monotonic()
-                if inbound and len(seen) > 1 and now - seen[-1] >= _SERVER_KEEPALIVE_S:
+                if inbound and len(seen) > 1 and now - seen[-1] >= keepalive_s:
                     break  # the request reached a connection the server had just let go
                 seen.append(now)
                 writer.write(data)
@@ -133,3 +133,23 @@ async def test_a_connection_idle_near_the_servers_keepalive_timeout_is_not_reuse
             result = await pool.call_tool("everything", "echo", {"message": "after the pause"})
             assert not result.get("isError")
             assert pool.status("everything").opens == 1  # the same session: it did not end under the call
+
+
+async def test_a_listing_whose_session_ended_under_it_is_asked_again_on_a_new_session_and_a_call_is_not(
+    everything: tuple[str, int],
+) -> None:
+    """A server whose keep-alive is shorter than the gateway's reuse bound (3 s here) still closes a connection
+    as a request reaches it, and the SDK transport's session ends. A listing only reads: it is sent once more
+    on a new session and answers. A call may have run upstream: it fails, naming what happened."""
+    _, port = everything
+    async with closing_at_keepalive(port, keepalive_s=3.0) as proxy:
+        defn = define_connection(url=f"http://127.0.0.1:{proxy}/mcp").named("everything", None)
+        async with ClientPool({"everything": defn}, fast_calls=False) as pool:
+            first = await pool.list_tools("everything", use_cache=False)
+            await anyio.sleep(3.2)
+            again = await pool.list_tools("everything", use_cache=False)
+            assert [t.name for t in again] == [t.name for t in first]
+            assert pool.status("everything").opens == 2  # the session that ended, and the one that answered
+            await anyio.sleep(3.2)
+            with pytest.raises(ConnectionUnavailable, match="tools/call 'echo' failed: the connection closed"):
+                await pool.call_tool("everything", "echo", {"message": "after the pause"})
