@@ -37,6 +37,7 @@ from ..client._clients import INHERITED_ENV as INHERITED_ENV
 from ..client._clients import STDERR_LOGGER as STDERR_LOGGER
 from ..client._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
 from ..client._listing_cache import ListingCache as ListingCache
+from ..client._passthrough import UpstreamResult as UpstreamResult
 from ..client._session_runner import ConnectionStatus as ConnectionStatus
 from ..client._tasks import TASK_METHODS as TASK_METHODS
 from ..client._tool_results import holds_long_text as holds_long_text
@@ -109,6 +110,7 @@ __all__ = [
     "RedactingFilter",
     "SignInRequired",
     "Upstream",
+    "UpstreamResult",
     "account_file",
     "calling",
     "check_account_servers",

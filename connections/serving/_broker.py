@@ -17,6 +17,7 @@ from oauth import ConnectionAuth, LoginRequired, TokenStore, connection_auth
 
 from ..account._account import AccountConnections
 from ..client._listing_cache import DEFAULT_LISTING_TTL
+from ..client._passthrough import UpstreamResult
 from ..client._upstream_changes import Change
 from ..host._host import HostMcp
 from ..pool._caller_auth import CallerCredentials, CallerOnly, by_caller
@@ -243,9 +244,10 @@ class Broker:
 
     def _call_tool(
         self, defn: ConnectionDefinition, tool: str, arguments: Mapping[str, Any], headers: Mapping[str, str] | None
-    ) -> Awaitable[dict[str, Any]]:
+    ) -> Awaitable[dict[str, Any] | UpstreamResult]:
         # The coroutine itself, not awaited here: one frame fewer on every pooled call. The result
-        # stays JSON whichever side serves the connection (`host.mcp` is where it becomes a model).
+        # stays JSON whichever side serves the connection (`host.mcp` is where it becomes a model); the
+        # shared pool's keeps its bytes, for a forwarding peer's answer (`client/_passthrough.py`).
         if headers is None:
             if defn.kind == "account":
                 return self.accounts.call_tool(defn.name, tool, arguments)
@@ -253,7 +255,7 @@ class Broker:
                 return self._call_as_caller(defn, tool, arguments)
             if defn.upstream_sessions == "per_principal":
                 return self.identities.call_identity_tool(defn.name, tool, arguments, partition_of(defn))
-            return self.pool.call_tool(defn.name, tool, arguments)
+            return self.pool.call_tool_upstream(defn.name, tool, arguments)
         return self.identities.call_identity_tool(defn.name, tool, arguments, headers)
 
 

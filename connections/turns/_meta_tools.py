@@ -9,6 +9,7 @@ from typing import Any
 import mcp_types as mt
 
 from .._exceptions import ToolInputError
+from ..client._passthrough import UpstreamResult
 from ..project._definitions import ConnectionDefinition
 from ._outcomes import authored_outcome, outcome_from_mcp
 from ._toolset import ToolOutcome, TurnTool
@@ -16,8 +17,11 @@ from ._toolset import ToolOutcome, TurnTool
 __all__ = ["CallTool", "ListTools", "meta_tools"]
 
 ListTools = Callable[[ConnectionDefinition, Mapping[str, str] | None], Awaitable[list[mt.Tool]]]
-CallTool = Callable[[ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[dict[str, Any]]]
-"""Reaches the upstream: the `tools/call` result as JSON (`call_upstream_tool`)."""
+CallTool = Callable[
+    [ConnectionDefinition, str, Mapping[str, Any], Mapping[str, str] | None], Awaitable[dict[str, Any] | UpstreamResult]
+]
+"""Reaches the upstream: the `tools/call` result as JSON (`call_upstream_tool`), from a pooled session with its
+bytes (`UpstreamResult`)."""
 
 
 def meta_tools(

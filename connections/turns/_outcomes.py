@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..client._passthrough import UpstreamResult
 from ._toolset import ToolOutcome
 
 __all__ = ["authored_outcome", "outcome_from_mcp"]
@@ -18,16 +19,18 @@ _RESERVED_META = "io.modelcontextprotocol/"
 (`/v1/mcp/tools`, `/v1/mcp`'s `call_tool`, `POST /v1/tools/{name}`, a turn)."""
 
 
-def outcome_from_mcp(result: dict[str, Any]) -> ToolOutcome:
+def outcome_from_mcp(answer: dict[str, Any] | UpstreamResult) -> ToolOutcome:
     """A passthrough outcome: the upstream's `CallToolResult` as JSON (`call_upstream_tool`), kept as it came
-    but for the spec-reserved keys of its `_meta`."""
+    but for the spec-reserved keys of its `_meta`; from a pooled session also with its bytes (`upstream`)."""
+    upstream = answer if type(answer) is UpstreamResult else None
+    result: dict[str, Any] = answer.result if type(answer) is UpstreamResult else answer  # pyright: ignore[reportAssignmentType]
     meta = result.get("_meta")
     if isinstance(meta, dict) and any(str(key).startswith(_RESERVED_META) for key in meta):
         kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}
         result = {k: v for k, v in result.items() if k != "_meta"}
         if kept:
             result["_meta"] = kept
-    return ToolOutcome(is_error=bool(result.get("isError")), result=result, passthrough=True)
+    return ToolOutcome(is_error=bool(result.get("isError")), result=result, passthrough=True, upstream=upstream)
 
 
 def authored_outcome(value: Any) -> ToolOutcome:

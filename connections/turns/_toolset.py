@@ -6,11 +6,14 @@ import json
 import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from .._exceptions import TurnProblem
 from ..project._tools import Effect
 from ._session import SessionInfo
+
+if TYPE_CHECKING:
+    from ..client._passthrough import UpstreamResult
 
 __all__ = ["CallObserver", "ToolOutcome", "ToolSource", "Toolset", "TurnTool", "observed"]
 
@@ -31,6 +34,9 @@ class ToolOutcome:
     is_error: bool
     result: Any
     passthrough: bool = False
+    upstream: UpstreamResult | None = field(default=None, repr=False, compare=False)
+    """For a passthrough from a pooled session: the upstream's result with its bytes, which a forwarding
+    server splices into its answer where nothing has to change (`client/_passthrough.py`)."""
 
     def mcp_result(self) -> dict[str, Any]:
         """The MCP `CallToolResult` (JSON, not yet shaped for a version) that an MCP surface answers with.

@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import LOG_LEVEL_META_KEY
 from starlette.types import Receive, Scope, Send
 
-from connections.serving import PLAIN, CallRequest, log_level_value
+from connections.serving import PLAIN, CallRequest, UpstreamResult, log_level_value
 
 from .peers.asks import PeerAsks
 from .peers.calls import Peer, PeerCalls
@@ -91,12 +91,29 @@ class JsonAnswer:
     """The channel of a call answered with one JSON body: nothing reaches the peer before the answer, and
     cancelling it cancels the task that runs the call (as asyncio cancels a task: `until_gone`)."""
 
-    __slots__ = ("cancelled_by", "task")
+    __slots__ = ("_passed", "cancelled_by", "task")
 
     def __init__(self) -> None:
         self.task: asyncio.Task[Any] | None = None
         self.cancelled_by: str | None = None
         """Why the call was cancelled, for the writer's own answer."""
+        self._passed: tuple[dict[str, Any], UpstreamResult] | None = None
+
+    def keep(self, result: dict[str, Any], upstream: UpstreamResult) -> None:
+        """The executor's `result` for this call came from `upstream` (a pooled session's answer, with its
+        bytes where the wire kept them): the writer may splice those bytes (`spliced`)."""
+        self._passed = (result, upstream)
+
+    def spliced(
+        self, result: dict[str, Any], request_id: str | int, version: str, server_info: Mapping[str, Any]
+    ) -> bytes | None:
+        """The whole JSON-RPC answer to `request_id`, spliced from the upstream's bytes, when `result` is the
+        executor's own (no wrapper replaced it) and the peer speaks the upstream session's `version`; None
+        otherwise (then the result is shaped and serialised: `lane._shaped`)."""
+        passed, self._passed = self._passed, None  # the writer owns the result now (a large one is let go in pieces)
+        if passed is None or passed[0] is not result or passed[1].version != version:
+            return None
+        return passed[1].answer(request_id, server_info=server_info)
 
     def notify(self, method: str, params: dict[str, Any]) -> None:
         return None

@@ -195,6 +195,11 @@ async def serve_lane(
                 await send_accepted(send)  # the peer cancelled it: no JSON-RPC answer follows
                 return True
             result, done = done, None  # one reference: the answer written in pieces releases the result
+            spliced = plain.spliced(result, ident, version, _stamp(server))
+            if spliced is not None:  # nothing to change: the upstream's bytes with the peer's id (module docstring)
+                del result
+                await _write(send, 200, [spliced])
+                return True
         else:
             result = await _listed(runtime, version, ident, scope, params, modern=modern)
         wire = _shaped(server, method, version, result, modern=modern)

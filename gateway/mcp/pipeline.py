@@ -43,6 +43,7 @@ from ..errors import CallRefused
 from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
+from .call_stream import JsonAnswer
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
@@ -143,14 +144,17 @@ class Executor:
             with acting_for(principal):
                 return await tool.call(arguments)
 
+        outcome: ToolOutcome | None = None
         try:
             if peer is not None:
                 result = peer.finish(await peer.run(call))
             elif context is None:
-                result = (await call()).mcp_result()
+                outcome = await call()
+                result = outcome.mcp_result()
             else:
                 with calling(context):
-                    result = (await call()).mcp_result()
+                    outcome = await call()
+                    result = outcome.mcp_result()
         except CallRefused as exc:
             raise refusal_rpc_error(exc) from None
         except SignInRequired as exc:  # the caller's own grant is missing: a way to sign in, never a smaller answer
@@ -165,6 +169,9 @@ class Executor:
             return _failure_result(exc)
         if "resultType" not in result:  # a handshake-era upstream's, or ours: complete (2026-07-28 requires it)
             result = {**result, "resultType": _COMPLETE}
+        upstream = outcome.upstream if outcome is not None else None
+        if upstream is not None and upstream.text is not None and type(channel) is JsonAnswer:  # not SSE: not spliced
+            channel.keep(result, upstream)  # its bytes may be spliced into the answer (`lane.py`)
         return result
 
     def _signing_in(self, exc: SignInRequired, plan: CallPlan) -> dict[str, Any]:

@@ -131,9 +131,21 @@ async def _same_answer(runtime: Runtime, message: dict[str, Any], headers: dict[
         assert json.loads(last.split("data: ", 1)[1]) == json.loads(slow_body), message
         return json.loads(slow_body)
     assert json.loads(fast_body) == json.loads(slow_body), message
+    if fast_body != slow_body:
+        # The lane splices an upstream's result into its answer as the upstream wrote it (its member
+        # order, its escapes: `client/_passthrough.py`) where the SDK serialises the model again; what
+        # the gateway writes itself (errors, authored tools, listings) stays the SDK's, byte for byte.
+        assert message.get("method") == "tools/call" and message["params"]["name"] in UPSTREAM_TOOLS, message
+        del fast_headers[b"content-length"], slow_headers[b"content-length"]
     assert (fast_status, fast_headers) == (slow_status, slow_headers), message
-    assert fast_body == slow_body, message
     return json.loads(slow_body)
+
+
+async def _lane_body(runtime: Runtime, message: dict[str, Any], headers: dict[str, str]) -> bytes:
+    """The lane's answer body to `message`."""
+    handled, sent = await _exchange(runtime, json.dumps(message).encode(), headers, path="lane")
+    assert handled, message
+    return _answer(sent)[2]
 
 
 PASSTHROUGH: list[tuple[str, dict[str, Any]]] = [
@@ -144,6 +156,12 @@ PASSTHROUGH: list[tuple[str, dict[str, Any]]] = [
     ("get-resource-links", {"count": 2}),
     ("get-tiny-image", {}),
 ]
+
+
+UPSTREAM_TOOLS = frozenset(
+    {tool for tool, _ in PASSTHROUGH} | {"weather", "badweather", "fails", "meta", "progress", "routed"}
+)
+"""Tools of the upstreams (everything's, the both-eras server's): their results can pass through as bytes."""
 
 
 def _call(name: Any, arguments: Any = None, *, ident: Any = 7, **params: Any) -> dict[str, Any]:
@@ -173,6 +191,10 @@ async def test_the_lane_answers_handshake_era_calls_exactly_as_the_sdk(tmp_path:
             for tool, args in PASSTHROUGH:
                 await _same_answer(runtime, _call(tool, args), versioned)
         listed = await _same_answer(runtime, {"jsonrpc": "2.0", "id": 9, "method": "tools/list"})
+        # The peer speaks the upstream session's version: the answer holds everything's own bytes (its
+        # member order, its UTF-8), with the peer's id, where the SDK would serialise the model again.
+        at_upstreams_version = {**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"}
+        spliced = await _lane_body(runtime, _call("echo", {"message": "héllo ✓"}, ident="s-1"), at_upstreams_version)
         await _same_answer(
             runtime,
             _call("echo", {"message": "x"}),
@@ -187,6 +209,8 @@ async def test_the_lane_answers_handshake_era_calls_exactly_as_the_sdk(tmp_path:
         "session": None,
     }
     assert passthrough["id"] == "call-1" and passthrough["result"]["content"][0]["text"] == "Echo: hi"
+    everythings = '{"jsonrpc":"2.0","id":"s-1","result":{"content":[{"type":"text","text":"Echo: héllo ✓"}]}}'
+    assert spliced == everythings.encode()
     assert error_result["result"]["isError"] is True and "kaboom" in error_result["result"]["content"][0]["text"]
     assert bad_input["result"]["isError"] is True
     assert upstream_bad_input["result"]["isError"] is True  # the upstream's own validation, passed on
@@ -411,3 +435,24 @@ async def test_a_wrapper_on_the_executor_sees_every_tools_call_whichever_writer_
         ("session", "echo", "loopback"),
         ("sse", "echo", "loopback"),  # a progress token: the lane's SSE answer
     ]
+
+
+@pytest.mark.anyio
+async def test_a_wrapper_that_rewrites_a_result_is_answered_with_its_rewrite_not_the_upstreams_bytes(
+    tmp_path: Path, everything: Upstream
+) -> None:
+    # The lane splices an upstream's bytes only when the result the wrappers return is the executor's own:
+    # a policy that redacts, or any wrapper that replaces the result, is what the peer gets.
+    project = make_project(tmp_path / "project", {"everything": url_connection(everything.url)})
+
+    async def redact(plan: CallPlan, channel: CallChannel, call_next: Execute) -> dict[str, Any]:
+        result = await call_next(plan, channel)
+        return {**result, "content": [{"type": "text", "text": "[redacted]"}]}
+
+    at_upstreams_version = {**JSON_HEADERS, "mcp-protocol-version": "2025-11-25"}
+    async with running(project, tmp_path / "state") as runtime:
+        plain = json.loads(await _lane_body(runtime, _call("echo", {"message": "secret"}), at_upstreams_version))
+        runtime.executor.wrap(redact)
+        rewritten = await _same_answer(runtime, _call("echo", {"message": "secret"}), at_upstreams_version)
+    assert plain["result"]["content"] == [{"type": "text", "text": "Echo: secret"}]
+    assert rewritten["result"]["content"] == [{"type": "text", "text": "[redacted]"}]
