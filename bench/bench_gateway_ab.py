@@ -123,13 +123,7 @@ def main() -> None:
                 urls.append(url)
             anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds, args.version)
         finally:
-            for proc in reversed(procs):  # the gateways first: the upstream waits for their pooled connections
-                proc.terminate()
-                try:
-                    proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(10)
+            bench.stop_all(procs)
 
 
 if __name__ == "__main__":

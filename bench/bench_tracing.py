@@ -14,6 +14,7 @@ exporter's thread encoding and posting the spans.
     .venv/bin/python bench/bench_tracing.py --sample 0.01   # OTEL_TRACES_SAMPLER=parentbased_traceidratio
     .venv/bin/python bench/bench_tracing.py --micro         # in one process: the tracing work alone
     .venv/bin/python bench/bench_tracing.py --micro --parts # ... and where its time goes
+    .venv/bin/python bench/bench_tracing.py --sdk-floor     # the OpenTelemetry SDK's own spans and records alone
 
 `--micro` times, in this process, exactly what tracing adds to one call (the server span with a
 peer's `traceparent`, the traced dispatcher, the client span the fast wire opens with the span
@@ -245,6 +246,74 @@ async def parts(calls: int, traced_call: Any, provider: Any, server_span: Any, i
     print(f"  encoding for export: {(time.thread_time() - started) / 20 / len(spans) * 1e6:.1f} us a span (two a call)")
 
 
+_SERVER_ATTRIBUTES = {
+    "mcp.method.name": "tools/call",
+    "mcp.protocol.version": MODERN,
+    "jsonrpc.request.id": "7",
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": "echo",
+    "agent_sdk.connection": "fast",
+    "network.transport": "tcp",
+    "agent_sdk.principal": "loopback",
+}
+_CLIENT_ATTRIBUTES = {
+    "mcp.method.name": "tools/call",
+    "mcp.protocol.version": MODERN,
+    "jsonrpc.request.id": "agent-sdk-7",
+    "gen_ai.tool.name": "echo",
+    "agent_sdk.connection": "fast",
+    "network.transport": "tcp",
+    "server.address": "127.0.0.1",
+    "server.port": 8000,
+}
+_DURATION_ATTRIBUTES = {"mcp.method.name": "tools/call", "network.transport": "tcp", "mcp.protocol.version": MODERN}
+
+
+def sdk_floor(calls: int) -> None:
+    """The OpenTelemetry SDK alone, no code of ours: per call, a SERVER span and a CLIENT span under it with the
+    attributes the conventions name, ended into the SDK's `BatchSpanProcessor` (its exporter drops the batch
+    unencoded), and two `Histogram.record`s of the SDK's meter. The least that tracing a call through the SDK
+    costs, before any encoding, propagation or export; CPU of all threads per call, the median of five runs."""
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+    from opentelemetry.trace import SpanKind, set_span_in_context
+
+    class Dropped(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(Dropped(), max_queue_size=4096))
+    tracer = provider.get_tracer("sdk-floor")
+    meter = MeterProvider().get_meter("sdk-floor")
+    server_duration = meter.create_histogram("mcp.server.operation.duration", unit="s")
+    client_duration = meter.create_histogram("mcp.client.operation.duration", unit="s")
+
+    def one() -> None:
+        server = tracer.start_span("tools/call echo", None, SpanKind.SERVER, _SERVER_ATTRIBUTES)
+        client = tracer.start_span("tools/call echo", set_span_in_context(server), SpanKind.CLIENT, _CLIENT_ATTRIBUTES)
+        client.end()
+        client_duration.record(0.001, _DURATION_ATTRIBUTES)
+        server.end()
+        server_duration.record(0.001, _DURATION_ATTRIBUTES)
+
+    figures: list[float] = []
+    for _ in range(6):
+        started = time.process_time()
+        for i in range(calls):
+            one()
+            if i % 1000 == 999:
+                provider.force_flush()  # the queue never fills: no span is dropped unrecorded
+        provider.force_flush()
+        figures.append((time.process_time() - started) / calls * 1e6)
+    print(
+        f"the OpenTelemetry SDK alone (two spans, two histogram records, batch processor, no encoding): "
+        f"{statistics.median(figures[1:]):.1f} us of CPU per call (runs: {', '.join(f'{f:.1f}' for f in figures[1:])})"
+    )
+    provider.shutdown()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--calls", type=int, default=400, help="calls per phase")
@@ -252,7 +321,11 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=None, help="trace this ratio of the calls (default: all)")
     parser.add_argument("--micro", action="store_true", help="time the tracing work alone, in this process")
     parser.add_argument("--parts", action="store_true", help="with --micro: where its time goes, piece by piece")
+    parser.add_argument("--sdk-floor", action="store_true", help="the OpenTelemetry SDK's own cost, no code of ours")
     args = parser.parse_args()
+    if args.sdk_floor:
+        sdk_floor(max(args.calls, 10_000))
+        return
     anyio.run(micro if args.micro else run, args)
 
 

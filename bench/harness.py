@@ -195,3 +195,15 @@ def children(pid: int) -> list[int]:
             if int(stat[1]) == pid:
                 found.append(int(entry.name))
     return found
+
+
+def stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    """Stop `procs`, the last started first (a gateway before the upstream that waits for its pooled
+    connections); killed after 10 s."""
+    for proc in reversed(procs):
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
