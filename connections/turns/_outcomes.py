@@ -22,8 +22,7 @@ _RESERVED_META = "io.modelcontextprotocol/"
 def outcome_from_mcp(answer: dict[str, Any] | UpstreamResult) -> ToolOutcome:
     """A passthrough outcome: the upstream's `CallToolResult` as JSON (`call_upstream_tool`), kept as it came
     but for the spec-reserved keys of its `_meta`; from a pooled session also with its bytes (`upstream`)."""
-    upstream = answer if type(answer) is UpstreamResult else None
-    result: dict[str, Any] = answer.result if type(answer) is UpstreamResult else answer  # pyright: ignore[reportAssignmentType]
+    upstream, result = (answer, answer.result) if isinstance(answer, UpstreamResult) else (None, answer)
     meta = result.get("_meta")
     if isinstance(meta, dict) and any(str(key).startswith(_RESERVED_META) for key in meta):
         kept = {k: v for k, v in meta.items() if not str(k).startswith(_RESERVED_META)}
