@@ -42,6 +42,8 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import event_to_notification
 from starlette.types import Receive, Scope, Send
 
+from connections.serving import canonical_uri
+
 from ...errors import GatewayError
 from ...http._asgi import send_error
 from ...state.request_state import RequestStates
@@ -305,13 +307,14 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
-        refuse_hidden(runtime_for(ctx).policy, ctx, [str(params.uri)])  # as a resource no connection offers
-        await streams.subscribe(token, principal, str(params.uri))
+        uri = canonical_uri(str(params.uri))  # decided, held and matched against updates in canonical form
+        refuse_hidden(runtime_for(ctx).policy, ctx, [uri])  # as a resource no connection offers
+        await streams.subscribe(token, principal, uri)
         return {}
 
     async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: mt.UnsubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
-        await streams.unsubscribe(token, principal, str(params.uri))
+        await streams.unsubscribe(token, principal, canonical_uri(str(params.uri)))
         return {}
 
     return {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}
