@@ -50,7 +50,7 @@ from connections.serving import Change, ListingCache, Offerings, canonical_uri, 
 from ..policy import PolicyGate, caller_of, hidden, resource_target
 from .peers.caps import MAX_STREAMS, MAX_URIS, AtCap, PerPrincipal
 
-__all__ = ["Subscriptions", "refuse_hidden", "subscription_handlers", "viewer"]
+__all__ = ["Subscriptions", "subscription_handlers", "viewer"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -135,6 +135,22 @@ class Subscriptions:
         except NotOffered as exc:
             raise MCPError(mt.INVALID_PARAMS, str(exc)) from None
 
+    async def refuse_hidden(self, policy: PolicyGate, ctx: ServerRequestContext[Any, Any], uris: list[str]) -> None:
+        """Raise, as `owner` does for a URI no connection offers, for one the policy hides from the peer: each
+        decided in its canonical form (`resource_target`), and on every template it is an instance of."""
+        caller = caller_of(getattr(ctx.request, "scope", None))
+        for uri in uris:
+            templates: list[str] = []
+            if policy.enforcing and self._offerings is not None:
+                try:
+                    templates = await self._offerings.templates_of(uri, viewer(ctx))
+                except ConnectionsError as exc:  # the template listing failed closed
+                    raise MCPError(mt.INTERNAL_ERROR, f"{exc.code}: {exc}", data={"error": exc.code}) from None
+            of = [resource_target(t, template=True) for t in templates]
+            refusal = hidden(policy, caller, "resources/subscribe", resource_target(uri), *of)
+            if refusal is not None:
+                raise MCPError(mt.INVALID_PARAMS, str(refusal))
+
     async def hold(self, uris: list[str], viewer: str, stack: AsyncExitStack) -> None:
         """Keep each of `uris` subscribed at its owning upstream until `stack` closes (counted per replica), in
         its canonical form (`canonical_uri`)."""
@@ -197,7 +213,7 @@ def subscription_handlers(runtime_for: RuntimeFor) -> dict[str, Any]:
                 f"most {MAX_URIS}; split them over several streams"
             )
         principal = viewer(ctx)
-        refuse_hidden(runtime_for(ctx).policy, ctx, uris)  # as a resource no connection offers
+        await subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, uris)  # as a resource no connection offers
         async with AsyncExitStack() as stack:
             stack.enter_context(subscriptions.streams.holding(principal))
             await subscriptions.hold(uris, principal, stack)
@@ -210,13 +226,3 @@ def viewer(ctx: ServerRequestContext[Any, Any]) -> str:
     """The peer's principal (as `mcp_call_stream.principal_id` reads it; that module sits above `runtime`)."""
     scope: Any = getattr(ctx.request, "scope", None) or {}  # no scope on `serve --stdio`
     return getattr(scope.get("state", {}).get("principal"), "id", None) or "anonymous"
-
-
-def refuse_hidden(policy: PolicyGate, ctx: ServerRequestContext[Any, Any], uris: list[str]) -> None:
-    """Raise, as `Subscriptions.owner` does for a URI no connection offers, for one the policy hides from the peer
-    (each decided in its canonical form, `resource_target`)."""
-    caller = caller_of(getattr(ctx.request, "scope", None))
-    for uri in uris:
-        refusal = hidden(policy, caller, "resources/subscribe", resource_target(uri))
-        if refusal is not None:
-            raise MCPError(mt.INVALID_PARAMS, str(refusal))

@@ -47,7 +47,7 @@ from connections.serving import canonical_uri
 from ...errors import GatewayError
 from ...http._asgi import send_error
 from ...state.request_state import RequestStates
-from ..subscriptions import Subscriptions, refuse_hidden, viewer
+from ..subscriptions import Subscriptions, viewer
 from .caps import MAX_URIS, AtCap
 
 __all__ = ["IDLE_S", "PeerStreams", "StreamRefused", "subscribe_handlers"]
@@ -89,7 +89,8 @@ class PeerStreams:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._subscriptions = subscriptions
+        self.subscriptions = subscriptions
+        """The relay these sessions follow (its `refuse_hidden` decides a subscription)."""
         self._streams = subscriptions.streams
         self._states = request_states
         self._clock = clock
@@ -181,7 +182,7 @@ class PeerStreams:
         # The upstream subscription is made outside the lock: a slow upstream holds up only its own peer.
         held = AsyncExitStack()
         try:
-            await self._subscriptions.hold([uri], principal, held)
+            await self.subscriptions.hold([uri], principal, held)
         except BaseException:
             if not session.held and session.stream is None and self._sessions.get(checked) is session:
                 self._drop(checked)  # made for this subscribe: gone with it
@@ -203,7 +204,7 @@ class PeerStreams:
                 checked = self._checked(token, principal)
             except StreamRefused as exc:
                 raise MCPError(mt.INVALID_REQUEST, f"resources/unsubscribe refused: {exc}") from None
-            await self._subscriptions.owner(uri, principal)
+            await self.subscriptions.owner(uri, principal)
             session = self._sessions.get(checked)
             held = session.held.pop(uri, None) if session is not None else None
         if held is not None:
@@ -308,7 +309,7 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
         uri = canonical_uri(str(params.uri))  # decided, held and matched against updates in canonical form
-        refuse_hidden(runtime_for(ctx).policy, ctx, [uri])  # as a resource no connection offers
+        await streams.subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, [uri])  # as one nobody offers
         await streams.subscribe(token, principal, uri)
         return {}
 

@@ -168,15 +168,21 @@ def test_subscriptions_of_every_spelling_are_decided_as_the_canonical_uri(served
     for spelled in spellings(DENIED):
         refused = _rpc(served, BOB, "resources/subscribe", {"uri": spelled}, session).json()
         assert refused["error"]["message"] == f"no advertised connection offers resource {DENIED!r}", spelled
+    instance = "demo://resource/dynamic/text/7"  # an instance of a template the policy forbids
+    refused = _rpc(served, BOB, "resources/subscribe", {"uri": instance.replace("demo", "DEMO")}, session).json()
+    assert refused["error"]["message"] == f"no advertised connection offers resource {instance!r}"
 
     async def listen() -> None:
         http, bob = _client(served, BOB, "auto")
         async with http, bob:
-            for spelled in spellings(ARCH):
+            for spelled, canonical in [
+                *((s, ARCH) for s in spellings(ARCH)),
+                ("Demo://resource/dynamic/text/7", instance),
+            ]:
                 with pytest.raises(MCPError) as caught:
                     async with bob.listen(resource_subscriptions=[spelled]):
                         pass
-                assert caught.value.message == f"no advertised connection offers resource {ARCH!r}", spelled
+                assert caught.value.message == f"no advertised connection offers resource {canonical!r}", spelled
 
     _run(listen, 60)
 
