@@ -246,6 +246,14 @@ def test_hidden_and_missing_resources_and_prompts_answer_the_same(served: Served
                 TEXT,
                 missing_template,
             )
+            if mode == "auto":  # 2026-07-28's subscriptions/listen
+                listened = []
+                for uri in (ARCH, missing_uri):
+                    with pytest.raises(MCPError) as caught:
+                        async with bob.listen(resource_subscriptions=[uri]):
+                            pass
+                    listened.append((caught.value.code, caught.value.message, caught.value.data))
+                _same(listened[0], listened[1], ARCH, missing_uri)
 
     _run(run, 90)
     session = _rpc(served, BOB, "initialize", INITIALIZE).headers["mcp-session-id"]
@@ -269,11 +277,14 @@ def _audit(served: Served, principal: str, method: str, target: str, within: flo
         time.sleep(0.05)
 
 
-def test_the_audit_trail_records_unknown_tools_and_refused_resources_and_prompts(served: Served) -> None:
+@pytest.mark.parametrize("mode", MODES)
+def test_the_audit_trail_records_unknown_tools_and_refused_resources_and_prompts(served: Served, mode: str) -> None:
+    unknown = f"no-such-tool-{mode}"
+
     async def run() -> None:
-        http, bob = _client(served, BOB, "legacy")
+        http, bob = _client(served, BOB, mode)
         async with http, bob:
-            await _refusal(bob.call_tool("no-such-tool", {}))
+            await _refusal(bob.call_tool(unknown, {}))
             await _refusal(bob.read_resource(spellings(ARCH)[0], cache_mode="bypass"))
             await _refusal(bob.get_prompt("args-prompt", {"city": "Oslo"}))
             await _refusal(bob.read_resource("demo://resource/static/document/nothing.md", cache_mode="bypass"))
@@ -281,7 +292,7 @@ def test_the_audit_trail_records_unknown_tools_and_refused_resources_and_prompts
     _run(run, 60)
     bob = pid(BOB)
     for method, target, reason, policies in (
-        ("tools/call", "no-such-tool", "unknown_tool", []),
+        ("tools/call", unknown, "unknown_tool", []),
         ("resources/read", ARCH, "policy_denied", ["no-architecture"]),
         ("prompts/get", "args-prompt", "policy_denied", ["no-args-prompt"]),
         ("resources/read", "demo://resource/static/document/nothing.md", "not_offered", []),
