@@ -4,8 +4,11 @@ RFC 3986 §6.2.2, syntax-based normalization: the scheme and the host in lower c
 percent-encoding in upper case and those of unreserved characters decoded (§6.2.2.2), and the dot
 segments of the path removed (§6.2.2.3, the algorithm of §5.2.4). Beyond the RFC, a character a URI
 may not hold (a space, a control character, a non-ASCII letter, `"<>\\^`|{}`) is percent-encoded as
-UTF-8 (RFC 3987 §3.1's mapping of an IRI), so two spellings an upstream's URL parser reads as one
-resource are one string here. A URI template keeps its `{...}` expressions as written.
+UTF-8 (RFC 3987 §3.1's mapping of an IRI). What a WHATWG URL parser (Node's `new URL`, the TypeScript
+SDK's servers; the `url` crate under pydantic's `AnyUrl`) drops is dropped too: leading and trailing
+spaces and control characters, tabs and newlines anywhere, an empty port or userinfo, a scheme's default
+port (§6.2.3), and an `http(s)` URI's empty path is `/`. So two spellings an upstream's URL parser reads
+as one resource are one string here. A URI template keeps its `{...}` expressions as written.
 
 The gateway decides on the canonical form and forwards that same form upstream (docs/policy.md, "Resource
 URIs"): the Cedar policy, `deny_resources` / `advertise_resources`, templates, subscriptions and the audit
@@ -26,19 +29,28 @@ _PERCENT = re.compile(r"%([0-9A-Fa-f]{2})")
 _PARTS = re.compile(r"^(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#(.*))?$", re.DOTALL)
 """RFC 3986 Appendix B: scheme, authority, path, query, fragment."""
 _EXPRESSION = re.compile(r"(\{[^{}]*\})")
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_EDGES = "".join(map(chr, range(0x21)))
+"""C0 controls and the space: a WHATWG parser strips them from both ends (and tabs and newlines inside)."""
+_DEFAULT_PORTS = {"http": "80", "https": "443", "ws": "80", "wss": "443", "ftp": "21"}
 
 
 @functools.lru_cache(maxsize=4096)
 def canonical_uri(uri: str, *, template: bool = False) -> str:
     """`uri` in its canonical form (RFC 3986 §6.2.2); a URI template (`template=True`) keeps its expressions.
     Total and idempotent: `canonical_uri(canonical_uri(u)) == canonical_uri(u)` for every string."""
+    uri = uri.strip(_EDGES).replace("\t", "").replace("\n", "").replace("\r", "")
     parts = _PARTS.match(uri)
     if parts is None:  # cannot happen: every group is optional
         return _encoded(uri, template)
     scheme, authority, path, query, fragment = parts.groups()
-    out = f"{scheme.lower()}:" if scheme is not None else ""
+    if scheme is not None:
+        scheme = scheme.lower() if _SCHEME.fullmatch(scheme) else _encoded(scheme, template)
+    out = f"{scheme}:" if scheme is not None else ""
     if authority is not None:
-        out += "//" + _authority(authority, template)
+        out += "//" + _authority(authority, scheme, template)
+        if not path and scheme in _DEFAULT_PORTS:
+            path = "/"
     out += _without_dots(_encoded(path, template))
     if query is not None:
         out += "?" + _encoded(query, template)
@@ -58,12 +70,19 @@ def not_offered(kind: str, name: str) -> str:
     return f"no advertised connection offers {kind} {name[:200]!r}"
 
 
-def _authority(authority: str, template: bool) -> str:
-    userinfo, at, host = authority.rpartition("@")
+def _authority(authority: str, scheme: str | None, template: bool) -> str:
+    userinfo, _, hostport = authority.rpartition("@")
+    host, colon, port = hostport.rpartition(":")
+    if not colon or not (port.isdigit() or not port) or not port.isascii():  # no port (an IPv6 literal's last part)
+        host, colon, port = hostport, "", ""
+    port = str(int(port)) if port else ""
+    if not port or _DEFAULT_PORTS.get(scheme or "") == port:  # an empty port, or the scheme's default one
+        colon, port = "", ""
     host = _encoded(host, template)
     if not (template and "{" in host):
         host = _PERCENT.sub(lambda m: m[0].upper(), host.lower())
-    return _encoded(userinfo, template) + at + host
+    userinfo = _encoded(userinfo, template)
+    return (f"{userinfo}@" if userinfo else "") + host + colon + port
 
 
 def _encoded(text: str, template: bool) -> str:

@@ -26,8 +26,16 @@ from connections.serving import canonical_uri, not_offered
         ("demo://resource/static/x/%2E%2E/d/%61.md", "demo://resource/static/d/a.md"),
         ("demo://resource/../../../static/d/a.md", "demo://resource/static/d/a.md"),
         # what a URI may not hold is encoded; a query and fragment are kept, their encodings normalized
-        ("demo://r/a b\té%zz", "demo://r/a%20b%09%C3%A9%25zz"),
+        ("demo://r/a b\x01é%zz", "demo://r/a%20b%01%C3%A9%25zz"),
         ("demo://r/a?q=%2f%41#F%7e", "demo://r/a?q=%2FA#F~"),
+        # what a WHATWG parser drops (RFC 3986 §6.2.3 for ports), and an http URI's empty path
+        ("demo://resource:/a", "demo://resource/a"),
+        ("demo://@resource/a", "demo://resource/a"),
+        (" demo://resource/a\t.md\n", "demo://resource/a.md"),
+        ("HTTP://Example.com:80", "http://example.com/"),
+        ("https://x:0443/a", "https://x/a"),
+        ("http://[::1]:8080/a", "http://[::1]:8080/a"),
+        ("demo://u:p@h:12/x", "demo://u:p@h:12/x"),
     ],
 )
 def test_rfc_3986_syntax_based_normalization(given_uri: str, canonical: str) -> None:

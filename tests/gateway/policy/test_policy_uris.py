@@ -52,6 +52,11 @@ def spellings(uri: str) -> list[str]:
         uri.replace("/static/", "/static/x/%2e%2E/"),
         f"{base}/%{ord(name[0]):02x}{name[1:]}",
         uri.replace("/document/", "/docum%65nt/"),
+        # what a WHATWG URL parser (the upstream's `new URL`) drops: an empty port or userinfo, spaces, tabs
+        uri.replace("//resource/", "//resource:/"),
+        uri.replace("//resource/", "//@resource/"),
+        f" {uri}\n",
+        uri.replace("document", "docu\tment"),
     ]
 
 
