@@ -11,9 +11,10 @@ offering one resource URI, one template or one prompt name, fail it with a `Turn
 every problem, never a shorter list.
 
 Routing asks the listings of the connections whose own lists allow the URI, template or name: one that
-no listing holds is a `NotOffered` before any upstream sees it (and an upstream's own "not found" of a
-read is answered with the same sentence, `not_offered`), so a name that does not exist, one no connection
-offers and one the policy hides get one answer; two owners are a `NotOffered` naming both. Resource URIs
+no listing holds is a `NotOffered` before any upstream sees it, but for a read that only one connection's
+lists allow (routed there unlisted; an upstream's own "not found" of it is answered with the same
+sentence, `not_offered`), so a name that does not exist, one no connection offers and one the policy
+hides get one answer; two owners are a `NotOffered` naming both. Resource URIs
 and templates are routed, compared and forwarded in their canonical form (`connections/_uris.py`).
 Listings and reads are kept as the upstream's cache hints allow (`connections/pool/_offer_cache.py`), per
 `viewer` (the peer's principal) for a private one.
@@ -269,7 +270,7 @@ class Offerings:
         Raises `NotOffered` (for an upstream's own "not found" too), and the pool's errors (an `UpstreamError`
         carries the upstream's own code). `uri` is read in its canonical form."""
         uri = canonical_uri(uri)
-        defn = await self._owner_of_resource(uri, viewer)
+        defn = await self._owner_of_resource(uri, viewer, unlisted=True)
         await self._refuse_held(defn, "resources/list", uri, viewer)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:
@@ -339,8 +340,13 @@ class Offerings:
         candidates = [d for d in self._by_kind["prompts"] if d.allows_prompt(name)]
         return await self._owner("prompt", name, candidates, viewer, [("prompts/list", keyed(name))])
 
-    async def _owner_of_resource(self, uri: str, viewer: str | None) -> ConnectionDefinition:
+    async def _owner_of_resource(self, uri: str, viewer: str | None, *, unlisted: bool = False) -> ConnectionDefinition:
+        """The connection that offers resource `uri`: the one whose listing holds it or a template of it. With
+        `unlisted` (a read), the only connection whose lists allow it without asking for a listing (a server may
+        serve a URI it lists nowhere, as a tool's resource link; its own "not found" is `not_offered` in `read`)."""
         candidates = [d for d in self._by_kind["resources"] if d.allows_resource(uri)]
+        if unlisted and len(candidates) == 1:
+            return candidates[0]
         return await self._owner(
             "resource",
             uri,
