@@ -212,6 +212,17 @@ def test_serve_stdio_decides_every_spelling_as_the_canonical_uri(
                 "demo://resource/dynamic/text/1"
             )
             assert (await client.read_resource("demo://resource/static/document/features.md")).contents
+            missing = ARCH.replace("architecture", "architectura")  # hidden and missing answer alike here too
+            _same(
+                await _refusal(client.read_resource(ARCH)), await _refusal(client.read_resource(missing)), ARCH, missing
+            )
+            hidden_prompt = await _refusal(client.get_prompt("args-prompt", {"city": "Oslo"}))
+            _same(
+                hidden_prompt,
+                await _refusal(client.get_prompt("args-prompx", {"city": "Oslo"})),
+                "args-prompt",
+                "args-prompx",
+            )
 
     _run(run, 90)
 
