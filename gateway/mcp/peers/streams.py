@@ -315,7 +315,11 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: mt.UnsubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
-        await streams.unsubscribe(token, principal, canonical_uri(str(params.uri)))
+        uri = canonical_uri(str(params.uri))
+        # One the caller could not have subscribed is answered as one no connection offers (as `owner` answers
+        # a missing one), so that unsubscribing tells no more than subscribing.
+        await streams.subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, [uri])
+        await streams.unsubscribe(token, principal, uri)
         return {}
 
     return {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}

@@ -276,6 +276,9 @@ def test_hidden_and_missing_resources_and_prompts_answer_the_same(served: Served
     hidden = _rpc(served, BOB, "resources/subscribe", {"uri": ARCH}, session).json()
     missing = _rpc(served, BOB, "resources/subscribe", {"uri": missing_uri}, session).json()
     _same(hidden, missing, ARCH, missing_uri)
+    hidden = _rpc(served, BOB, "resources/unsubscribe", {"uri": ARCH}, session).json()
+    missing = _rpc(served, BOB, "resources/unsubscribe", {"uri": missing_uri}, session).json()
+    _same(hidden, missing, ARCH, missing_uri)
 
 
 def _audit(served: Served, principal: str, method: str, target: str, within: float = 30) -> list[dict[str, Any]]:
