@@ -243,6 +243,8 @@ class Offerings:
         if (defn.name, kind) not in self._pins.held_offers:
             await self._listed(defn, method, viewer)
         held = self._pins.held_offers.get((defn.name, kind), {})
+        if kind != "prompts":  # `key` is canonical; the lock names URIs as the upstream lists them
+            held = {canonical_uri(k, template=kind == "resourceTemplates"): v for k, v in held.items()}
         if key in held:
             raise NotOffered(f"{key[:200]!r} is held back: {held[key]}")
 
