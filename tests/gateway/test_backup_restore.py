@@ -175,3 +175,16 @@ def test_state_restore_refuses_a_store_that_holds_keys_and_a_file_that_is_not_a_
         done = subprocess.run([*cli, "state-restore", str(backup)], env=env, capture_output=True, text=True)
         assert done.returncode == 0 and "restored 1 keys" in done.stdout, done.stderr
         assert raw.get("agent-sdk:count") == b"3" and raw.get("someone-else") == b"x"
+
+
+def test_state_backup_without_a_reachable_store_says_so_without_its_password(tmp_path: Path) -> None:
+    cli = [sys.executable, "-m", "gateway", "state-backup", "--out", str(tmp_path / "b.jsonl")]
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    unset = subprocess.run(cli, env=base, capture_output=True, text=True, check=False)
+    assert unset.returncode == 1 and "set AGENT_SDK_STATE_URL to the replicas' Redis URL" in unset.stderr
+    url = "redis://:hunter2-secret@127.0.0.1:9/0"
+    away = subprocess.run(cli, env={**base, "AGENT_SDK_STATE_URL": url}, capture_output=True, text=True, check=False)
+    assert away.returncode == 1, away.stderr
+    assert away.stderr.startswith("agent-sdk: error: the state store at redis://127.0.0.1:9/0 cannot be used")
+    assert "hunter2" not in away.stdout + away.stderr and "Traceback" not in away.stderr
+    assert not (tmp_path / "b.jsonl").exists()
