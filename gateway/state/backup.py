@@ -26,6 +26,8 @@ __all__ = ["BACKUP_FORMAT", "KEY_PATTERN", "BackupInvalid", "dump_state", "resto
 
 KEY_PATTERN = "agent-sdk:*"
 BACKUP_FORMAT = "agent-sdk-state-backup/1"
+_BATCH = 500
+"""Keys read (or restored) per round trip."""
 
 
 class BackupInvalid(ValueError):
@@ -58,18 +60,23 @@ def dump_state(url: str, out: Path) -> int:
     try:
         seconds, micros = client.time()
         now_ms = seconds * 1000 + micros // 1000
-        for key in client.scan_iter(match=KEY_PATTERN, count=1000):
-            with client.pipeline(transaction=True) as pipe:
-                payload, pttl = pipe.dump(key).pttl(key).execute()
-            if payload is None:  # expired or deleted since the scan
-                continue
-            record = {
-                "key": key.decode("utf-8", "backslashreplace"),
-                "k": base64.b64encode(key).decode(),
-                "expiresAtMs": now_ms + pttl if pttl > 0 else 0,
-                "dump": base64.b64encode(payload).decode(),
-            }
-            lines.append(json.dumps(record, separators=(",", ":")))
+        keys: list[bytes] = list(dict.fromkeys(client.scan_iter(match=KEY_PATTERN, count=1000)))  # SCAN may repeat
+        for start in range(0, len(keys), _BATCH):
+            batch = keys[start : start + _BATCH]
+            with client.pipeline(transaction=False) as pipe:
+                for key in batch:
+                    pipe.dump(key).pttl(key)
+                answers = pipe.execute()
+            for key, payload, pttl in zip(batch, answers[::2], answers[1::2], strict=True):
+                if payload is None:  # expired or deleted since the scan
+                    continue
+                record = {
+                    "key": key.decode("utf-8", "backslashreplace"),
+                    "k": base64.b64encode(key).decode(),
+                    "expiresAtMs": now_ms + pttl if pttl > 0 else 0,
+                    "dump": base64.b64encode(payload).decode(),
+                }
+                lines.append(json.dumps(record, separators=(",", ":")))
         version = str(client.info("server").get("redis_version", "?"))
     except (RedisError, OSError) as exc:
         raise _unreachable(url, exc) from None
@@ -121,14 +128,12 @@ def restore_state(url: str, backup: Path, *, replace: bool = False) -> int:
             )
         seconds, micros = client.time()
         now_ms = seconds * 1000 + micros // 1000
-        restored = 0
-        with client.pipeline(transaction=False) as pipe:
-            for key, expires_at, payload in records:
-                if expires_at and expires_at <= now_ms:
-                    continue
-                pipe.restore(key, expires_at, payload, replace=replace, absttl=bool(expires_at))
-                restored += 1
-            pipe.execute()
+        due = [(key, at, payload) for key, at, payload in records if not at or at > now_ms]  # not expired since
+        for start in range(0, len(due), _BATCH):
+            with client.pipeline(transaction=False) as pipe:
+                for key, expires_at, payload in due[start : start + _BATCH]:
+                    pipe.restore(key, expires_at, payload, replace=replace, absttl=bool(expires_at))
+                pipe.execute()
     except ResponseError as exc:
         raise BackupInvalid(
             f"Redis at {safe_url(url)} refused a key of {backup} ({str(exc)[:120]}); a backup restores into the "
@@ -138,4 +143,4 @@ def restore_state(url: str, backup: Path, *, replace: bool = False) -> int:
         raise _unreachable(url, exc) from None
     finally:
         client.close()
-    return restored
+    return len(due)

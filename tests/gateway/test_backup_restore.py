@@ -161,9 +161,10 @@ def test_state_restore_refuses_a_store_that_holds_keys_and_a_file_that_is_not_a_
         raw.flushall()
         raw.set("agent-sdk:count", "3")
         raw.set("someone-else", "x")
+        raw.set("agent-sdk:request-state:used:r1", "1", px=600_000)  # kept with its expiry
         backup = tmp_path / "redis.jsonl"
         made = subprocess.run([*cli, "state-backup", "--out", str(backup)], env=env, capture_output=True, text=True)
-        assert made.returncode == 0 and "backed up 1 keys" in made.stdout, made.stderr
+        assert made.returncode == 0 and "backed up 2 keys" in made.stdout, made.stderr
         busy = subprocess.run([*cli, "state-restore", str(backup)], env=env, capture_output=True, text=True)
         assert busy.returncode == 1 and "already holds agent-sdk keys" in busy.stderr, busy.stderr
         assert "Traceback" not in busy.stderr
@@ -171,10 +172,12 @@ def test_state_restore_refuses_a_store_that_holds_keys_and_a_file_that_is_not_a_
         cut.write_text(backup.read_text().splitlines()[0] + "\n")
         short = subprocess.run([*cli, "state-restore", str(cut)], env=env, capture_output=True, text=True)
         assert short.returncode == 1 and "cut short" in short.stderr, short.stderr
-        raw.delete("agent-sdk:count")
+        raw.delete("agent-sdk:count", "agent-sdk:request-state:used:r1")
         done = subprocess.run([*cli, "state-restore", str(backup)], env=env, capture_output=True, text=True)
-        assert done.returncode == 0 and "restored 1 keys" in done.stdout, done.stderr
+        assert done.returncode == 0 and "restored 2 keys" in done.stdout, done.stderr
         assert raw.get("agent-sdk:count") == b"3" and raw.get("someone-else") == b"x"
+        assert raw.pttl("agent-sdk:count") == -1  # no expiry: none given
+        assert 0 < raw.pttl("agent-sdk:request-state:used:r1") <= 600_000  # its expiry, not a new one
 
 
 def test_state_backup_without_a_reachable_store_says_so_without_its_password(tmp_path: Path) -> None:
