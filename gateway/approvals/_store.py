@@ -18,7 +18,7 @@ import anyio
 
 from ._pending import ApprovalDecided, ApprovalNotFound, Decision, PendingApproval, State, decided_sentence
 
-__all__ = ["Approvals", "MemoryApprovals", "RedisApprovals", "new_approval_id"]
+__all__ = ["Approvals", "MemoryApprovals", "RedisApprovals", "new_approval_id", "not_found"]
 
 _REMEMBER_S = 3600.0
 _REMEMBERED = 1000
@@ -26,7 +26,7 @@ _PREFIX = "agent-sdk:approval:"
 _INDEX = "agent-sdk:approvals"
 
 
-def _not_found(approval_id: str) -> str:
+def not_found(approval_id: str) -> str:
     return f"no call waits for approval {approval_id[:40]!r}; list the waiting ones with agent-sdk approvals list"
 
 
@@ -40,6 +40,10 @@ class Approvals(Protocol):
     async def hold(self, pending: PendingApproval, wait_s: float) -> Decision: ...  # pragma: no cover
 
     async def pending(self) -> list[PendingApproval]: ...  # pragma: no cover
+
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        """The held call `approval_id` (None: no such call, or no longer held)."""
+        ...  # pragma: no cover
 
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         """Raises `ApprovalNotFound` (no such call) and `ApprovalDecided` (already decided, or gone)."""
@@ -80,12 +84,16 @@ class MemoryApprovals:
     async def pending(self) -> list[PendingApproval]:
         return sorted((h.pending for h in self._held.values()), key=lambda p: p.requested_at)
 
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        held = self._held.get(approval_id)
+        return held.pending if held is not None else None
+
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         held = self._held.get(approval_id)
         if held is None or held.decision is not None:
             done = held.decision if held is not None else self._decided.get(approval_id)
             if done is None:
-                raise ApprovalNotFound(_not_found(approval_id))
+                raise ApprovalNotFound(not_found(approval_id))
             raise ApprovalDecided(decided_sentence(approval_id, done.state, done.by))
         held.decision = Decision("approved" if approve else "denied", by)
         held.answered.set()
@@ -168,11 +176,15 @@ class RedisApprovals:
         found = [PendingApproval.loads(p) for state, p in rows if state == "pending" and p]
         return sorted(found, key=lambda p: p.requested_at)
 
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        raw = await self.redis.hget(_PREFIX + approval_id, "p")
+        return PendingApproval.loads(raw) if raw is not None else None
+
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         raw = await self.redis.hget(_PREFIX + approval_id, "p")
         settled = await self._settle(approval_id, "approved" if approve else "denied", by)
         if settled[0] == "missing" or raw is None:
-            raise ApprovalNotFound(_not_found(approval_id))
+            raise ApprovalNotFound(not_found(approval_id))
         if settled[0] != "ok":
             raise ApprovalDecided(decided_sentence(approval_id, settled[0], settled[1] or None))
         return PendingApproval.loads(raw)
