@@ -102,6 +102,19 @@ async def _mcp_call(url: str, token: str, arguments: dict[str, Any], request_id:
                 return exc
 
 
+def _direct_call(served: Served, token: str, message: str) -> tuple[threading.Thread, list[httpx2.Response]]:
+    """`POST /v1/tools/echo` as the holder of `token`, started in a thread (it waits for an operator); its answer."""
+    answers: list[httpx2.Response] = []
+
+    def call() -> None:
+        with httpx2.Client(base_url=served.url, timeout=150, headers={"Authorization": f"Bearer {token}"}) as http:
+            answers.append(http.post("/v1/tools/echo", json={"input": {"message": message}}))
+
+    held = threading.Thread(target=call, daemon=True)
+    held.start()
+    return held, answers
+
+
 def _audit(served: Served, *filters: str) -> list[dict[str, Any]]:
     where = ["--dir", str(served.state_root.parent / "project"), "--state-root", str(served.state_root)]
     done = _cli("audit", "search", *where, *filters)
@@ -157,14 +170,7 @@ async def test_a_person_signed_in_at_the_idp_is_shown_by_subject_when_the_token_
     gateway: Served, idp: Issuer
 ) -> None:
     carol = await anyio.to_thread.run_sync(person_token, idp.url, gateway.url, "carol")  # oidc-provider's login
-    answers: list[Any] = []
-
-    def call() -> None:
-        with httpx2.Client(base_url=gateway.url, timeout=150, headers={"Authorization": f"Bearer {carol}"}) as http:
-            answers.append(http.post("/v1/tools/echo", json={"input": {"message": "carol's"}}))
-
-    held = threading.Thread(target=call, daemon=True)
-    held.start()
+    held, answers = _direct_call(gateway, carol, "carol's")
     pending = await _pending(gateway)
     assert (pending["name"], pending["subject"], pending["surface"]) == ("carol", "carol", "http")
     async with httpx2.AsyncClient(base_url=gateway.url, headers=OPS, timeout=30) as http:
@@ -181,14 +187,7 @@ async def test_an_operator_cannot_approve_its_own_held_call_and_another_operator
     gateway: Served, idp: Issuer
 ) -> None:
     olivia = _token(idp, gateway, "olivia-7", email="olivia@example.com", groups=["ops"])  # an operator by group
-    answers: list[httpx2.Response] = []
-
-    def call() -> None:
-        with httpx2.Client(base_url=gateway.url, timeout=150, headers={"Authorization": f"Bearer {olivia}"}) as http:
-            answers.append(http.post("/v1/tools/echo", json={"input": {"message": "olivia's own"}}))
-
-    held = threading.Thread(target=call, daemon=True)
-    held.start()
+    held, answers = _direct_call(gateway, olivia, "olivia's own")
     pending = await _pending(gateway)
     async with httpx2.AsyncClient(base_url=gateway.url, timeout=30) as http:
         as_olivia = {"Authorization": f"Bearer {olivia}"}
