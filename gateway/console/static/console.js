@@ -25,6 +25,7 @@ async function api(path, options) {
   const headers = Object.assign({ Accept: "application/json" }, (options && options.headers) || {});
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = "Bearer " + token;
+  else headers["X-Agent-Sdk-Console"] = "before-token"; // its 401 is not a failure (docs/console.md)
   const response = await fetch(path, Object.assign({}, options, { headers, credentials: "same-origin" }));
   if (response.status === 401) {
     $("token-form").hidden = false;
@@ -493,6 +494,15 @@ function renderApprovals(list) {
   $("approvals").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No call is waiting." }));
 }
 
+function auditQuery() {
+  const query = new URLSearchParams({ limit: "20" });
+  for (const [field, param] of [["audit-person", "who"], ["audit-tool", "tool"], ["audit-outcome", "outcome"]]) {
+    const value = $(field).value.trim();
+    if (value) query.set(param, value);
+  }
+  return "/v1/audit?" + query.toString();
+}
+
 function renderAudit(records) {
   const cols = ["time", "name", "surface", "target", "outcome", "approver", "durationMs"];
   const shown = (r, c) => (c === "name" ? person(r) : r[c] == null ? "" : String(r[c]));
@@ -504,7 +514,7 @@ function renderAudit(records) {
 async function refreshOperatorViews() {
   const [log, who, held, trail] = await Promise.all([
     (await api("/v1/log")).json(), (await api("/v1/principals")).json(),
-    (await api("/v1/approvals")).json(), (await api("/v1/audit?limit=20")).json(),
+    (await api("/v1/approvals")).json(), (await api(auditQuery())).json(),
   ]);
   $("operator-views").hidden = false;
   renderApprovals(held.approvals || []);
@@ -556,6 +566,10 @@ document.addEventListener("DOMContentLoaded", () => {
     start();
   });
   $("run-form").addEventListener("submit", submitRun);
+  $("audit-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    refreshOperatorViews().catch((e) => problem(e.message, "audit"));
+  });
   $("run-close").addEventListener("click", () => $("run-dialog").close());
   start();
 });
