@@ -62,7 +62,7 @@ def _record(principal: Principal | str, surface: str, target: str, connection: s
     who, issuer = _who(principal)
     record = AuditRecord(who, surface, target, issuer=issuer, connection=connection)
     if isinstance(principal, Principal):
-        record.name, record.subject = principal.name, principal.subject
+        record.name, record.subject = principal.display, principal.subject
     record.request_id, record.peer_request_id = own_request_id(), peer_request_id()
     return record
 
