@@ -103,6 +103,7 @@ class ApprovalGate:
         """The gateway is stopping: every call this process holds is answered now (`ApprovalAbandoned`, not
         run) instead of waiting out its deadline, and no new call is held."""
         self._stopping = True
+        self.store.ended = "abandoned"  # a late decision is told the gateway stopped
         for scope in list(self._holding):
             scope.cancel()
 

@@ -37,6 +37,8 @@ def new_approval_id() -> str:
 class Approvals(Protocol):
     """Where held calls wait. `hold` returns the `Decision` (a `timeout` one past `wait_s` seconds)."""
 
+    ended: State
+
     async def hold(self, pending: PendingApproval, wait_s: float) -> Decision: ...  # pragma: no cover
 
     async def pending(self) -> list[PendingApproval]: ...  # pragma: no cover
@@ -60,6 +62,9 @@ class _Held:
 class MemoryApprovals:
     """One process's held calls."""
 
+    ended: State = "gone"
+    """How a hold cut short ends: `gone` (its caller went away), `abandoned` once the gateway stops."""
+
     def __init__(self) -> None:
         self._held: dict[str, _Held] = {}
         self._decided: OrderedDict[str, Decision] = OrderedDict()
@@ -77,7 +82,7 @@ class MemoryApprovals:
         finally:
             del self._held[pending.id]
             if held.decision is None:  # no answer in time, or the caller went away (cancelled)
-                held.decision = Decision("timeout" if time.time() >= pending.expires_at - 0.05 else "gone")
+                held.decision = Decision("timeout" if time.time() >= pending.expires_at - 0.05 else self.ended)
             self._remember(pending.id, held.decision)
         return held.decision
 
@@ -119,6 +124,9 @@ class RedisApprovals:
     """Held calls shared by the replicas. The holder waits in `BLPOP`s shorter than the client's socket
     timeout, so a Redis that goes away ends the wait as a denial (fail closed), never a hang."""
 
+    ended: State = "gone"
+    """How a hold cut short ends: `gone` (its caller went away), `abandoned` once the gateway stops."""
+
     def __init__(self, redis: Any) -> None:
         self.redis = redis
         self._decide = redis.register_script(_DECIDE)
@@ -152,7 +160,7 @@ class RedisApprovals:
             if not answered:  # the deadline, Redis gone, or the caller gone: settle it unless an answer won
                 with anyio.CancelScope(shield=True), anyio.move_on_after(3):
                     try:
-                        settled = await self._settle(pending.id, "timeout" if ended else "gone", "")
+                        settled = await self._settle(pending.id, "timeout" if ended else self.ended, "")
                     except RedisError:
                         pass
         if answered:

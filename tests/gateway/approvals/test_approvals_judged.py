@@ -27,12 +27,17 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+import redis
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from gateway.approvals import ApprovalDecided, RedisApprovals
+from gateway.state._redis import redis_client
+
 from ..conftest import ROOT, Served, Upstream, assert_clean, make_project, serve
 from ..oauth_peers import Issuer, claims_for, mint, person_token
+from ..replicas import STATE_KEY, redis_server
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(240)]
 
@@ -205,33 +210,49 @@ async def test_an_operator_cannot_approve_its_own_held_call_and_another_operator
 async def test_a_call_held_when_serve_stops_is_answered_and_recorded_as_abandoned(
     tmp_path: Path, idp: Issuer, everything: Upstream
 ) -> None:
-    served = serve(
-        _project(tmp_path, everything), tmp_path / "state", "--oauth-issuer", idp.url,
-        "--principal-claim", "preferred_username", env=_env(),
-    )  # fmt: skip
-    try:
-        dana = _token(idp, served, "dana-3", email="dana@example.com", preferred_username="dana")
-        answers: list[Any] = []
-        pending: dict[str, Any] = {}
-        started = time.monotonic()
+    # On Redis (--state-url), as replicas run: a late decision through another replica is told what happened.
+    with redis_server(tmp_path / "redis") as store:
+        env = {**_env(), "AGENT_SDK_STATE_URL": store.url, "AGENT_SDK_STATE_KEY": STATE_KEY}
+        served = serve(
+            _project(tmp_path, everything), tmp_path / "state", "--oauth-issuer", idp.url,
+            "--principal-claim", "preferred_username", env=env,
+        )  # fmt: skip
+        try:
+            dana = _token(idp, served, "dana-3", email="dana@example.com", preferred_username="dana")
+            answers: list[Any] = []
+            pending: dict[str, Any] = {}
+            started = time.monotonic()
 
-        async def call() -> None:
-            answers.append(await _mcp_call(served.url, dana, {"message": "never run"}))
+            async def call() -> None:
+                answers.append(await _mcp_call(served.url, dana, {"message": "never run"}))
 
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(call)
-            pending = await _pending(served)
-            assert pending["name"] == "dana"  # --principal-claim
-            served.proc.send_signal(signal.SIGTERM)
-        code = await anyio.to_thread.run_sync(served.proc.wait, 30)
-    finally:
-        served.stop()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(call)
+                pending = await _pending(served)
+                assert pending["name"] == "dana"  # --principal-claim
+                served.proc.send_signal(signal.SIGTERM)
+            code = await anyio.to_thread.run_sync(served.proc.wait, 30)
+        finally:
+            served.stop()
+        client = redis_client(store.url)
+        try:
+            with pytest.raises(ApprovalDecided, match="the gateway stopped while it waited, so the call was not run"):
+                await RedisApprovals(client).decide(pending["id"], True, "bearer:another-replica")
+        finally:
+            await client.aclose()
+        shared = redis.Redis.from_url(store.url, decode_responses=True)
+        try:
+            entries: list[Any] = shared.xrange("agent-sdk:audit")  # pyright: ignore[reportAssignmentType]
+        finally:
+            shared.close()
+        records = [json.loads(fields["r"]) for _id, fields in entries]
     [answer] = answers
     assert isinstance(answer, MCPError), answer
     assert answer.error.code == -32004 and "shutting down" in answer.error.message and "not run" in answer.error.message
     assert time.monotonic() - started < 60  # answered as the gateway stopped, not at the 120 s deadline
     assert code in (0, -signal.SIGTERM)  # uvicorn ends by re-raising the signal it handled
-    [record] = _audit(served, "--outcome", "abandoned")
+    [record] = _audit(served, "--outcome", "abandoned")  # the file; the shared stream has it too
     assert (record["name"], record["target"], record["reason"]) == ("dana", "echo", "gateway_stopping")
     assert record["approval"]["id"] == pending["id"]
+    assert [r["outcome"] for r in records] == ["abandoned"]
     assert_clean(served.log_text(), [OPERATOR])
