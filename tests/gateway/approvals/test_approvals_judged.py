@@ -145,7 +145,8 @@ async def test_a_held_call_shows_the_arguments_person_peer_and_deadline_everywhe
         assert pending["arguments"] == {"message": SHOWN}
         assert (pending["name"], pending["subject"]) == ("alice@example.com", "alice-0001")
         assert pending["principal"].startswith("oauth:")
-        assert pending["peer"].get("client", "").startswith("mcp ") or pending["peer"].get("userAgent"), pending
+        peer = pending["peer"]  # the clientInfo of the 2026-07-28 call (the SDK's default), its User-Agent
+        assert peer["client"].startswith("mcp ") and peer["userAgent"].startswith("python-httpx2/"), peer
         assert pending["requestId"].startswith("req_") and pending["peerRequestId"] == "forged-by-peer"
         assert pending["expiresAt"] > pending["requestedAt"]
 
