@@ -169,6 +169,9 @@ async def test_a_held_call_shows_the_arguments_person_peer_and_deadline_everywhe
     assert (record["requestId"], record["peerRequestId"]) == (pending["requestId"], "forged-by-peer")
     assert _audit(gateway, "--who", "ALICE-0001") == [record]  # by subject, whatever the case
     assert _audit(gateway, "--who", "bob@example.com") == []
+    with gateway.client(OPS) as http:
+        scraped = http.get("/v1/metrics").text
+    assert 'decision="approved"' in scraped and "alice" not in scraped  # personal data: never a metric label
 
 
 @pytest.mark.anyio
