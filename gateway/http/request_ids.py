@@ -9,7 +9,7 @@ new `req_<16 hex>`.
 The id in audit records and pending approvals is the gateway's own (`own_request_id`): the request's
 id when the gateway made it, else one made for them, with the peer's value beside it
 (`peer_request_id`, `peerRequestId`), so a peer cannot forge the field that correlates them. What is
-known of the peer (`peer_facts`: its `User-Agent`, `Mcp-Session-Id`, and the `clientInfo` a call
+known of the peer (`peer_facts`: its `User-Agent`, a digest of its `Mcp-Session-Id`, the `clientInfo` a call
 names, `note_client`) is read for approvals only, from the same one pass over the headers.
 
 Error bodies: the error writers of `_asgi` (the one place error bodies are shaped) ask
@@ -21,6 +21,7 @@ status 200 (an MCP tool listing that failed closed) carries the id in the header
 from __future__ import annotations
 
 import contextvars
+import hashlib
 import re
 import secrets
 from collections.abc import Callable
@@ -99,11 +100,14 @@ def note_client(info: object) -> None:
 
 
 def peer_facts() -> dict[str, str]:
-    """What is known of the peer behind the current request: `client` (its clientInfo), `userAgent`, `session`."""
+    """What is known of the peer behind the current request: `client` (its clientInfo), `userAgent`, `session`
+    (a digest of its `Mcp-Session-Id`)."""
     current = _current.get()
     if current is None:
         return {}
-    facts = {"client": current.client, "userAgent": current.agent, "session": current.session}
+    # The session id is the peer's handle on its session (sealed, principal-bound): shown by a digest only.
+    session = "sha256:" + hashlib.sha256(current.session).hexdigest()[:12] if current.session else None
+    facts = {"client": current.client, "userAgent": current.agent, "session": session}
     return {k: (v.decode("latin-1") if isinstance(v, bytes) else v)[:200] for k, v in facts.items() if v}
 
 

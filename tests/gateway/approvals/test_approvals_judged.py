@@ -96,11 +96,14 @@ async def _pending(served: Served, tool: str = "echo") -> dict[str, Any]:
                 await anyio.sleep(0.05)
 
 
-async def _mcp_call(url: str, token: str, arguments: dict[str, Any], request_id: str | None = None) -> Any:
+async def _mcp_call(
+    url: str, token: str, arguments: dict[str, Any], request_id: str | None = None, mode: str = "auto"
+) -> Any:
     """`tools/call echo` from the Python `mcp` client as the holder of `token`; the result or the `MCPError`."""
     headers = {"authorization": f"Bearer {token}", **({"x-request-id": request_id} if request_id else {})}
     async with httpx2.AsyncClient(timeout=150, headers=headers) as http:
-        async with Client(streamable_http_client(f"{url}/v1/mcp/tools", http_client=http), cache=None) as client:
+        transport = streamable_http_client(f"{url}/v1/mcp/tools", http_client=http)
+        async with Client(transport, mode=mode, cache=None) as client:
             try:
                 return await client.call_tool("echo", arguments)
             except MCPError as exc:
@@ -172,6 +175,29 @@ async def test_a_held_call_shows_the_arguments_person_peer_and_deadline_everywhe
     with gateway.client(OPS) as http:
         scraped = http.get("/v1/metrics").text
     assert 'decision="approved"' in scraped and "alice" not in scraped  # personal data: never a metric label
+
+
+@pytest.mark.anyio
+async def test_a_handshake_era_peer_is_shown_by_its_session_digest_and_a_person_by_name_without_email(
+    gateway: Served, idp: Issuer
+) -> None:
+    erin = _token(idp, gateway, "erin-5", name="Erin Example")  # no email: the name claim
+    answers: list[Any] = []
+
+    async def call() -> None:
+        answers.append(await _mcp_call(gateway.url, erin, {"message": "erin's"}, mode="legacy"))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(call)
+        pending = await _pending(gateway)
+        assert (pending["name"], pending["subject"]) == ("Erin Example", "erin-5")
+        peer = pending["peer"]  # 2025-11-25: no clientInfo on the call; its session, by a digest only
+        assert "client" not in peer and peer["session"].startswith("sha256:") and len(peer["session"]) == 19, peer
+        async with httpx2.AsyncClient(base_url=gateway.url, headers=OPS, timeout=30) as http:
+            denied = await http.post(f"/v1/approvals/{pending['id']}", json={"decision": "deny"})
+        assert denied.status_code == 200, denied.text
+    [answer] = answers
+    assert isinstance(answer, MCPError) and answer.error.code == -32003, answer
 
 
 @pytest.mark.anyio
