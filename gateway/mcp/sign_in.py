@@ -26,17 +26,34 @@ from urllib.parse import urlencode
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import TurnProblem
+from connections import ConnectionDefinition, TurnProblem
 from connections.serving import SignInRequired
 
 from ..settings import ServeSettings
 from ..state.request_state import RequestStates, SealedState
 
-__all__ = ["SIGN_IN_KEY", "SIGN_IN_PATH", "SignInLinks", "sign_in_answer"]
+__all__ = ["LEFT_OUT_META", "SIGN_IN_KEY", "SIGN_IN_META", "SIGN_IN_PATH", "SignInLinks", "set_aside", "sign_in_answer"]
 
 SIGN_IN_PATH = "/v1/oauth/sign-in"
 SIGN_IN_KEY = "agent-sdk/sign-in"
 """The `inputRequests` key of a sign-in elicitation (a retry's answer under it is not forwarded upstream)."""
+SIGN_IN_META = "agent-sdk/signIn"
+"""A `tools/list` result's `_meta` key: `[{connection, url}]`, the per-user connections its caller has not
+signed in to (their tools are not in the listing; a call of one answers with the same way in)."""
+LEFT_OUT_META = "agent-sdk/leftOut"
+"""A `tools/list` result's `_meta` key: the `optional=True` connections left out because they are down."""
+
+
+def set_aside(problem: TurnProblem, connections: Mapping[str, ConnectionDefinition]) -> bool:
+    """Whether a listing problem leaves its connection out of `tools/list` instead of failing it closed
+    (docs/connections.md, "A listing that survives one connection"): a per-user connection the caller has not
+    signed in to, or an `optional=True` connection that cannot be listed (not a problem of one of its tools)."""
+    if problem.connection is None:
+        return False
+    if problem.code == SignInRequired.code:
+        return True
+    defn = connections.get(problem.connection)
+    return defn is not None and defn.optional and problem.tool is None
 
 
 class SignInLinks:
