@@ -30,7 +30,7 @@ from ..auth.chain import Principal
 from ..policy import caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
-from .call_stream import call_request, peer_of, principal_id
+from .call_stream import call_request, peer_of
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
 from .peers.streams import subscribe_handlers
@@ -86,7 +86,7 @@ async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, An
         refusal = failed_closed("tools/list", exc)
         signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
         if signs:
-            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
+            urls = "; ".join(s.get("command") or f"sign in to {s['connection']} at {s['url']}" for s in signs)
             data = {**(refusal.error.data or {}), "signIn": signs}
             raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
         raise refusal from None
@@ -140,8 +140,8 @@ def tools_server(
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        principal = principal_id(scope or {})
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
+        principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
         meta = dumped.get("_meta")
         modern = isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta

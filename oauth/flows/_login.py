@@ -254,12 +254,14 @@ async def login(
     discovery: Discovery | None = None,
     status: Status | None = None,
     verify_client: bool = False,
+    principal: str = "",
 ) -> Grant:
     """Run the whole authorization-code + PKCE login for one connection and save the result in `store`.
 
     `verify_client`: before sending a person to the authorization page with a stored registration,
     check (one GET, no redirects followed) that the server still knows the client; when it answers
-    400/401 the registration is dropped and the client registers again (the CLI sets this).
+    400/401 the registration is dropped and the client registers again (the CLI sets this). `principal`: the
+    grant is that principal's own (`StoreKey.principal`; the CLI logs in so for the `serve --stdio` peer).
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StateMismatch`,
     `IssuerMismatch`, `AuthorizationDenied`, `LoginTimeout`, `TokenError`, `StoreError` (all `OAuthError`).
@@ -270,7 +272,7 @@ async def login(
     try:
         found = await discover(client_http, resource_url, challenge, discovery)
         challenge, prm, asm, resource = found.challenge, found.prm, found.asm, found.resource
-        key = StoreKey(connection, resource_url)
+        key = StoreKey(connection, resource_url, principal)
         previous = await store.load(key)
         say(f"Authorization server: {printable(asm.issuer)}")
 
