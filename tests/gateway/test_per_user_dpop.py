@@ -105,6 +105,15 @@ def test_dpop_true_binds_the_grant_and_every_call_carries_a_proof(gateway: Serve
     assert after["subjects"]["bob"] > before["subjects"].get("bob", 0)
 
 
+def test_a_call_asks_for_the_sign_in_of_its_own_connection_not_another_ones(gateway: Served) -> None:
+    # dave has signed in to neither per-user connection; earlier listings (alice's, bob's) say whoami is docs's.
+    asked = _call(gateway, "dave", "whoami")
+    assert asked["isError"] is True
+    assert "connection 'docs'" in text_of(asked) and "'bound'" not in text_of(asked), text_of(asked)
+    answered = _signed_in_and_called(gateway, "dave", "whoami")  # one sign-in, to docs, is all it takes
+    assert answered.get("structuredContent") == {"result": "dave"}, answered
+
+
 def test_a_401_caused_by_the_binding_says_so_and_refreshes_at_most_once(
     tmp_path: Path, sdk_upstream: ResourceServer, auth_server: AuthServer
 ) -> None:
