@@ -19,21 +19,16 @@ import pytest
 
 from tests.oauth.peers import ResourceServer
 
-from .conftest import Served, assert_clean, serve
-from .per_user import PEERS, peer_env, per_user_project, principal_of, sign_in, sign_in_url_in, text_of, whoami
+from .conftest import Served
+from .per_user import PEERS, per_user_gateway, principal_of, sign_in, sign_in_url_in, text_of, whoami
 
 ACCESS_TOKEN_TTL = 3600
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("per-user-pin")
-    served = serve(per_user_project(root / "project", resource.url), root / "state", env=peer_env())
-    try:
+    with per_user_gateway(tmp_path_factory.mktemp("per-user-pin"), resource.url) as served:
         yield served
-    finally:
-        served.stop()
-    assert_clean(served.log_text(), list(PEERS.values()))
 
 
 def _pin(served: Served, *args: str) -> subprocess.CompletedProcess[str]:
