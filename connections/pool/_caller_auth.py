@@ -2,7 +2,7 @@
 `grant="id_jag"` (docs/oauth.md).
 
 Each call's upstream token is made from the token its caller presented to the gateway
-(`oauth.CallerGrants`: exchanged at the caller's IdP, cached per principal). The broker hands the call
+(`oauth.CallerGrants`: exchanged at the caller's IdP, cached per subject token). The broker hands the call
 to the identity pool with that token as the identity's `Authorization` header, so every principal has
 its own clients exactly as an `auth=` callback's identity has (one upstream session each at the handshake
 versions, per-request headers on a shared 2026-07-28 client). The connection's shared pooled client

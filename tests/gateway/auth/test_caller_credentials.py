@@ -23,6 +23,7 @@ from ..caller_world import (
     JWT_BEARER,
     SECRETS,
     TOKEN_EXCHANGE,
+    UNTRUSTED_CLIENT,
     World,
     call,
     caller_connection,
@@ -115,6 +116,28 @@ def test_a_subject_the_idp_refuses_fails_the_call_with_invalid_grant(world: Worl
     assert "'direct'" in message and "invalid_grant" in message, message
     assert f"{world.idp.issuer}/token refused the request" in message
     assert "mallory" not in world.direct.stats()["subjects"]
+
+
+def test_an_exchange_is_kept_per_token_so_a_refused_token_of_the_same_person_fails(
+    world: World, exchanging: Served
+) -> None:
+    resource = world.gateway_resource(0)
+    trusted = person_token(world.idp.issuer, resource, "carol")
+    assert text_of(call(exchanging.url, trusted, "whoami")) == "carol"
+    # The same person through a client the IdP will not exchange for: a new exchange, refused, and the call
+    # fails; the upstream token made from the other client's token is not reused.
+    exchanges = world.idp.stats()["grants"].get(TOKEN_EXCHANGE, 0)
+    refused = world.idp.stats()["errors"].get("invalid_grant", 0)
+    untrusted = person_token(world.idp.issuer, resource, "carol", client_name=UNTRUSTED_CLIENT)
+    answer = call(exchanging.url, untrusted, "whoami")
+    message = answer["error"]["message"] if "error" in answer else answer["result"]["content"][0]["text"]
+    assert "'direct'" in message and "invalid_grant" in message, message
+    assert world.idp.stats()["errors"]["invalid_grant"] - refused == 1
+    # The trusted token still works from its own cached exchange, and the refused one keeps failing.
+    assert text_of(call(exchanging.url, trusted, "whoami")) == "carol"
+    assert world.idp.stats()["grants"].get(TOKEN_EXCHANGE, 0) == exchanges
+    again = call(exchanging.url, untrusted, "whoami")
+    assert "invalid_grant" in (again["error"]["message"] if "error" in again else again["result"]["content"][0]["text"])
 
 
 def test_a_caller_without_an_oauth_token_is_refused_not_served_bare(exchanging: Served, world: World) -> None:
