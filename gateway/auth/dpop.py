@@ -32,6 +32,7 @@ from starlette.types import Scope
 
 from ..errors import StateUnavailable
 from ..http._asgi import header_values
+from .jwt_limits import jwt_too_large
 from .oauth_tokens import ALGORITHMS, TokenRefused
 
 __all__ = ["DpopChecker", "DpopNonces", "MemoryJtis", "RedisJtis", "SeenJtis"]
@@ -164,6 +165,9 @@ class DpopChecker:
 
     @staticmethod
     def _verified(proof: str, jkt: str) -> dict[str, Any]:
+        too_large = jwt_too_large(proof, "the DPoP proof")
+        if too_large is not None:
+            raise _invalid(too_large)
         try:
             signed = jws.extract_compact(proof.encode())
         except (JoseError, ValueError, UnicodeError):

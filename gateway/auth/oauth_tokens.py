@@ -5,7 +5,8 @@ joserfc: the `alg` must be on the allowlist (asymmetric only: never `none`, neve
 would let a public key be used as a shared secret), the signature must verify with the issuer's
 key for its `kid`, and `iss`, `exp` (required), `nbf` and `iat` hold within `leeway` seconds. The
 `aud` must name this resource (the chain passes the route's audiences, RFC 8707). Anything else is
-an opaque token and goes to RFC 7662 introspection at the issuers configured for it.
+an opaque token and goes to RFC 7662 introspection at the issuers configured for it. Before any of
+it, a token too long or nesting JSON too deep is refused (`jwt_limits`), so nothing recurses on it.
 
 A token that passed is kept (by its SHA-256 digest, never in clear) until it expires, in a bounded
 cache (cachetools' `TLRUCache`), so a peer's later requests cost a hash and a lookup, not a
@@ -31,6 +32,7 @@ from joserfc.errors import ExpiredTokenError, InvalidClaimError, JoseError, Miss
 from oauth._shared import printable
 
 from ..errors import GatewayError
+from .jwt_limits import jwt_too_large
 from .oauth_issuers import Issuer, IssuerError, IssuerUnavailable
 
 __all__ = ["ALGORITHMS", "OAuthIdentity", "TokenRefused", "TokenVerifier", "token_digest"]
@@ -157,6 +159,9 @@ class TokenVerifier:
         found = self.cached(digest)
         if found is not None:
             return found
+        too_large = jwt_too_large(token, "the token")
+        if too_large is not None:
+            raise _invalid(too_large)
         try:
             signed = jws.extract_compact(token.encode())
         except (JoseError, ValueError, UnicodeError):

@@ -43,6 +43,7 @@ __all__ = [
     "is_loopback_address",
     "is_loopback_name",
     "is_mcp_path",
+    "json_depth",
     "json_error",
     "loads_bounded",
     "loads_stored",
@@ -205,7 +206,7 @@ def loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise JsonRefused("the body is not valid UTF-8") from None
     except ValueError:
         raise JsonRefused("the body is not valid JSON") from None
-    if data.count(b"[") + data.count(b"{") > max_depth and _depth(data) > max_depth:
+    if data.count(b"[") + data.count(b"{") > max_depth and json_depth(data) > max_depth:
         raise JsonRefused(f"the JSON nests deeper than {max_depth} levels")
     if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
         raise JsonRefused("a string in the JSON holds an unpaired surrogate (\\ud800-\\udfff); send valid Unicode")
@@ -222,8 +223,9 @@ def loads_stored(raw: bytes | str) -> Any:
     return value
 
 
-def _depth(data: bytes) -> int:
-    """Deepest bracket nesting of a valid JSON text (brackets inside strings do not count)."""
+def json_depth(data: bytes) -> int:
+    """Deepest bracket nesting of a JSON text (brackets inside strings do not count), measured without
+    parsing it: no recursion, whatever it holds."""
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS).translate(_DEPTH_STEP)
     return max(accumulate(memoryview(brackets).cast("b")), default=0)  # 0xff is -1 as a signed byte
 
