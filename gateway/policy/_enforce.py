@@ -24,6 +24,7 @@ __all__ = [
     "callable_tool",
     "hidden",
     "may_call",
+    "tools_shown",
     "turn_toolset",
     "visible_items",
     "visible_tools",
@@ -88,14 +89,26 @@ def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) 
     return NotOffered(f"no advertised connection offers {what} {target.id[:200]!r}")
 
 
+def tools_shown(
+    gate: PolicyGate, principal: Principal, targets: Sequence[Target], *, operators_see_all: bool = False
+) -> list[bool]:
+    """Which of the tools `targets` (`tool_target`, `named_tool_target`) a listing shows `principal`: those it
+    may `tools/call`, none when it may not `tools/list`, all without a policy file. Every surface that names
+    tools (MCP `tools/list`, `/v1/tools`, `/v1/connections`, `/v1/info`) asks this one question; the status
+    surfaces (`operators_see_all`) show an operator everything, as it configures the deployment."""
+    if not gate.enforcing or (operators_see_all and principal.is_operator):
+        return [True] * len(targets)
+    if not gate.decide(principal, "tools/list").allowed:
+        return [False] * len(targets)
+    return gate.visible(principal, "tools/call", targets)
+
+
 def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset) -> tuple[Toolset, int]:
     """`toolset` as `principal` may see it, and how many tools the policy hid (0 without a policy file)."""
     if not gate.enforcing:
         return toolset, 0
     tools = sorted(toolset, key=lambda t: t.name)
-    shown = gate.visible(principal, "tools/call", [tool_target(t) for t in tools])
-    if not gate.decide(principal, "tools/list").allowed:
-        shown = [False] * len(tools)
+    shown = tools_shown(gate, principal, [tool_target(t) for t in tools])
     kept = {t.name: t for t, ok in zip(tools, shown, strict=True) if ok}
     return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
 
