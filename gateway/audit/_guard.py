@@ -120,8 +120,8 @@ class CallGuard:
         record = AuditRecord(who, surface or self.mcp_surface, name, issuer=issuer, connection=connection)
         record.request_id = current_request_id()
         record.policies = list(policies)
-        if self.trail.digest_arguments:
-            record.arguments_digest = argument_digest(arguments)
+        if self.trail.digest_key is not None:
+            record.arguments_digest = argument_digest(arguments, self.trail.digest_key)
         started = time.perf_counter()
         try:
             record.approver = await self._admit(record)
