@@ -138,6 +138,8 @@ class Issuer:
     metadata: dict[str, Any] = field(default_factory=dict[str, Any])
     keys: KeySet = field(default_factory=lambda: KeySet([]))
     clock: Callable[[], float] = time.monotonic
+    generation: int = 0
+    """Counts the JWKS fetches: a token checked with older keys is checked again (`TokenVerifier.current`)."""
     _refetched_at: float = float("-inf")
     _fresh_until: float = float("-inf")
     _lock: anyio.Lock | None = None
@@ -196,7 +198,12 @@ class Issuer:
         what = f"the JWKS of issuer {printable(self.issuer, 200)}"
         jwks, headers = await _get_json_with_headers(http, self.metadata["jwks_uri"], what)
         self.keys = usable_keys(jwks)
+        self.generation += 1
         self._fresh_until = self.clock() + jwks_max_age(headers.get("cache-control"))
+
+    def fresh(self) -> bool:
+        """Whether the keys held are within their max-age (or a failed refresh's retry interval)."""
+        return self.clock() < self._fresh_until
 
     async def _refetch(self) -> None:
         self._refetched_at = self.clock()  # a failed fetch counts too: the issuer is not asked again at once

@@ -83,8 +83,10 @@ def _key(kid: str) -> RSAKey:
     return RSAKey.generate_key(2048, parameters={"kid": kid})
 
 
-async def _admitted(verifier: TokenVerifier, site: JwksSite, key: RSAKey, kid: str | None = None) -> bool:
-    token = mint(key, claims_for(site.url, AUDIENCE), kid=kid or key.kid)
+async def _admitted(
+    verifier: TokenVerifier, site: JwksSite, key: RSAKey, kid: str | None = None, *, token: str | None = None
+) -> bool:
+    token = token or mint(key, claims_for(site.url, AUDIENCE), kid=kid or key.kid)
     try:
         await verifier.verify(token, token_digest(token))
     except TokenRefused as exc:
@@ -103,18 +105,23 @@ async def test_a_removed_key_stops_being_trusted_after_max_age_and_a_kid_flood_d
         issuer = Issuer(site.url, clock=clock)
         verifier = TokenVerifier([issuer])
         await verifier.start()
-        assert site.fetches() == 1 and await _admitted(verifier, site, old)
+        first = mint(old, claims_for(site.url, AUDIENCE), kid="old")
+        assert site.fetches() == 1 and await _admitted(verifier, site, old, token=first)
 
         # The issuer rotates: `old` is gone, `new` is in. Within the JWKS's max-age (600 s, not the 300 s floor)
         # the keys held are used, without asking the issuer.
         site.publish(new)
         clock.now += 599
         assert await _admitted(verifier, site, old)
+        assert await _admitted(verifier, site, old, token=first)  # from the verifier's cache
         assert site.fetches() == 1
         # Past it, the next token fetches the JWKS again: `old` is no longer trusted, `new` is.
         clock.now += 2
         assert not await _admitted(verifier, site, old)
         assert site.fetches() == 2
+        # A token admitted (and cached) before is checked again with the new keys: refused now, not at its expiry.
+        assert verifier.cached(token_digest(first)) is None
+        assert not await _admitted(verifier, site, old, token=first)
         assert await _admitted(verifier, site, new)
         assert site.fetches() == 2
 
