@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx2
 import pytest
 from joserfc.jwk import RSAKey
 
@@ -24,9 +25,8 @@ from tests.nginx import main_conf
 from tests.peers import debian_bin
 from tests.processes import running
 
-from ..oauth_peers import claims_for, mint
-
-pytestmark = pytest.mark.anyio
+from ..conftest import assert_clean
+from ..oauth_peers import claims_for, mint, oauth_gateway
 
 AUDIENCE = "http://127.0.0.1:9/v1/mcp/tools"
 
@@ -95,6 +95,7 @@ async def _admitted(
     return True
 
 
+@pytest.mark.anyio
 async def test_a_removed_key_stops_being_trusted_after_max_age_and_a_kid_flood_delays_a_new_key_one_interval(
     tmp_path: Path,
 ) -> None:
@@ -144,3 +145,27 @@ def test_the_max_age_is_bounded_to_five_to_sixty_minutes() -> None:
     assert jwks_max_age(None) == jwks_max_age("no-store") == jwks_max_age("max-age=0") == 300
     assert jwks_max_age("max-age=86400") == jwks_max_age("MAX-AGE=86400, must-revalidate") == 3600
     assert jwks_max_age("no-cache, max-age=900") == jwks_max_age("max-age=ten") == 300
+
+
+def test_a_served_gateway_stops_admitting_a_token_whose_key_a_refresh_no_longer_finds(tmp_path: Path) -> None:
+    old, new = _key("old"), _key("new")
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with jwks_site(tmp_path / "idp") as site:
+        site.publish(old)
+        with oauth_gateway(tmp_path / "gw", site.url) as gateway:
+            tools = f"{gateway.url}/v1/mcp/tools"
+
+            def call(token: str) -> httpx2.Response:
+                return httpx2.post(tools, json=listing, headers={"authorization": f"Bearer {token}"}, timeout=30)
+
+            before = mint(old, claims_for(site.url, tools), kid="old")
+            assert call(before).status_code == 200
+            assert call(before).status_code == 200  # admitted from the gate's memo now
+            # The issuer rotates `old` out; the first token signed with `new` makes the gateway fetch the JWKS.
+            site.publish(new)
+            assert call(mint(new, claims_for(site.url, tools), kid="new")).status_code == 200
+            # The token admitted before is checked against the keys now held: refused, though it has not expired.
+            refused = call(before)
+            assert refused.status_code == 401, refused.text
+            assert "does not publish" in refused.json()["error"]["message"]
+            assert_clean(refused.text)
