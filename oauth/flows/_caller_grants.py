@@ -18,7 +18,6 @@ gateway authenticates as its own client from the environment (`client_id` with `
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 import weakref
@@ -77,11 +76,6 @@ class _Target:
     """`id_jag`: the upstream's authorization server (the ID-JAG's audience)."""
 
 
-def _key(caller: PresentedToken) -> str:
-    """The cache key of `caller`'s exchanges: a digest of the token itself (never the principal, never the token)."""
-    return hashlib.sha256(caller.token.reveal().encode()).hexdigest()
-
-
 def _keep_until(_key: str, value: UpstreamToken, _now: float) -> float:
     return value.keep_until
 
@@ -119,7 +113,7 @@ class CallerGrants:
 
     def forget(self, caller: PresentedToken) -> None:
         """Drop the token made from `caller`'s (the upstream refused it): its next call exchanges again."""
-        self._cache.pop(_key(caller), None)
+        self._cache.pop(caller.digest(), None)
 
     async def token(self, caller: PresentedToken | None = None) -> UpstreamToken:
         """The upstream token for `caller` (default: the current request's, `presented()`).
@@ -134,7 +128,7 @@ class CallerGrants:
                 f"(grant={self.config.grant!r}), and this call carries none; call it as a peer signed in at the "
                 "gateway's --oauth-issuer"
             )
-        key = _key(caller)
+        key = caller.digest()
         found = self._cache.get(key)
         if found is not None:
             self.stats.cached += 1
