@@ -201,9 +201,10 @@ class Issuer:
         self.generation += 1
         self._fresh_until = self.clock() + jwks_max_age(headers.get("cache-control"))
 
-    def fresh(self) -> bool:
-        """Whether the keys held are within their max-age (or a failed refresh's retry interval)."""
-        return self.clock() < self._fresh_until
+    def vouches(self, generation: int) -> bool:
+        """Whether a check made with the keys of `generation` still stands: they are the keys held, and within
+        their max-age (or a failed refresh's retry interval)."""
+        return generation == self.generation and self.clock() < self._fresh_until
 
     async def _refetch(self) -> None:
         self._refetched_at = self.clock()  # a failed fetch counts too: the issuer is not asked again at once

@@ -167,7 +167,7 @@ class TokenVerifier:
         if identity.keys is None:
             return True
         issuer = self.issuers.get(identity.issuer)
-        return issuer is not None and issuer.generation == identity.keys and issuer.fresh()
+        return issuer is not None and issuer.vouches(identity.keys)
 
     async def verify(self, token: str, digest: bytes) -> OAuthIdentity:
         """The identity `token` speaks for; raises `TokenRefused` (audience and scope are the caller's)."""
