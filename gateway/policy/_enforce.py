@@ -17,6 +17,7 @@ from connections import NotOffered, SessionInfo, Toolset, TurnProblem, TurnTool
 from ..auth.chain import Principal
 from ._decide import PolicyGate
 from ._entities import Target, prompt_target, resource_target, tool_target
+from ._meta_tools import guarded_meta_tool
 
 __all__ = [
     "Catalog",
@@ -70,7 +71,7 @@ async def callable_tool(
     if tool is not None:
         decision = gate.decide(principal, "tools/call", tool_target(tool))
         if decision.allowed:
-            return tool, toolset, problems
+            return guarded_meta_tool(gate, principal, tool, tools_shown), toolset, problems
         if gate.on_denied_call is not None:  # the audit trail records the refusal (the caller sees an unknown tool)
             gate.on_denied_call(principal, tool, decision, surface)
         # found without a listing (an authored tool, a reused one): list as for an unknown name
@@ -109,7 +110,9 @@ def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset) -> t
         return toolset, 0
     tools = sorted(toolset, key=lambda t: t.name)
     shown = tools_shown(gate, principal, [tool_target(t) for t in tools])
-    kept = {t.name: t for t, ok in zip(tools, shown, strict=True) if ok}
+    kept = {
+        t.name: guarded_meta_tool(gate, principal, t, tools_shown) for t, ok in zip(tools, shown, strict=True) if ok
+    }
     return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
 
 

@@ -1,17 +1,31 @@
 """The status surfaces name only what the policy shows the caller (issue 42 finding 3): `GET /v1/connections`
 (the console's data) and `GET /v1/info`, on a real `agent-sdk serve` in front of server-everything, under the
 three-principal policy of `test_policy_surfaces`. A tool hidden from a principal appears nowhere in its
-answers (name, description, schema); an operator sees every tool.
+answers (name, description, schema); an operator sees every tool. The attached-connection meta-tools of a
+session turn list and call only the tools the policy lets the turn's principal call.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 import httpx2
+import pytest
 
-from ..conftest import Served
-from .test_policy_surfaces import ALICE, AUTHORED, BOB, CAROL, DAVE, RESEARCH, served
+from ..conftest import Served, Upstream, assert_clean, make_project, serve
+from .test_policy_surfaces import (
+    ALICE,
+    AUTHORED,
+    BOB,
+    CAROL,
+    DAVE,
+    RESEARCH,
+    _event,  # pyright: ignore[reportPrivateUsage]
+    policy,
+    served,
+)
 
 __all__ = ["served"]  # the module's gateway: the same policy and project, started for this module
 
@@ -59,3 +73,38 @@ def test_v1_connections_and_v1_info_show_each_caller_only_what_the_policy_shows_
     # Dave, an operator the policy permits only console/login, sees every tool on both.
     assert _connection_tools(served, DAVE)[0] == upstream
     assert _info_tools(served, DAVE)[0] == AUTHORED
+
+
+@pytest.fixture(scope="module")
+def attached(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
+    """server-everything as an attached connection (neither advertised nor host-only: the meta-tools reach it)."""
+    root = tmp_path_factory.mktemp("policy-attached")
+    definition = (
+        f"from connections import define_connection\n\nconnection = define_connection(url={everything.url!r})\n"
+    )
+    project = make_project(root / "project", {"ev": definition})
+    (project / "agent" / "policies.cedar").write_text(policy())
+    server = serve(project, root / "state", "--bearer-token", ALICE, "--bearer-token", CAROL)
+    yield server
+    server.stop()
+    assert_clean(server.log_text(), secrets=[ALICE, CAROL])
+
+
+def _turn(served: Served, token: str, message: str) -> str:
+    with served.client({"Authorization": f"Bearer {token}"}) as http:
+        created = http.post("/v1/session", json={"message": message})
+        assert created.status_code == 200, created.text
+        return _event(http, created.json()["sessionId"], "turn.completed")["data"]["reply"]
+
+
+def test_the_meta_tools_list_and_call_only_the_attached_tools_the_policy_shows(attached: Served) -> None:
+    listing = 'call mcp_list_tools {"connection": "ev"}'
+    echo = 'call mcp_call_tool {"connection": "ev", "tool": "echo", "arguments": {"message": "meta-echo"}}'
+    # Alice may call everything: the meta-tools reach every tool of `ev`.
+    assert RESEARCH in _turn(attached, ALICE, listing)
+    assert "meta-echo" in _turn(attached, ALICE, echo)
+    # Carol may call the authored tools (the meta-tools look authored): through them, none of `ev`'s.
+    listed = json.loads(_turn(attached, CAROL, listing))
+    assert listed == {"connection": "ev", "tools": []}
+    refused = _turn(attached, CAROL, echo)
+    assert "tool 'echo' is not allowed on connection 'ev'" in refused and "meta-echo" not in refused
