@@ -5,12 +5,13 @@ compiled once and reloaded when it changes. `PolicyGate.decide(principal, action
 one decision point; the surfaces call it where each method resolves its target.
 """
 
-from ._decide import Decision, PolicyGate
+from ._decide import Decision, PolicyGate, Refusal
 from ._enforce import (
     as_principal,
     callable_tool,
     hidden,
     may_call,
+    refused,
     tools_shown,
     turn_toolset,
     visible_items,
@@ -37,6 +38,7 @@ __all__ = [
     "Decision",
     "PolicyError",
     "PolicyGate",
+    "Refusal",
     "Target",
     "as_principal",
     "callable_tool",
@@ -47,6 +49,7 @@ __all__ = [
     "named_tool_target",
     "policy_diagnostics",
     "prompt_target",
+    "refused",
     "require",
     "resource_target",
     "schema_text",

@@ -18,7 +18,7 @@ from typing import Any
 from connections import ToolInputError, ToolOutcome, TurnTool
 
 from ..auth.chain import Principal
-from ._decide import PolicyGate
+from ._decide import PolicyGate, Refusal
 from ._entities import Target, named_tool_target
 
 __all__ = ["guarded_meta_tool"]
@@ -49,8 +49,12 @@ def guarded_meta_tool(gate: PolicyGate, principal: Principal, tool: TurnTool, sh
     async def calling(arguments: Mapping[str, Any]) -> ToolOutcome:
         connection, name = arguments.get("connection"), arguments.get("tool")
         if isinstance(connection, str) and isinstance(name, str):
-            target = named_tool_target(name, connection, None)
-            if not gate.decide(principal, "tools/call", target).allowed:
+            decision = gate.decide(principal, "tools/call", named_tool_target(name, connection, None))
+            if not decision.allowed:
+                if gate.on_denied_call is not None:  # the audit trail records it as any refused call
+                    gate.on_denied_call(
+                        principal, Refusal("tools/call", name[:200], connection, decision.policies), None
+                    )
                 raise ToolInputError("mcp_call_tool", f"tool {name!r} is not allowed on connection {connection!r}")
         return await inner(arguments)
 
