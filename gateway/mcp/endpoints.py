@@ -28,7 +28,7 @@ from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import ApiError, CallRefused, InvalidRequest
 from ..http._asgi import receive_body, send_error, send_rpc_error
-from ..http.mcp_checks import envelope_problem, header_problem, serve_batch
+from ..http.mcp_checks import envelope_problem, header_problem, request_id, serve_batch, version_problem
 from ..policy import require
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import install_server_spans
@@ -259,6 +259,11 @@ class McpEndpoint:
         raw = await receive_body(receive)
         if raw is None:
             return  # the client went away
+        unsupported = version_problem(scope)
+        if unsupported is not None:  # the spec's code and data, answering the request's own id
+            text, data = unsupported
+            await send_rpc_error(send, 400, mt.UNSUPPORTED_PROTOCOL_VERSION, text, data, ident=request_id(raw))
+            return
         runtime: Runtime = scope["state"]["runtime"]
         manager = runtime.mcp[self.key]
         if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
