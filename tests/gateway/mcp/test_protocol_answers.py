@@ -2,26 +2,31 @@
 spec's -32022 with `supported` and `requested`, answering the request's id, which the `mcp` client's own version
 probe reads and retries on; a 2026-07-28 `tasks/get` from a client that did not declare the tasks extension is
 -32021 (missing required client capability) naming the extension, as the `mcp` SDK's `require_client_extension`
-answers."""
+answers. Both on HTTP and on `serve --stdio`."""
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Iterator
-from typing import Any
+from pathlib import Path
 
 import anyio
 import httpx2
 import mcp_types as mt
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from ..conftest import Served, Upstream, serving, url_connection
+from ..conftest import Served, Upstream, make_project, serving, url_connection
+from .test_tasks import _modern  # pyright: ignore[reportPrivateUsage]
 
 TOKEN = "protocol-token-0123456789abcdef"
 RESEARCH = "simulate-research-query"
 TASKS = "io.modelcontextprotocol/tasks"
+AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
 
 
 @pytest.fixture(scope="module")
@@ -55,27 +60,8 @@ def test_the_mcp_clients_version_probe_reads_supported_and_requested_and_retries
     assert "2026-07-28" in retried.supported_versions and version == "2026-07-28"
 
 
-def _raw(server: Served, method: str, params: dict[str, Any], *, declares: bool, name: str | None = None) -> Any:
-    """A 2026-07-28 request with the spec's envelope and headers, declaring the tasks extension or not."""
-    meta = {
-        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-        "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}} if declares else {},
-        "io.modelcontextprotocol/clientInfo": {"name": "raw-peer", "version": "1"},
-    }
-    headers = {
-        "Authorization": f"Bearer {TOKEN}",
-        "Accept": "application/json, text/event-stream",
-        "MCP-Protocol-Version": "2026-07-28",
-        "Mcp-Method": method,
-        **({"Mcp-Name": name} if name else {}),
-    }
-    body = {"jsonrpc": "2.0", "id": 9, "method": method, "params": {**params, "_meta": meta}}
-    with server.client(headers) as http:
-        return http.post("/v1/mcp/tools", json=body)
-
-
 def test_tasks_get_from_a_client_without_the_tasks_extension_is_the_missing_capability_code(server: Served) -> None:
-    created = _raw(server, "tools/call", {"name": RESEARCH, "arguments": {"topic": "x"}}, declares=True, name=RESEARCH)
+    created = _modern(server, TOKEN, "tools/call", {"name": RESEARCH, "arguments": {"topic": "x"}}, RESEARCH)
     assert created.status_code == 200, created.text
     task_id = created.json()["result"]["taskId"]
 
@@ -94,4 +80,28 @@ def test_tasks_get_from_a_client_without_the_tasks_extension_is_the_missing_capa
     assert refused.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
     assert TASKS in refused.error.message
     # The same call declaring the extension is answered: the refusal is about the declaration, not the task.
-    assert _raw(server, "tasks/get", {"taskId": task_id}, declares=True).json()["result"]["taskId"] == task_id
+    assert _modern(server, TOKEN, "tasks/get", {"taskId": task_id}).json()["result"]["taskId"] == task_id
+
+
+def test_serve_stdio_answers_the_same_codes_to_the_mcp_client(tmp_path: Path) -> None:
+    # `serve --stdio`: the version probe and `tasks/get` without the extension, from the same stock client.
+    project = make_project(tmp_path / "project", {})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+    env["AGENT_SDK_STATE_ROOT"] = str(tmp_path / "state")
+    params = StdioServerParameters(command=str(AGENT_SDK), args=["serve", "--stdio", "--dir", str(project)], env=env)
+
+    async def run() -> tuple[MCPError, MCPError]:
+        with anyio.fail_after(90):
+            async with Client(stdio_client(params), mode="2026-07-28", cache=None) as client:
+                with pytest.raises(MCPError) as version:
+                    await client.session.send_discover("2099-01-01")
+                request = mt.GetTaskRequest(params=mt.GetTaskRequestParams(task_id="any"))
+                with pytest.raises(MCPError) as task:
+                    await client.session.send_request(request, mt.GetTaskResult)
+                return version.value, task.value
+
+    version, task = anyio.run(run)
+    assert version.error.code == -32022 and version.error.data is not None
+    assert version.error.data["requested"] == "2099-01-01" and "2026-07-28" in version.error.data["supported"]
+    assert task.error.code == -32021, task.error  # was -32601 "Method not found"
+    assert task.error.data == {"requiredCapabilities": {"extensions": {TASKS: {}}}}
