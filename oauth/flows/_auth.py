@@ -165,9 +165,9 @@ class ConnectionAuth(httpx2.Auth):
                 if self._login_handler is not None:
                     raise InsufficientScope(f"{needs} and {self._step_ups_in_a_row} step-up logins did not satisfy it")
                 await self._remember_step_up(asked)  # the next login asks for it (Grant.step_up)
+                again = "sign in again" if self.key.principal else f"log in again with `agent-sdk mcp oauth {name}`"
                 raise InsufficientScope(
-                    f"{needs}; log in again with `agent-sdk mcp oauth {name}` (or the console's login), which asks "
-                    f"for {asked[:300]!r}"
+                    f"{needs}; {again} (or the console's login), which asks for {asked[:300]!r}", self.key.principal
                 )
             self._step_ups_in_a_row += 1
             self.stats.step_ups += 1
