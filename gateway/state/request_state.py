@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import mcp_types as mt
+from cachetools import LRUCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
@@ -176,6 +177,8 @@ class RequestStates:
         self._used = used if used is not None else MemoryUsedStates(clock)
         self._ttl = ttl_s
         self._clock = clock
+        self._opened: LRUCache[object, dict[str, Any]] = LRUCache(maxsize=4096)
+        """Sealed `Mcp-Session-Id`s already opened, with their payload (the checks on it still run each time)."""
 
     @classmethod
     def for_one_process(cls) -> RequestStates:
@@ -212,7 +215,7 @@ class RequestStates:
             return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
         payload = self._session(token, principal, _SESSION_PREFIX)
         capabilities = payload.get("c") if payload is not None else None
-        return capabilities if isinstance(capabilities, dict) else {}
+        return dict(capabilities) if isinstance(capabilities, dict) else {}
 
     def holds_session(self, token: object, principal: str) -> bool:
         """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
@@ -229,10 +232,13 @@ class RequestStates:
         return payload is not None and await self._used.claim(_ended(token), float(payload["e"]))
 
     def _session(self, token: object, principal: str, prefix: str) -> dict[str, Any] | None:
-        try:
-            payload = self._decrypt(token, prefix)
-        except RequestStateRefused:
-            return None
+        payload = self._opened.get(token) if isinstance(token, str) else None
+        if payload is None:
+            try:
+                payload = self._decrypt(token, prefix)
+            except RequestStateRefused:
+                return None
+            self._opened[token] = payload  # a peer sends its id on every request: opened once (about 20 us)
         expires = payload.get("e")
         if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
             return None
