@@ -94,8 +94,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
         started = time.perf_counter()
         try:
             async with stdio_server(stdout=stdout) as (read, write), anyio.create_task_group() as watcher:
-                reloads = serving_reloads(settings.policy_reload_s, runtime.policy.reload, project, broker, runtime)
-                watcher.start_soon(reloads.run)  # the policy and the definitions, on change (gateway/reloads.py)
+                watcher.start_soon(
+                    serving_reloads(settings.policy_reload_s, runtime.policy.reload, project, broker, runtime).run
+                )  # gateway/reloads.py
                 await server.run(read, write, server.create_initialization_options())
                 watcher.cancel_scope.cancel()
         finally:
