@@ -141,14 +141,16 @@ async def send_rpc_error(
     message: str,
     data: dict[str, Any] | None = None,
     headers: Iterable[tuple[bytes, bytes]] = (),
+    *,
+    ident: str | int | None = None,
 ) -> None:
-    """A JSON-RPC 2.0 error (`id` null: the request's id is unknown or unreadable) with HTTP `status`;
-    `data.requestId` is the request's id when one is known."""
+    """A JSON-RPC 2.0 error with HTTP `status`, answering the request `ident` (null: its id is unknown or
+    unreadable); `data.requestId` is the request's id when one is known."""
     data = dict(data or {})
     if (request_id := note_error(str(data.get("error", rpc_code)))) is not None:
         data["requestId"] = request_id
     error: dict[str, Any] = {"code": rpc_code, "message": message, **({"data": data} if data else {})}
-    await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": error}, headers)
+    await _send_json(send, status, {"jsonrpc": "2.0", "id": ident, "error": error}, headers)
 
 
 async def send_error(
