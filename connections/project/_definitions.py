@@ -26,6 +26,7 @@ from .._redact import redact, shown_url
 from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
 from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, DEFAULT_MAX_RESULT_BYTES, Timeouts
 from ._problems import Problem
+from ._sandbox import Sandbox, sandbox_value
 
 __all__ = [
     "AuthCallback",
@@ -98,6 +99,9 @@ class ConnectionDefinition:
     trace_content: bool = False
     """Put its tool calls' arguments and results on their trace spans (off by default: they may hold user
     data; docs/operations.md, "Tracing")."""
+    sandbox: Sandbox | bool | None = None
+    """stdio: run the child under bubblewrap with these grants (False: never; None: the project's default,
+    `agent/sandbox.toml`, applied by the loader; docs/connections.md, "Sandboxed stdio servers")."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -111,6 +115,11 @@ class ConnectionDefinition:
         if self.command is not None:
             return "stdio"
         return "sse" if self.transport == "sse" else "http"
+
+    @property
+    def sandboxed(self) -> Sandbox | None:
+        """The grants of a sandboxed stdio child, or None when it runs with the gateway's own rights."""
+        return self.sandbox if isinstance(self.sandbox, Sandbox) and self.command is not None else None
 
     @property
     def attached(self) -> bool:
@@ -197,6 +206,7 @@ def define_connection(
     trace_content: bool = False,
     upstream_sessions: str = "shared",
     grants: str = "gateway",
+    sandbox: bool | Sandbox | Mapping[str, Any] | None = None,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -341,6 +351,8 @@ def define_connection(
         bad("trace_content", trace_content)
         trace_content = False
 
+    clean_sandbox = sandbox_value(sandbox, problems)
+
     return ConnectionDefinition(
         url=url,
         transport=chosen_transport,
@@ -375,6 +387,7 @@ def define_connection(
         trace_content=trace_content,
         upstream_sessions=upstream_sessions,  # checked above
         grants=grants,  # checked above
+        sandbox=clean_sandbox,
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -28,6 +28,7 @@ from ..pool._principal_grants import PrincipalCalls, partition_of
 from ..project._definitions import ConnectionDefinition
 from ..project._loader import Project
 from ..project._pin_guard import PinGuard
+from ..project._sandbox import hide_from_sandboxes
 from ..turns._turns import TurnBuilder
 
 __all__ = ["Broker", "Host"]
@@ -54,7 +55,8 @@ class Broker:
     stdio children that opt in with `bridge=True` (the gateway hands its account bridge's URL
     and secret down this way). `fast_calls=False` keeps pooled calls on the SDK's HTTP transport
     (docs/clients.md). At most `start_limit` stdio children start at once (default: the number of
-    cores); `warm()` starts them all now.
+    cores); `warm()` starts them all now. A sandboxed stdio child never sees `sandbox_hidden` (the gateway's
+    state root and key file) nor another connection's writable grants (`Sandbox.hidden`).
     """
 
     def __init__(
@@ -67,7 +69,9 @@ class Broker:
         child_env: Mapping[str, str] | None = None,
         fast_calls: bool = True,
         start_limit: int | None = None,
+        sandbox_hidden: Iterable[str] = (),
     ) -> None:
+        project.connections.update(hide_from_sandboxes(project.connections, tuple(sandbox_hidden)))
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
         self._store = token_store

@@ -1,0 +1,169 @@
+"""Sandboxed stdio servers (docs/connections.md, "Sandboxed stdio servers"): a hostile MCP server written with the
+`mcp` SDK, started by a real `agent-sdk serve` under bubblewrap, tries each escape through the gateway and fails.
+When bubblewrap is missing or cannot make namespaces, the connection fails closed with a sentence."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from tests.gateway.conftest import Served, assert_clean, make_project, serve
+from tests.peers import debian_bin, py_peer
+from tests.processes import FIXTURES
+
+pytestmark = pytest.mark.anyio
+
+HOSTILE = FIXTURES / "upstreams" / "hostile_server.py"
+SECRET = "sandbox-test-secret-3f1d"
+MAX_PROCESSES = 16
+
+
+def hostile(sandbox: str) -> str:
+    return (
+        "import sys\nfrom connections import define_connection\n\n"
+        f"connection = define_connection(command={sys.executable!r}, args=[{str(HOSTILE)!r}], "
+        f"advertise_tools=True, sandbox={sandbox})\n"
+    )
+
+
+def project_with_hostile(root: Path, sandbox: str) -> Path:
+    debian_bin("bwrap")
+    keeper = (
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={str(py_peer('mcp-server-time'))!r}, "
+        "sandbox={'writable': ['keeper-files']})\n"
+    )
+    project = make_project(root / "project", {"hostile": hostile(sandbox), "keeper": keeper}, tools=False)
+    (project / "grant").mkdir()
+    (project / "keeper-files").mkdir()
+    (project / "keeper-files" / "notes.txt").write_text(SECRET)
+    (project / ".env").write_text(f"API_KEY={SECRET}\n")
+    state = project / "state"  # inside the child's cwd: only `sandbox_hidden` keeps it out of sight
+    state.mkdir()
+    (state / "mcp-auth.json").write_text(json.dumps({"access_token": SECRET}))
+    return project
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("sandbox")
+    sandbox = f"{{'writable': ['grant'], 'max_processes': {MAX_PROCESSES}}}"
+    project = project_with_hostile(root, sandbox)
+    served = serve(project, project / "state", env={"GATEWAY_SECRET": SECRET})
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text())
+
+
+async def attempt(served: Served, tool: str, **arguments: Any) -> dict[str, Any]:
+    async with Client(f"{served.url}/v1/mcp/tools") as client:
+        result = await client.call_tool(tool, arguments)
+    assert not result.is_error, result.content
+    return json.loads(result.content[0].text)  # type: ignore[union-attr]
+
+
+async def test_the_child_cannot_read_the_token_store_the_state_key_or_another_connections_files(
+    gateway: Served,
+) -> None:
+    project = gateway.state_root.parent
+    key = gateway.state_root / "request-state.key"
+    assert key.is_file()  # serve made it: the child is shown an empty folder in its place
+    for path in (gateway.state_root / "mcp-auth.json", key, project / "keeper-files" / "notes.txt"):
+        found = await attempt(gateway, "read_file", path=str(path))
+        assert found["ok"] is False and found["error"].startswith("ENOENT"), (path, found)
+    env_file = await attempt(gateway, "read_file", path=str(project / ".env"))
+    assert SECRET not in json.dumps(env_file)
+
+
+async def test_the_child_sees_nothing_of_the_home_folder_but_its_runtime(gateway: Served) -> None:
+    home, shown, files = _home_files()
+    assert files  # the gateway's home holds files
+    assert await attempt(gateway, "list_dir", path=str(home)) == {"ok": True, "value": shown}
+    for path in files[:5]:
+        found = await attempt(gateway, "read_file", path=str(path))
+        assert found["ok"] is False and found["error"].startswith("ENOENT"), (path, found)
+
+
+def _home_files() -> tuple[Path, list[str], list[Path]]:
+    """The home folder, what of it a child running this interpreter is shown (its runtime), and its other files."""
+    home = Path(os.environ["HOME"])
+    runtime = Path(sys.base_prefix).resolve()  # the child's interpreter: shown read-only, and only it
+    shown = [runtime.relative_to(home).parts[0]] if runtime.is_relative_to(home) else []
+    return home, shown, [p for p in home.iterdir() if p.is_file() and p.name not in shown]
+
+
+async def test_the_child_writes_only_inside_its_grant(gateway: Served) -> None:
+    project = gateway.state_root.parent
+    inside = await attempt(gateway, "write_file", path=str(project / "grant" / "out.txt"), text="granted")
+    assert inside["ok"] is True
+    assert (project / "grant" / "out.txt").read_text() == "granted"
+    for path in (project / "escape.txt", Path("/usr/local/escape.txt"), gateway.state_root / "escape.txt"):
+        found = await attempt(gateway, "write_file", path=str(path), text="escaped")
+        assert found["ok"] is False and found["error"].split(":")[0] in ("EROFS", "EACCES"), (path, found)
+        assert not path.exists()
+
+
+async def test_the_child_cannot_open_a_tcp_connection(gateway: Served) -> None:
+    loopback = await attempt(gateway, "connect", host="127.0.0.1", port=gateway.port)  # the gateway itself
+    assert loopback["ok"] is False and loopback["error"].startswith("ECONNREFUSED")
+    elsewhere = await attempt(gateway, "connect", host="10.255.255.1", port=80)
+    assert elsewhere["ok"] is False and elsewhere["error"].startswith("ENETUNREACH")
+
+
+async def test_the_child_sees_only_its_own_processes(gateway: Served) -> None:
+    seen = (await attempt(gateway, "processes"))["value"]
+    assert str(gateway.proc.pid) not in seen
+    # bubblewrap's init (its command line names the server) and the server: nothing of the gateway's
+    assert 1 <= len(seen) <= 2 and all(str(HOSTILE) in cmd for cmd in seen.values()), seen
+
+
+async def test_the_child_cannot_fork_past_its_limit(gateway: Served) -> None:
+    found = await attempt(gateway, "fork_many", count=4 * MAX_PROCESSES)
+    assert found["ok"] is False and found["error"].startswith("EAGAIN")
+    assert found["started"] < MAX_PROCESSES
+
+
+async def test_the_child_has_no_privileges_and_only_the_environment_it_was_given(gateway: Served) -> None:
+    found = await attempt(gateway, "status")
+    assert found["value"] == {"NoNewPrivs": "1", "CapEff": "0000000000000000"}
+    assert "GATEWAY_SECRET" not in found["env"]
+
+
+async def test_the_child_does_not_outlive_the_gateway(tmp_path: Path) -> None:
+    project = project_with_hostile(tmp_path, "True")
+    served = serve(project, project / "state")
+    marker = f"left-behind-{uuid.uuid4().hex}"
+    try:
+        assert (await attempt(served, "leave_behind", marker=marker))["ok"] is True
+        assert _with_marker(marker)  # it runs, in a session of its own
+    finally:
+        served.stop()
+    with anyio.move_on_after(10):
+        while _with_marker(marker):  # noqa: ASYNC110 - the kernel ends the PID namespace's processes once its init is gone
+            await anyio.sleep(0.05)
+    assert not _with_marker(marker)
+
+
+def _with_marker(marker: str) -> list[int]:
+    found: list[int] = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            except OSError:
+                continue
+            if marker.encode() in cmdline and state != "Z":
+                found.append(int(entry))
+    return found
