@@ -43,6 +43,10 @@ _NAMESPACE_HINT = (
     "later `sysctl -w kernel.apparmor_restrict_unprivileged_userns=0`), or in a container run the gateway with a "
     "seccomp profile that allows clone(CLONE_NEWUSER) (Docker: `--security-opt seccomp=unconfined`)"
 )
+_ROOT_NAMESPACE_HINT = (
+    "the gateway runs as root without CAP_SYS_ADMIN (a container: `docker run --cap-add SYS_ADMIN "
+    "--security-opt seccomp=unconfined`, or `--privileged`); or run it as an ordinary user and " + _NAMESPACE_HINT
+)
 _HIDDEN_DIRS = ("/home", "/root", "/run", "/tmp", "/var/tmp")
 _HIDDEN_FILES = ("/etc/shadow", "/etc/gshadow")
 _PROJECT_SECRETS = (".agent-sdk",)
@@ -168,8 +172,9 @@ async def sandbox_problem(bwrap: str | None) -> str | None:
         return f"the connection is sandboxed, but bubblewrap cannot run ({exc.strerror}): {INSTALL_HINT}"
     if result.returncode != 0:
         said = result.stderr.decode(errors="replace").strip().splitlines()
-        reason = f" (bwrap: {said[-1][:200]})" if said else ""
-        return f"the connection is sandboxed, but bubblewrap cannot create namespaces here{reason}: {_NAMESPACE_HINT}"
+        reason = f" (bwrap: {said[-1].removeprefix('bwrap: ')[:200]})" if said else ""
+        hint = _ROOT_NAMESPACE_HINT if os.geteuid() == 0 else _NAMESPACE_HINT
+        return f"the connection is sandboxed, but bubblewrap cannot create namespaces here{reason}: {hint}"
     _ready.add(key)
     return None
 

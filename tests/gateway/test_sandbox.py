@@ -14,7 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 
 from tests.gateway.conftest import Served, assert_clean, make_project, serve
 from tests.peers import debian_bin, py_peer
@@ -167,3 +167,37 @@ def _with_marker(marker: str) -> list[int]:
             if marker.encode() in cmdline and state != "Z":
                 found.append(int(entry))
     return found
+
+
+async def refusal(served: Served) -> str:
+    """The error a peer gets listing the tools of a project whose only connection is sandboxed."""
+    try:
+        async with Client(f"{served.url}/v1/mcp/tools") as client:
+            listed = await client.list_tools()
+    except Exception as exc:  # the SDK client wraps it in its task groups' exception groups
+        leaf: BaseException = exc
+        while isinstance(leaf, BaseExceptionGroup):
+            leaf = leaf.exceptions[0]
+        if isinstance(leaf, MCPError):
+            return str(leaf)
+        raise
+    finally:
+        served.stop()
+    pytest.fail(f"the sandboxed connection was listed: {[t.name for t in listed.tools]}")
+
+
+async def test_a_sandboxed_connection_fails_closed_when_bubblewrap_is_missing(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", {"hostile": hostile("True")}, tools=False)
+    said = await refusal(serve(project, tmp_path / "state", env={"PATH": str(tmp_path / "no-programs-here")}))
+    assert "bubblewrap (bwrap) is not on the PATH" in said and "apt-get install bubblewrap" in said, said
+    assert "does not start unsandboxed" in said
+
+
+async def test_a_sandboxed_connection_fails_closed_when_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", {"hostile": hostile("True")}, tools=False)
+    # The gateway itself in a bubblewrap without capabilities: a nested bwrap cannot make namespaces there.
+    outer = (debian_bin("bwrap"), "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--cap-drop", "ALL", "--")
+    launcher = (*outer, sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()")
+    said = await refusal(serve(project, tmp_path / "state", launcher=launcher))
+    assert "bubblewrap cannot create namespaces here (bwrap: Creating new namespace failed" in said, said
+    assert "CAP_SYS_ADMIN" in said and "unprivileged_userns_clone" in said and "does not start unsandboxed" in said
