@@ -43,7 +43,6 @@ from .project._diagnostics import Severity as Severity
 from .project._limits import Timeouts as Timeouts
 from .project._loader import Project as Project
 from .project._loader import load_project as load_project
-from .project._sandbox import Sandbox as Sandbox
 from .project._tools import Effect as Effect
 from .project._tools import ServerTool as ServerTool
 from .project._tools import ToolContext as ToolContext
@@ -86,7 +85,6 @@ __all__ = [
     "ProjectError",
     "RestartPolicy",
     "ResultTooLarge",
-    "Sandbox",
     "ServerTool",
     "SessionInfo",
     "Severity",

@@ -24,14 +24,24 @@ import shutil
 import subprocess
 from collections.abc import AsyncGenerator, Iterable, Mapping
 from contextlib import asynccontextmanager, suppress
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from ..project._definitions import ConnectionDefinition
 from ..project._sandbox import Sandbox
 
-__all__ = ["INSTALL_HINT", "SandboxUnavailable", "bwrap_argv", "sandbox_problem", "sandboxed_command"]
+__all__ = [
+    "INSTALL_HINT",
+    "SandboxUnavailable",
+    "bwrap_argv",
+    "hide_from_sandboxes",
+    "sandbox_problem",
+    "sandbox_unavailable",
+    "sandboxed_command",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -179,6 +189,12 @@ async def sandbox_problem(bwrap: str | None) -> str | None:
     return None
 
 
+async def sandbox_unavailable(environ: Mapping[str, str]) -> str | None:
+    """Why a sandboxed child of a gateway with this environment cannot start (a sentence), or None
+    (`agent-sdk validate --online`)."""
+    return await sandbox_problem(shutil.which("bwrap", path=environ.get("PATH", os.defpath)))
+
+
 @asynccontextmanager
 async def sandboxed_command(
     sandbox: Sandbox,
@@ -193,9 +209,8 @@ async def sandboxed_command(
     path = environ.get("PATH", os.defpath)
     bwrap = shutil.which("bwrap", path=path)
     problem = await sandbox_problem(bwrap)
-    if problem is not None:
+    if problem is not None or bwrap is None:
         raise SandboxUnavailable(f"{problem}; it does not start unsandboxed")
-    assert bwrap is not None
     program = shutil.which(command, path=path) if "/" not in command else str(Path(cwd or ".", command))
     if program is None:
         raise SandboxUnavailable(f"the connection's command {command!r} is not on its PATH; give its full path")
@@ -255,3 +270,27 @@ async def _remove_cgroup(group: Path) -> None:
             except OSError:  # its last processes are still being reaped
                 await anyio.sleep(0.02)
     logger.warning("could not remove the sandbox cgroup %s (processes still in it)", group)
+
+
+def hide_from_sandboxes(
+    connections: Mapping[str, ConnectionDefinition], extra: tuple[str, ...]
+) -> dict[str, ConnectionDefinition]:
+    """The sandboxed ones of `connections`, each hiding `extra` (the gateway's state root and key file) and every
+    other connection's writable grants, except a grant that holds, or lies in, its own grants, or holds its cwd."""
+    changed: dict[str, ConnectionDefinition] = {}
+    for name, defn in connections.items():
+        if (sandbox := defn.sandboxed) is None:
+            continue
+        own = [Path(p) for p in (*sandbox.writable, *sandbox.readable)]
+        cwd = Path(defn.cwd) if defn.cwd else None
+        others = [
+            p
+            for other, d in connections.items()
+            if other != name and (s := d.sandboxed) is not None
+            for p in s.writable
+            if not any(Path(p).is_relative_to(o) or o.is_relative_to(p) for o in own)
+            and not (cwd is not None and cwd.is_relative_to(p))  # hiding it would hide the child's own cwd
+        ]
+        hidden = tuple(dict.fromkeys((*sandbox.hidden, *extra, *others)))
+        changed[name] = replace(defn, sandbox=replace(sandbox, hidden=hidden))
+    return changed

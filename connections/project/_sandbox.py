@@ -13,17 +13,13 @@ from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from ._diagnostics import Diagnostic
 from ._problems import Problem
 
-if TYPE_CHECKING:
-    from ._definitions import ConnectionDefinition
-
-__all__ = ["SANDBOX_FILE", "Sandbox", "hide_from_sandboxes", "project_sandbox_default", "sandbox_value"]
+__all__ = ["SANDBOX_FILE", "Sandbox", "project_sandbox_default", "sandbox_value"]
 
 SANDBOX_FILE = Path("agent") / "sandbox.toml"
 """The project's sandbox default, relative to the project folder."""
@@ -152,27 +148,3 @@ def project_sandbox_default(root: Path) -> tuple[bool, list[Diagnostic]]:
     if not isinstance(stdio, bool):
         return problem(f"`stdio` in {SANDBOX_FILE} must be true or false, got {stdio!r}")
     return stdio, []
-
-
-def hide_from_sandboxes(
-    connections: Mapping[str, ConnectionDefinition], extra: tuple[str, ...]
-) -> dict[str, ConnectionDefinition]:
-    """The sandboxed ones of `connections`, each hiding `extra` (the gateway's state root and key file) and every
-    other connection's writable grants, except a grant that holds, or lies in, its own grants, or holds its cwd."""
-    changed: dict[str, ConnectionDefinition] = {}
-    for name, defn in connections.items():
-        if (sandbox := defn.sandboxed) is None:
-            continue
-        own = [Path(p) for p in (*sandbox.writable, *sandbox.readable)]
-        cwd = Path(defn.cwd) if defn.cwd else None
-        others = [
-            p
-            for other, d in connections.items()
-            if other != name and (s := d.sandboxed) is not None
-            for p in s.writable
-            if not any(Path(p).is_relative_to(o) or o.is_relative_to(p) for o in own)
-            and not (cwd is not None and cwd.is_relative_to(p))  # hiding it would hide the child's own cwd
-        ]
-        hidden = tuple(dict.fromkeys((*sandbox.hidden, *extra, *others)))
-        changed[name] = replace(defn, sandbox=replace(sandbox, hidden=hidden))
-    return changed

@@ -18,6 +18,7 @@ from oauth import ConnectionAuth, LoginRequired, TokenStore, connection_auth
 from ..account._account import AccountConnections
 from ..client._listing_cache import DEFAULT_LISTING_TTL
 from ..client._passthrough import UpstreamResult
+from ..client._sandbox import hide_from_sandboxes
 from ..client._upstream_changes import Change
 from ..host._host import HostMcp
 from ..pool._caller_auth import CallerCredentials, CallerOnly, by_caller
@@ -28,7 +29,6 @@ from ..pool._principal_grants import PrincipalCalls, partition_of
 from ..project._definitions import ConnectionDefinition
 from ..project._loader import Project
 from ..project._pin_guard import PinGuard
-from ..project._sandbox import hide_from_sandboxes
 from ..turns._turns import TurnBuilder
 
 __all__ = ["Broker", "Host"]

@@ -201,3 +201,12 @@ async def test_a_sandboxed_connection_fails_closed_when_bubblewrap_cannot_make_n
     said = await refusal(serve(project, tmp_path / "state", launcher=launcher))
     assert "bubblewrap cannot create namespaces here (bwrap: Creating new namespace failed" in said, said
     assert "CAP_SYS_ADMIN" in said and "unprivileged_userns_clone" in said and "does not start unsandboxed" in said
+
+
+def test_v1_info_says_the_connection_is_sandboxed_and_how(gateway: Served) -> None:
+    with gateway.client() as client:
+        connections = {c["name"]: c for c in client.get("/v1/info").json()["connections"]}
+    sandbox = connections["hostile"]["sandbox"]
+    assert sandbox["by"] == "bubblewrap" and sandbox["network"] is False
+    assert sandbox["maxProcesses"] == MAX_PROCESSES
+    assert sandbox["writable"] == [str((gateway.state_root.parent / "grant").resolve())]
