@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from connections import define_connection, load_project
 
@@ -36,10 +37,8 @@ def test_a_grant_that_does_not_exist_is_an_error_naming_it(tmp_path: Path) -> No
 
 
 def test_bad_sandbox_values_are_problems_with_a_sentence() -> None:
-    said = {
-        str(value): [p.message for p in define_connection(command="x", sandbox=value).problems]
-        for value in ("yes", {"writeable": ["a"]}, {"writable": "a"}, {"max_processes": 0}, {"network": "on"})
-    }
+    values: list[Any] = ["yes", {"writeable": ["a"]}, {"writable": "a"}, {"max_processes": 0}, {"network": "on"}]
+    said = {str(value): [p.message for p in define_connection(command="x", sandbox=value).problems] for value in values}
     assert said == {
         "yes": [
             "field 'sandbox' must be True, False, a Sandbox(...) or a dict of writable, readable, hidden, network, "
