@@ -16,6 +16,15 @@ import anyio
 import pytest
 from mcp import Client, MCPError
 
+from tests.conformance import (
+    ACTIVE,
+    PASSING_THROUGH_GATEWAY,
+    assert_gateway_matches,
+    connection_definition,
+    http_upstream,
+    run_suite,
+)
+from tests.conformance import gateway as conformance_gateway
 from tests.gateway.conftest import Served, assert_clean, make_project, serve
 from tests.peers import debian_bin, py_peer
 from tests.processes import FIXTURES
@@ -210,3 +219,19 @@ def test_v1_info_says_the_connection_is_sandboxed_and_how(gateway: Served) -> No
     assert sandbox["by"] == "bubblewrap" and sandbox["network"] is False
     assert sandbox["maxProcesses"] == MAX_PROCESSES
     assert sandbox["writable"] == [str((gateway.state_root.parent / "grant").resolve())]
+
+
+@pytest.mark.peers
+@pytest.mark.timeout(600)
+def test_the_conformance_hop_passes_with_the_upstream_sandboxed(tmp_path: Path) -> None:
+    """The MCP conformance suite (tests/conformance.py) against `/v1/mcp/tools` of a gateway whose stdio upstream
+    runs under bubblewrap passes every scenario it passes against the upstream directly: the active suite's 30."""
+    debian_bin("bwrap")
+    with http_upstream() as url:
+        direct = run_suite(url)
+    with conformance_gateway(tmp_path, connection_definition(stdio="both", sandbox=True)) as through:
+        sandboxed = run_suite(through)
+    assert_gateway_matches(direct, sandboxed, scenarios=PASSING_THROUGH_GATEWAY)
+    passed = {name for name, outcome in sandboxed.items() if outcome.passed}
+    assert passed == ACTIVE == PASSING_THROUGH_GATEWAY, sorted(ACTIVE - passed)
+    assert len(passed) == 30
