@@ -76,6 +76,7 @@ def bwrap_argv(
     args: Iterable[str],
     cwd: str | None,
     home: str | None,
+    path: str | None = None,
 ) -> list[str]:
     """bwrap's command line running `command args` in `sandbox` (paths absolute, as the loader leaves them)."""
     argv = [bwrap, *_namespaces(sandbox.network), "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
@@ -85,8 +86,8 @@ def bwrap_argv(
         argv += ["--tmpfs", folder]
     if cwd:
         argv += ["--ro-bind", cwd, cwd]
-    for path in runtime_paths(command, secret_dirs):  # resolved: bwrap cannot mount onto a path through a symlink
-        argv += ["--ro-bind", path, path]
+    for shown in runtime_paths(command, secret_dirs, path):  # resolved: bwrap cannot mount through a symlink
+        argv += ["--ro-bind", shown, shown]
     for path in sandbox.readable:
         argv += ["--ro-bind", path, path]
     for path in sandbox.writable:
@@ -107,9 +108,10 @@ def bwrap_argv(
     return [*argv, "--", prlimit, *limits, "--", command, *args]
 
 
-def runtime_paths(command: str, secret_dirs: Iterable[str]) -> list[str]:
+def runtime_paths(command: str, secret_dirs: Iterable[str], path: str | None = None) -> list[str]:
     """What the child's program needs to run, shown read-only even under a hidden folder: the installation (the
-    folder above `bin/`) of the program and of its `#!` interpreter, and a Python venv's base interpreter
+    folder above `bin/`) of the program and of its `#!` interpreter (`#!/usr/bin/env node`: `node` on `path`),
+    and a Python venv's base interpreter
     (`pyvenv.cfg`'s `home`), e.g. `~/.pyenv/versions/3.11.7`. An installation that would show a whole home
     folder shows its one file instead. `command` is an absolute path (`sandboxed_command` resolves it)."""
     secret = [Path(d) for d in secret_dirs]
@@ -117,10 +119,10 @@ def runtime_paths(command: str, secret_dirs: Iterable[str]) -> list[str]:
     pending = [Path(command)]
     while pending and len(found) < 8:
         program = pending.pop()
-        for path in (program, program.resolve()):
-            venv = path.parent.parent / "pyvenv.cfg"
-            if path.parent.name == "bin" and venv.is_file():
-                found.append(str(path.parent.parent.resolve()))
+        for candidate in (program, program.resolve()):
+            venv = candidate.parent.parent / "pyvenv.cfg"
+            if candidate.parent.name == "bin" and venv.is_file():
+                found.append(str(candidate.parent.parent.resolve()))
                 home = _venv_home(venv)
                 if home is not None:
                     pending.append(home / "python3")
@@ -128,8 +130,8 @@ def runtime_paths(command: str, secret_dirs: Iterable[str]) -> list[str]:
         prefix = real.parent.parent if real.parent.name == "bin" else real.parent
         shows_secrets = any(d == prefix or d.is_relative_to(prefix) for d in secret)
         found.append(str(real if shows_secrets else prefix))
-        interpreter = _shebang(real)
-        if interpreter is not None and interpreter.is_absolute() and interpreter.name != "env":
+        interpreter = _shebang(real, path)
+        if interpreter is not None and interpreter.is_absolute():
             pending.append(interpreter)
     return [p for i, p in enumerate(found) if Path(p).exists() and p not in found[:i]]
 
@@ -143,12 +145,16 @@ def _venv_home(cfg: Path) -> Path | None:
     return None
 
 
-def _shebang(program: Path) -> Path | None:
+def _shebang(program: Path, path: str | None) -> Path | None:
     with suppress(OSError), program.open("rb") as file:
         head = file.read(256)
         if head.startswith(b"#!"):
-            words = head[2:].split(b"\n", 1)[0].split()
-            return Path(os.fsdecode(words[0])) if words else None
+            words = [os.fsdecode(w) for w in head[2:].split(b"\n", 1)[0].split()]
+            if len(words) >= 2 and Path(words[0]).name == "env":
+                named = [w for w in words[1:] if not w.startswith("-")]
+                found = shutil.which(named[0], path=path) if named else None
+                return Path(found) if found else None
+            return Path(words[0]) if words else None
     return None
 
 
@@ -220,7 +226,7 @@ async def sandboxed_command(
             "the connection is sandboxed, but util-linux's prlimit is not on the PATH: install util-linux"
         )
     argv = bwrap_argv(
-        sandbox, bwrap=bwrap, prlimit=prlimit, command=program, args=args, cwd=cwd, home=environ.get("HOME")
+        sandbox, bwrap=bwrap, prlimit=prlimit, command=program, args=args, cwd=cwd, home=environ.get("HOME"), path=path
     )
     if os.geteuid() != 0:
         yield argv[0], argv[1:]
