@@ -219,6 +219,26 @@ class ClientPool:
         slot.operator_restart = slot.opens > 0
         self._cache.invalidate(name)
 
+    def redefine(self, connections: Mapping[str, ConnectionDefinition]) -> list[str]:
+        """Take a reloaded project's definitions (`serve`'s reload): a connection whose definition is unchanged
+        keeps its session (its new definition object taken); a changed one is closed (a stdio child stopped)
+        and opens with its new definition at its next use; a removed one is closed and forgotten; a new one is
+        added. Returns the names closed, sorted."""
+        closed: list[str] = []
+        for name, slot in list(self._slots.items()):
+            defn = connections.get(name)
+            if defn is not None and defn == slot.defn:
+                slot.defn = defn
+                continue
+            closed.append(name)
+            if slot.session is not None:
+                slot.retire(slot.session, self._cache)  # its runner closes the client, a stdio child stops
+            self._cache.invalidate(name)
+            del self._slots[name]  # a changed one starts afresh (`add`): no failures or pause carried over
+        for defn in connections.values():
+            self.add(defn)
+        return sorted(closed)
+
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """`tools/list` (all pages) with the allow/deny lists applied, under the `list` timeout.
 

@@ -71,7 +71,8 @@ class Broker:
         start_limit: int | None = None,
         sandbox_hidden: Iterable[str] = (),
     ) -> None:
-        project.connections.update(hide_from_sandboxes(project.connections, tuple(sandbox_hidden)))
+        self._sandbox_hidden = tuple(sandbox_hidden)
+        project.connections.update(hide_from_sandboxes(project.connections, self._sandbox_hidden))
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
         self._store = token_store
@@ -152,6 +153,41 @@ class Broker:
         finally:
             if self._oauth_http is not None:
                 await self._oauth_http.aclose()
+
+    def redefine(self, project: Project) -> list[str]:
+        """Serve a reloaded `project`'s definitions (`serve`'s reload, docs/connections.md#reloading): the
+        project this broker was made with takes the new connections and tools in place (everything that
+        reads them sees the new ones), a connection whose definition did not change keeps its pooled client,
+        a changed or removed one is closed (a stdio child stopped). Returns the names closed.
+
+        Raises `ValueError` (and changes nothing) when the reload adds, removes or changes a connection whose
+        clients are kept per identity, per principal or per account: those are read once, at start."""
+        # The same hiding as at start: a reloaded sandbox never sees more, and an unchanged one compares equal.
+        new = {**project.connections, **hide_from_sandboxes(project.connections, self._sandbox_hidden)}
+        old = self.project.connections
+        fixed = sorted(
+            name
+            for name in set(old) | set(new)
+            if old.get(name) != new.get(name) and (_per_identity(old.get(name)) or _per_identity(new.get(name)))
+        )
+        if fixed:
+            raise ValueError(
+                f"connection(s) {', '.join(fixed)} keep clients per session, principal or account, which are "
+                "set up once: restart serve to change them"
+            )
+        kept = {name: old[name] if _per_identity(old.get(name)) else d for name, d in new.items()}
+        closed = self.pool.redefine({name: d for name, d in kept.items() if d.kind != "account"})
+        self.project.connections.clear()
+        self.project.connections.update(kept)
+        self.project.tools.clear()
+        self.project.tools.update(project.tools)
+        self.project.extensions.clear()
+        self.project.extensions.update(project.extensions)
+        self.project.diagnostics[:] = project.diagnostics
+        self.offerings.redefine(self.project.connections)
+        for name in closed:
+            self.offerings.invalidate(name)
+        return closed
 
     def oauth_refreshes(self) -> dict[str, int]:
         """Refresh-token grants spent so far, by connection, principals' own grants included (for the metrics)."""
@@ -278,3 +314,14 @@ class _NoSharedGrant(httpx2.Auth):
 
 
 _NO_SHARED_GRANT = _NoSharedGrant()
+
+
+def _per_identity(defn: ConnectionDefinition | None) -> bool:
+    """A connection whose clients the identity pool, the principals' grants or the account connections keep."""
+    return defn is not None and (
+        defn.kind == "account"
+        or defn.auth is not None
+        or defn.upstream_sessions == "per_principal"
+        or defn.grants == "per_principal"
+        or by_caller(defn)
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import uuid
 from collections.abc import Iterator
@@ -235,3 +236,43 @@ def test_the_conformance_hop_passes_with_the_upstream_sandboxed(tmp_path: Path) 
     passed = {name for name, outcome in sandboxed.items() if outcome.passed}
     assert passed == ACTIVE == PASSING_THROUGH_GATEWAY, sorted(ACTIVE - passed)
     assert len(passed) == 30
+
+
+async def test_a_reload_keeps_the_sandbox_and_the_hidden_state_root(tmp_path: Path) -> None:
+    """`serve`'s reload (SIGHUP): an unchanged sandboxed connection keeps its child, and a changed one's new child
+    is as sandboxed as the first (the state root, hidden by `serve`, stays hidden)."""
+    project = project_with_hostile(tmp_path, "True")
+    served = serve(project, project / "state", "--log-format", "json")
+    key = str(project / "state" / "request-state.key")
+    hostile_file = project / "agent" / "mcp-connections" / "hostile.py"
+    try:
+        assert (await attempt(served, "read_file", path=key))["ok"] is False
+        for change, closed in (
+            (project / "agent" / "mcp-connections" / "keeper.py", "keeper"),
+            (hostile_file, "hostile"),
+        ):
+            change.write_text(
+                change.read_text().replace(
+                    "connection = define_connection(", "connection = define_connection(description='changed', "
+                )
+            )
+            line = await _reloaded(served)
+            assert f"closed: {closed}" in line, line
+            found = await attempt(served, "read_file", path=key)
+            assert found["ok"] is False and found["error"].startswith("ENOENT"), found
+    finally:
+        served.stop()
+
+
+async def _reloaded(served: Served) -> str:
+    """SIGHUP `serve` and wait for its `definitions_reloaded` log line."""
+
+    def reloads() -> list[str]:
+        return [line for line in served.log_text().splitlines() if '"event": "definitions_reloaded"' in line]
+
+    before = len(reloads())
+    os.kill(served.proc.pid, signal.SIGHUP)
+    with anyio.fail_after(20):
+        while len(reloads()) == before:  # noqa: ASYNC110 - the log is the only sign of a reload
+            await anyio.sleep(0.05)
+    return reloads()[before]
