@@ -144,9 +144,12 @@ async def test_the_child_cannot_fork_past_its_limit(gateway: Served) -> None:
     assert found["started"] < MAX_PROCESSES
 
 
-async def test_the_child_has_no_privileges_and_only_the_environment_it_was_given(gateway: Served) -> None:
+async def test_the_child_has_no_privileges_its_limits_and_only_the_environment_it_was_given(gateway: Served) -> None:
     found = await attempt(gateway, "status")
     assert found["value"] == {"NoNewPrivs": "1", "CapEff": "0000000000000000"}
+    # the defaults a definition can raise (`max_open_files`, `max_memory_mb`)
+    assert found["limits"]["Max open files"] == "1024"
+    assert found["limits"]["Max address space"] == str(8192 * 1024 * 1024)
     assert "GATEWAY_SECRET" not in found["env"]
 
 
