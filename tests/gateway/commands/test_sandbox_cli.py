@@ -69,3 +69,26 @@ def test_a_mistyped_project_default_is_an_error(tmp_path: Path) -> None:
     found = cli("validate", "--dir", str(root))
     assert found.returncode == 1
     assert "`stdio` in agent/sandbox.toml must be true or false, got 'yes'; write `stdio = true`" in found.stdout
+
+
+def test_mcp_call_hides_its_state_root_from_a_sandboxed_child(tmp_path: Path) -> None:
+    """`agent-sdk mcp call` opens the connection itself: its `--state-root` (token stores) is hidden as `serve`'s."""
+    debian_bin("bwrap")
+    hostile = ROOT / "tests" / "fixtures" / "upstreams" / "hostile_server.py"
+    root = tmp_path / "project"
+    folder = root / "agent" / "mcp-connections"
+    folder.mkdir(parents=True)
+    (folder / "hostile.py").write_text(
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(command={sys.executable!r}, args=[{str(hostile)!r}], sandbox=True)\n"
+    )
+    state = root / "tokens"  # inside the child's cwd: visible but for the hiding
+    state.mkdir()
+    (state / "mcp-auth.json").write_text("{}")
+    arguments = json.dumps({"path": str(state / "mcp-auth.json")})
+    said = cli(
+        "mcp", "call", "hostile", "read_file", "--args", arguments, "--dir", str(root), "--state-root", str(state)
+    )
+    assert said.returncode == 0, said.stderr
+    found = json.loads(json.loads(said.stdout)["content"][0]["text"])
+    assert found["ok"] is False and found["error"].startswith("ENOENT"), found
