@@ -15,7 +15,7 @@ import logging
 import math
 import os
 from collections.abc import AsyncGenerator, Callable, Mapping
-from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -38,12 +38,12 @@ from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._identity import HeadersPerCall, IdentityAuth
 from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
-from ._sandbox import SandboxUnavailable, sandboxed_command
+from ._sandbox import stdio_child
 from ._tool_results import holds_long_text
 from ._tracing import TracedDispatcher, Upstream, tracing_enabled
 from ._transports._http1 import shared_ssl_context
 from ._transports._http1_connection import IDLE_REUSE_S
-from ._transports._stdio import StdioChild, stdio_transport
+from ._transports._stdio import StdioChild
 from ._wire import SdkWire, Wire
 
 __all__ = [
@@ -143,36 +143,6 @@ def _bridged(defn: ConnectionDefinition) -> bool:
 
 
 @asynccontextmanager
-async def _stdio(
-    defn: ConnectionDefinition, args: list[str], *, env: dict[str, str], on_spawn: Callable[[StdioChild], None]
-) -> AsyncGenerator[tuple[Any, Any]]:
-    """The stdio transport of `defn`'s child, started under bubblewrap when `defn.sandboxed` (`_sandbox.py`).
-
-    Raises `ConnectionUnavailable` with the fix when a sandboxed child cannot be sandboxed here."""
-    assert defn.command is not None
-    command, argv = defn.command, args
-    async with AsyncExitStack() as stack:
-        if (sandbox := defn.sandboxed) is not None:
-            try:
-                command, argv = await stack.enter_async_context(
-                    sandboxed_command(sandbox, defn.command, args, cwd=defn.cwd, environ=env)
-                )
-            except SandboxUnavailable as exc:
-                raise ConnectionUnavailable(defn.name, str(exc)) from None
-        async with stdio_transport(
-            command,
-            argv,
-            env=env,
-            cwd=defn.cwd,
-            errlog=None,
-            on_spawn=on_spawn,
-            max_message_bytes=defn.max_result_bytes,
-            on_stderr=_child_stderr(defn.name),
-        ) as streams:
-            yield streams
-
-
-@asynccontextmanager
 async def open_client(
     defn: ConnectionDefinition,
     *,
@@ -217,11 +187,12 @@ async def open_client(
     all_headers: dict[str, str] = {}
     if defn.kind == "stdio":
         assert defn.command is not None
-        transport: AbstractAsyncContextManager[Any] = _stdio(
+        transport: AbstractAsyncContextManager[Any] = stdio_child(
             defn,
             expand_args(defn.name, defn.args, env_source),
             env=child_environment(defn, env_source) | (dict(child_env or {}) if _bridged(defn) else {}),
             on_spawn=children.append,
+            on_stderr=_child_stderr(defn.name),
         )
     else:
         assert defn.url is not None

@@ -1,4 +1,5 @@
-"""A sandboxed stdio child: bubblewrap's arguments from a definition's `Sandbox`, and the checks that fail closed.
+"""A definition's stdio child, sandboxed when it says so: bubblewrap's arguments from its `Sandbox`, and the checks
+that fail closed.
 
 The child sees the system read-only (`--ro-bind / /`) with the places that hold secrets hidden under empty
 `tmpfs` folders (every home folder, `/run`, `/tmp` and `/var/tmp`; in its project folder the gateway's state
@@ -22,16 +23,18 @@ import logging
 import os
 import shutil
 import subprocess
-from collections.abc import AsyncGenerator, Iterable, Mapping
-from contextlib import asynccontextmanager, suppress
+from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 
+from .._exceptions import ConnectionUnavailable
 from ..project._definitions import ConnectionDefinition
 from ..project._sandbox import Sandbox
+from ._transports._stdio import StdioChild, stdio_transport
 
 __all__ = [
     "INSTALL_HINT",
@@ -41,6 +44,7 @@ __all__ = [
     "sandbox_problem",
     "sandbox_unavailable",
     "sandboxed_command",
+    "stdio_child",
 ]
 
 logger = logging.getLogger(__name__)
@@ -237,6 +241,41 @@ async def sandboxed_command(
         yield "/bin/sh", ["-c", 'echo $$ > "$0" && exec "$@"', str(group / "cgroup.procs"), *argv]
     finally:
         await _remove_cgroup(group)
+
+
+@asynccontextmanager
+async def stdio_child(
+    defn: ConnectionDefinition,
+    args: list[str],
+    *,
+    env: dict[str, str],
+    on_spawn: Callable[[StdioChild], None],
+    on_stderr: Callable[[str], None],
+) -> AsyncGenerator[tuple[Any, Any]]:
+    """The stdio transport of `defn`'s child (`args` expanded), under bubblewrap when `defn.sandboxed`.
+
+    Raises `ConnectionUnavailable` with the fix when a sandboxed child cannot be sandboxed here."""
+    assert defn.command is not None
+    command, argv = defn.command, args
+    async with AsyncExitStack() as stack:
+        if (sandbox := defn.sandboxed) is not None:
+            try:
+                command, argv = await stack.enter_async_context(
+                    sandboxed_command(sandbox, defn.command, args, cwd=defn.cwd, environ=env)
+                )
+            except SandboxUnavailable as exc:
+                raise ConnectionUnavailable(defn.name, str(exc)) from None
+        async with stdio_transport(
+            command,
+            argv,
+            env=env,
+            cwd=defn.cwd,
+            errlog=None,
+            on_spawn=on_spawn,
+            max_message_bytes=defn.max_result_bytes,
+            on_stderr=on_stderr,
+        ) as streams:
+            yield streams
 
 
 class SandboxUnavailable(OSError):
