@@ -9,7 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.gateway.conftest import ROOT
+from tests.gateway.conftest import ROOT, make_project
+from tests.gateway.test_sandbox import hostile
 from tests.peers import debian_bin, py_peer
 
 AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
@@ -74,14 +75,7 @@ def test_a_mistyped_project_default_is_an_error(tmp_path: Path) -> None:
 def test_mcp_call_hides_its_state_root_from_a_sandboxed_child(tmp_path: Path) -> None:
     """`agent-sdk mcp call` opens the connection itself: its `--state-root` (token stores) is hidden as `serve`'s."""
     debian_bin("bwrap")
-    hostile = ROOT / "tests" / "fixtures" / "upstreams" / "hostile_server.py"
-    root = tmp_path / "project"
-    folder = root / "agent" / "mcp-connections"
-    folder.mkdir(parents=True)
-    (folder / "hostile.py").write_text(
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(command={sys.executable!r}, args=[{str(hostile)!r}], sandbox=True)\n"
-    )
+    root = make_project(tmp_path / "project", {"hostile": hostile("True")}, tools=False)
     state = root / "tokens"  # inside the child's cwd: visible but for the hiding
     state.mkdir()
     (state / "mcp-auth.json").write_text("{}")
