@@ -208,9 +208,10 @@ async def test_a_sandboxed_connection_fails_closed_when_bubblewrap_is_missing(tm
 
 async def test_a_sandboxed_connection_fails_closed_when_bubblewrap_cannot_make_namespaces(tmp_path: Path) -> None:
     project = make_project(tmp_path / "project", {"hostile": hostile("True")}, tools=False)
-    # The gateway itself in a bubblewrap without capabilities: a nested bwrap cannot make namespaces there.
-    outer = (debian_bin("bwrap"), "--bind", "/", "/", "--dev-bind", "/dev", "/dev", "--cap-drop", "ALL", "--")
-    launcher = (*outer, sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()")
+    # The gateway itself without capabilities (as root, bwrap needs CAP_SYS_ADMIN to make namespaces); setpriv
+    # execs it in place, so stopping it stops serve itself.
+    drop = (debian_bin("setpriv"), "--bounding-set=-all", "--inh-caps=-all")
+    launcher = (*drop, sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()")
     said = await refusal(serve(project, tmp_path / "state", launcher=launcher))
     assert "bubblewrap cannot create namespaces here (bwrap: Creating new namespace failed" in said, said
     assert "CAP_SYS_ADMIN" in said and "unprivileged_userns_clone" in said and "does not start unsandboxed" in said
