@@ -38,6 +38,7 @@ _OWN = {
     "grants": "grants",
     "optional": "optional",
     "dpop": "dpop",
+    "sandbox": "sandbox",
 }
 
 
