@@ -60,15 +60,19 @@ class ResourceServer:
 
 
 @contextmanager
-def oidc_provider(access_token_ttl: int, *, port: int = 0, key_file: Path | None = None) -> Iterator[AuthServer]:
+def oidc_provider(
+    access_token_ttl: int, *, port: int = 0, key_file: Path | None = None, dpop_bound_clients: bool = False
+) -> Iterator[AuthServer]:
     """oidc-provider with PKCE required, DCR, RFC 8707 JWT access tokens and refresh-token rotation.
 
-    `port` and `key_file` let a test restart it as the same server that forgot every registration."""
+    `port` and `key_file` let a test restart it as the same server that forgot every registration;
+    `dpop_bound_clients` registers every client with `dpop_bound_access_tokens` (no token without a proof)."""
     port = port or free_port()
     package = node_module("oidc-provider", "package.json").parent
     cmd = [str(node22()), str(HERE / "oidc_provider.mjs"), str(port), str(access_token_ttl), str(package)]
-    if key_file is not None:
-        cmd.append(str(key_file))
+    if key_file is not None or dpop_bound_clients:
+        cmd.append(str(key_file or ""))
+    cmd += ["dpop-bound-clients"] if dpop_bound_clients else []
     with _running(cmd, port, "oidc-provider"):
         yield AuthServer(f"http://127.0.0.1:{port}")
 
