@@ -4,19 +4,22 @@ oidc-provider registers every client with `dpop_bound_access_tokens: true` (RFC 
 token request without a DPoP proof. The audience-checking MCP server takes Bearer and DPoP tokens alike and
 says nothing of DPoP, so only the registration response tells. A person signs in to the per-user connection
 (no `dpop=` set) through the link their call is answered with: the grant is bound, and each call carries a
-proof the server checks."""
+proof the server checks; `agent-sdk mcp oauth` binds its grant the same way."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx2
 import pytest
 
+from tests.oauth.flows.test_cli import agent_sdk
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider
 
 from .conftest import Served
-from .per_user import per_user_gateway
-from .test_per_user_dpop import _signed_in_and_called
+from .per_user import per_user_gateway, sign_in, sign_in_url_in, text_of, whoami
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +38,28 @@ def test_an_authorization_server_that_registers_the_client_dpop_bound_gets_bound
     gateway: Served, resource: ResourceServer, auth_server: AuthServer
 ) -> None:
     before = resource.stats()
-    answered = _signed_in_and_called(gateway, "alice", "whoami")
+    with httpx2.Client(timeout=30.0) as http:
+        first = whoami(http, gateway.url, "alice")
+        assert first["isError"] and "sign_in_required" in text_of(first), first
+        page = sign_in(sign_in_url_in(text_of(first)), "alice")
+        assert page.status_code == 200 and "Signed in" in page.text, page.text
+        answered = whoami(http, gateway.url, "alice")
     assert (answered["isError"], answered.get("structuredContent")) == (False, {"result": "alice"}), answered
     after = resource.stats()
     assert after["dpop"] > before["dpop"]  # the token was bound, and the call came with a valid proof
     assert "invalid_grant" not in auth_server.stats()["errors"]
+
+
+def test_the_cli_login_to_a_server_behind_it_binds_the_grant_too(tmp_path: Path, resource: ResourceServer) -> None:
+    project = tmp_path / "project"
+    folder = project / "agent" / "mcp-connections"
+    folder.mkdir(parents=True)
+    (folder / "docs.py").write_text(
+        "from connections import define_connection\n\n"
+        f"connection = define_connection(url={resource.url!r}, oauth=True, advertise_tools=True)\n"
+    )
+    login_run = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--non-interactive")
+    assert login_run.returncode == 0, login_run.stderr
+    record = json.loads((project / ".agent-sdk" / "mcp-auth.json").read_text())["grants"]["docs"][resource.url]
+    assert record["tokens"]["token_type"] == "DPoP" and record["dpop_key"]
+    assert record["client"]["dpop_bound_access_tokens"] is True  # kept: a later login reuses the client bound

@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import pytest
@@ -85,7 +86,7 @@ def test_pin_and_pin_check_work_with_a_per_user_connection_and_each_person_is_ch
     assert all(token not in written.stdout + written.stderr for token in PEERS.values())
 
 
-def _listed(gateway: Served, name: str) -> dict[str, dict[str, object]]:
+def _listed(gateway: Served, name: str) -> dict[str, dict[str, Any]]:
     body = {**call_body("whoami"), "method": "tools/list", "params": {"_meta": call_body("whoami")["params"]["_meta"]}}
     headers = {**modern_headers(name), "mcp-method": "tools/list"}
     headers.pop("mcp-name")
@@ -95,7 +96,7 @@ def _listed(gateway: Served, name: str) -> dict[str, dict[str, object]]:
     return {tool["name"]: tool for tool in answer.json()["result"]["tools"]}
 
 
-def _call(gateway: Served, name: str, tool: str, arguments: dict[str, object]) -> dict[str, object]:
+def _call(gateway: Served, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
     body = call_body(tool)
     body["params"]["arguments"] = arguments
     with httpx2.Client(timeout=30.0) as http:
