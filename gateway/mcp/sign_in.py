@@ -29,12 +29,12 @@ from mcp.shared.exceptions import MCPError
 from connections import TurnProblem
 from connections.serving import SignInRequired
 
+from ..auth.browser_sessions import SIGN_IN_PATH
 from ..settings import ServeSettings
 from ..state.request_state import RequestStates, SealedState
 
 __all__ = ["SIGN_IN_KEY", "SIGN_IN_PATH", "SignInLinks", "sign_in_answer"]
 
-SIGN_IN_PATH = "/v1/oauth/sign-in"
 SIGN_IN_KEY = "agent-sdk/sign-in"
 """The `inputRequests` key of a sign-in elicitation (a retry's answer under it is not forwarded upstream)."""
 

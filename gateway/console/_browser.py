@@ -1,0 +1,144 @@
+"""The browser sign-in of an OAuth gateway: the gateway as an OIDC client of its own `--oauth-issuer`.
+
+`GET /v1/oauth/browser?next=/page` (public; `gateway/auth/browser_sessions.py` sends a browser here) starts an
+authorization-code + PKCE login at the first `--oauth-issuer` for the gateway's own resource
+(`settings.resource_url()`, RFC 8707), with `oauth.start_login`: the issuer's metadata, the client, PKCE S256,
+`state`, the pending login every replica can finish and the cookie binding it to this browser (`_login.py`).
+The redirect URI is `<resource URL>/v1/oauth/callback`, the console's callback, which hands a browser login to
+`finish_browser`: the code is exchanged, the access token sealed into the session cookie, and the browser sent
+back to `next` (a path on this gateway only).
+
+The client is registered dynamically (RFC 7591) at the IdP on the first sign-in, with that redirect URI, and
+kept in this process's memory (`_Registrations`, a client only, never a person's tokens) for the next: a
+replica registers once per start. (An IdP without dynamic registration is not supported yet.) Scopes asked
+for: `openid`, `--oauth-scope` (those required everywhere) and `--operator-scope`, so an operator's session carries what
+makes an operator; `--operator-claim` needs the IdP to put the claim in its access tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
+
+import anyio
+from starlette.requests import Request
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Route
+
+from oauth import Grant, LoginStart, OAuthConfig, OAuthError, StoreKey, finish_login, start_login
+from oauth._shared import printable
+
+from ..auth.browser_sessions import COOKIE, START_PATH, safe_next
+from ..errors import StateUnavailable
+from ..runtime import runtime_of
+from ..settings import ServeSettings
+from ._binding import CALLBACK_PATH, bind_browser
+from ._pages import page
+from ._services import console_of
+
+__all__ = ["BROWSER_LOGIN", "browser_routes", "finish_browser"]
+
+BROWSER_LOGIN = "agent-sdk:browser"
+"""The `StoreKey.connection` of a browser sign-in's pending login (no connection has a colon in its name)."""
+
+
+class _Registrations:
+    """A token store that keeps only the client a browser sign-in registered (never a person's tokens), in
+    this process's memory, so the next sign-in reuses the registration."""
+
+    name = "memory (browser sign-in clients)"
+
+    def __init__(self) -> None:
+        self._grants: dict[StoreKey, Grant] = {}
+        self._lock = anyio.Lock()  # nothing is refreshed here: one lock does
+
+    async def load(self, key: StoreKey) -> Grant | None:
+        return self._grants.get(key)
+
+    async def save(self, grant: Grant) -> None:
+        self._grants[grant.key] = replace(grant, tokens=None, dpop_key=None)
+
+    async def delete(self, key: StoreKey) -> bool:
+        return self._grants.pop(key, None) is not None
+
+    async def keys(self) -> list[StoreKey]:
+        return sorted(self._grants, key=lambda k: (k.connection, k.resource, k.principal))
+
+    def lock(self, key: StoreKey) -> AbstractAsyncContextManager[None]:
+        return self._lock
+
+    async def aclose(self) -> None:
+        self._grants.clear()
+
+
+_REGISTRATIONS = _Registrations()
+
+
+def _config(settings: ServeSettings) -> OAuthConfig:
+    everywhere = (s for s in settings.oauth_scopes if "=" not in s)
+    # `openid`: a sign-in of the person (OpenID Connect), beside what the gateway's routes need.
+    scopes = tuple(dict.fromkeys(["openid", *everywhere, *settings.operator_scopes]))
+    return OAuthConfig(scopes=scopes, client_name="agent-sdk console")
+
+
+async def start_route(request: Request) -> Response:
+    """`GET /v1/oauth/browser?next=PATH`: send the browser to the IdP (module docstring)."""
+    settings = runtime_of(request).settings
+    if not settings.oauth_issuers:
+        return page(404, "No browser sign-in", "This gateway has no --oauth-issuer; browser sign-in is off.")
+    services = console_of(request)
+    resource = settings.resource_url()
+    redirect_uri = resource + CALLBACK_PATH
+    try:
+        started = await start_login(
+            BROWSER_LOGIN,
+            resource,
+            _config(settings),
+            _REGISTRATIONS,
+            redirect_uri=redirect_uri,
+            http=services.http,
+            authorization_server=settings.oauth_issuers[0],
+        )
+        # A session's token travels in a cookie, never with a DPoP proof: ask for a Bearer token (RFC 9449 §5).
+        started = replace(started, server=replace(started.server, dpop_signing_alg_values_supported=None))
+        await services.pending.remember(started)
+    except OAuthError as exc:
+        return page(
+            502, "Sign-in failed", f"The sign-in at the identity provider cannot start: {printable(str(exc), 400)}"
+        )
+    except StateUnavailable as exc:
+        return page(503, "Sign-in not started", str(exc))
+    answer = RedirectResponse(started.authorization_url, status_code=302, headers={"cache-control": "no-store"})
+    bind_browser(
+        answer, services, started.authorization_url, redirect_uri, then=safe_next(request.query_params.get("next"))
+    )
+    return answer
+
+
+async def finish_browser(request: Request, pending: LoginStart, params: dict[str, str], then: str) -> Response:
+    """The callback of a browser sign-in: exchange the code, set the session cookie, go back to `then`."""
+    services = console_of(request)
+    try:
+        grant = await finish_login(pending, params, _REGISTRATIONS, http=services.http)
+    except OAuthError as exc:
+        return page(400, "Sign-in failed", f"The identity provider's answer was refused: {printable(str(exc), 400)}")
+    tokens = grant.tokens
+    if tokens is None:
+        return page(502, "Sign-in failed", "The identity provider answered no access token; sign in again.")
+    expires = tokens.expires_at if tokens.expires_at is not None else time.time() + 3600
+    answer = RedirectResponse(safe_next(then), status_code=302, headers={"cache-control": "no-store"})
+    answer.set_cookie(
+        COOKIE,
+        services.sealer.seal_browser(tokens.access_token.reveal(), expires),
+        max_age=max(0, int(expires - time.time())),
+        path="/",
+        secure=pending.redirect_uri.startswith("https:"),
+        httponly=True,
+        samesite="lax",  # sent on top-level navigations (a sign-in link from a chat), never on cross-site POSTs
+    )
+    return answer
+
+
+def browser_routes() -> list[Route]:
+    return [Route(START_PATH, start_route, methods=["GET"])]
