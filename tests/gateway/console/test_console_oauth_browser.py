@@ -15,6 +15,7 @@ as a `grants="per_principal"` upstream, and `agent-sdk serve --oauth-issuer --op
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -103,18 +104,25 @@ def _through_idp(page: Page, idp: str, person: str) -> None:
     raise AssertionError(f"still at the IdP after 8 pages: {page.url}")
 
 
+@contextmanager
+def _signed_in(profile: Path, url: str, idp: str, person: str) -> Iterator[Page]:
+    """A fresh chromium that opened `url` and passed the IdP's pages as `person`; its page."""
+    with chromium(profile) as browser:
+        page = browser.new_page()
+        page.goto(url)
+        _through_idp(page, idp, person)
+        yield page
+
+
 def test_a_person_signs_in_through_the_link_their_agent_was_given_and_then_calls_as_themselves(
     gateway: Served, company_idp: AuthServer, tmp_path: Path
 ) -> None:
     token, link = _link_for(gateway, company_idp.issuer, "alice")
-    with chromium(tmp_path / "alice") as browser:
-        page = browser.new_page()
-        page.goto(link)
-        _through_idp(page, company_idp.issuer, "alice")
+    with _signed_in(tmp_path / "alice", link, company_idp.issuer, "alice") as page:
         expect(page.locator("#login-result")).to_have_text("Signed in to docs; go back to your agent.")
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "oauth-signed-in.png"))
-        cookie = next(c for c in browser.cookies() if c["name"] == "agent-sdk-session")
+        cookie = next(c for c in page.context.cookies() if c["name"] == "agent-sdk-session")
         assert cookie["httpOnly"] is True and cookie["sameSite"] == "Lax" and cookie["secure"] is False
     answered = _whoami(gateway, token)
     assert answered["isError"] is False and text_of(answered) == "alice", answered
@@ -124,18 +132,12 @@ def test_a_forwarded_link_is_refused_with_a_sentence_and_stays_good_for_its_owne
     gateway: Served, company_idp: AuthServer, tmp_path: Path
 ) -> None:
     token, link = _link_for(gateway, company_idp.issuer, "bob")
-    with chromium(tmp_path / "erin") as browser:
-        page = browser.new_page()
-        page.goto(link)
-        _through_idp(page, company_idp.issuer, "erin")
+    with _signed_in(tmp_path / "erin", link, company_idp.issuer, "erin") as page:
         result = page.locator("#login-result")
         expect(result).to_contain_text("issued to someone else")
         expect(result).to_contain_text("Call the tool again from your own agent")
         assert page.title() == "agent-sdk login"
-    with chromium(tmp_path / "bob") as browser:
-        page = browser.new_page()
-        page.goto(link)
-        _through_idp(page, company_idp.issuer, "bob")
+    with _signed_in(tmp_path / "bob", link, company_idp.issuer, "bob") as page:
         expect(page.locator("#login-result")).to_have_text("Signed in to docs; go back to your agent.")
     assert text_of(_whoami(gateway, token)) == "bob"
 
@@ -154,21 +156,14 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
     with httpx2.Client(timeout=30.0) as http:
         shown = http.get(f"{gateway.url}/", follow_redirects=False)
         assert shown.status_code == 302 and shown.headers["location"].startswith("/v1/oauth/browser?next=")
-    with chromium(tmp_path / "carol") as browser:
-        page = browser.new_page()
-        page.goto(f"{gateway.url}/")
-        _through_idp(page, company_idp.issuer, "carol")
+    with _signed_in(tmp_path / "carol", f"{gateway.url}/", company_idp.issuer, "carol") as page:
         expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
         expect(page.locator("#connections")).to_contain_text("docs")
         page.screenshot(path=str(SHOTS / "oauth-operator.png"), full_page=True)
-    with chromium(tmp_path / "dave") as browser:
-        page = browser.new_page()
-        answer = page.goto(f"{gateway.url}/")
-        _through_idp(page, company_idp.issuer, "dave")
+    with _signed_in(tmp_path / "dave", f"{gateway.url}/", company_idp.issuer, "dave") as page:
         refusal = page.locator("#login-result")
         expect(refusal).to_contain_text("You are signed in as dave, who is not an operator of this gateway")
         expect(refusal).to_contain_text(f"--operator-claim {CLAIM}")
-        assert answer is not None
         failures = page.request.get(f"{gateway.url}/v1/failures")  # the cookie is a peer's credential
         assert failures.status == 403 and failures.json()["error"] == "operator_required"
     with gateway.client({"authorization": f"Bearer {OPERATOR}"}) as http:  # a static operator token still works
@@ -186,12 +181,9 @@ def test_two_replicas_behind_nginx_accept_the_cookie_one_of_them_set(
             flags = ("--oauth-issuer", company_idp.issuer, "--operator-claim", CLAIM, "--public-url", front)
             replicas = [serve(project, tmp_path / f"state-{p}", *flags, env=env, port=p) for p in ports]
             try:
-                with chromium(tmp_path / "carol") as browser:
-                    page = browser.new_page()
-                    page.goto(f"{front}/")
-                    _through_idp(page, company_idp.issuer, "carol")
+                with _signed_in(tmp_path / "carol", f"{front}/", company_idp.issuer, "carol") as page:
                     expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
-                    cookie = next(c for c in browser.cookies() if c["name"] == "agent-sdk-session")
+                    cookie = next(c for c in page.context.cookies() if c["name"] == "agent-sdk-session")
                 for served in replicas:
                     with served.client({"cookie": f"agent-sdk-session={cookie['value']}"}) as http:
                         listed = http.get("/v1/connections")
