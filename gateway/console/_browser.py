@@ -8,15 +8,17 @@ The redirect URI is `<resource URL>/v1/oauth/callback`, the console's callback, 
 `finish_browser`: the code is exchanged, the access token sealed into the session cookie, and the browser sent
 back to `next` (a path on this gateway only).
 
-The client is registered dynamically (RFC 7591) at the IdP on the first sign-in, with that redirect URI, and
-kept in this process's memory (`_Registrations`, a client only, never a person's tokens) for the next: a
-replica registers once per start. (An IdP without dynamic registration is not supported yet.) Scopes asked
+The client: with `--oidc-client-id` (and, for a confidential client, its secret in `AGENT_SDK_OIDC_CLIENT_SECRET`,
+never a flag) the one registered at the IdP with that redirect URI; else one registered dynamically (RFC 7591) on
+the first sign-in, kept in this process's memory (`_Registrations`, a client only, never a person's tokens) for
+the next: a replica registers once per start. Scopes asked
 for: `openid`, `--oauth-scope` (those required everywhere) and `--operator-scope`, so an operator's session carries what
 makes an operator; `--operator-claim` needs the IdP to put the claim in its access tokens.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
@@ -41,6 +43,8 @@ __all__ = ["BROWSER_LOGIN", "browser_routes", "finish_browser"]
 
 BROWSER_LOGIN = "agent-sdk:browser"
 """The `StoreKey.connection` of a browser sign-in's pending login (no connection has a colon in its name)."""
+OIDC_SECRET_ENV = "AGENT_SDK_OIDC_CLIENT_SECRET"
+"""The secret of `--oidc-client-id`, when the IdP made it a confidential client (never a flag: `ps` shows flags)."""
 
 
 class _Registrations:
@@ -79,7 +83,13 @@ def _config(settings: ServeSettings) -> OAuthConfig:
     everywhere = (s for s in settings.oauth_scopes if "=" not in s)
     # `openid`: a sign-in of the person (OpenID Connect), beside what the gateway's routes need.
     scopes = tuple(dict.fromkeys(["openid", *everywhere, *settings.operator_scopes]))
-    return OAuthConfig(scopes=scopes, client_name="agent-sdk console")
+    client_id = settings.oidc_client_id
+    return OAuthConfig(
+        scopes=scopes,
+        client_id=client_id,
+        client_secret_env=OIDC_SECRET_ENV if client_id and os.environ.get(OIDC_SECRET_ENV) else None,
+        client_name="agent-sdk console",
+    )
 
 
 async def start_route(request: Request) -> Response:

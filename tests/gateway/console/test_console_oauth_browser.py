@@ -39,9 +39,20 @@ ADMINS = {"carol": ["staff", "gateway-admins"], "dave": ["staff"]}
 CLAIM = "groups=gateway-admins"
 
 
+CLIENT_PORT = free_port()
+"""The port of the gateway whose browser sign-in client is registered at the IdP in advance (`--oidc-client-id`)."""
+CLIENT = {
+    "client_id": "gateway-console",
+    "client_secret": "gateway-console-secret-0123456789",
+    "redirect_uris": [f"http://127.0.0.1:{CLIENT_PORT}/v1/oauth/callback"],
+    "grant_types": ["authorization_code"],
+    "response_types": ["code"],
+}
+
+
 @pytest.fixture(scope="module")
 def company_idp() -> Iterator[AuthServer]:
-    with oidc_provider(3600, groups=ADMINS) as server:
+    with oidc_provider(3600, groups=ADMINS, clients=[CLIENT]) as server:
         yield server
 
 
@@ -195,3 +206,20 @@ def test_two_replicas_behind_nginx_accept_the_cookie_one_of_them_set(
                     served.stop()
             for served in replicas:
                 assert_clean(served.log_text(), [cookie["value"]])
+
+
+def test_a_client_registered_at_the_idp_in_advance_signs_the_operator_in(
+    tmp_path: Path, company_idp: AuthServer, upstream: ResourceServer
+) -> None:
+    project = per_user_project(tmp_path / "project", upstream.url)
+    flags = ("--oauth-issuer", company_idp.issuer, "--operator-claim", CLAIM, "--oidc-client-id", CLIENT["client_id"])
+    secret = str(CLIENT["client_secret"])
+    served = serve(project, tmp_path / "state", *flags, env={"AGENT_SDK_OIDC_CLIENT_SECRET": secret}, port=CLIENT_PORT)
+    try:
+        registrations = company_idp.stats()["registrations"]
+        with _signed_in(tmp_path / "carol", f"{served.url}/", company_idp.issuer, "carol") as page:
+            expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
+        assert company_idp.stats()["registrations"] == registrations  # no dynamic registration
+    finally:
+        served.stop()
+    assert_clean(served.log_text(), [secret])
