@@ -3,32 +3,29 @@
 `GET /v1/oauth/browser?next=/page` (public; `gateway/auth/browser_sessions.py` sends a browser here) starts an
 authorization-code + PKCE login at the first `--oauth-issuer` for the gateway's own resource
 (`settings.resource_url()`, RFC 8707), with `oauth.start_login`: the issuer's metadata, the client, PKCE S256,
-`state`, the pending login every replica can finish and the cookie binding it to this browser (`_login.py`).
+`state`, the pending login every replica can finish and the cookie binding it to this browser (`_binding.py`).
 The redirect URI is `<resource URL>/v1/oauth/callback`, the console's callback, which hands a browser login to
 `finish_browser`: the code is exchanged, the access token sealed into the session cookie, and the browser sent
 back to `next` (a path on this gateway only).
 
 The client: with `--oidc-client-id` (and, for a confidential client, its secret in `AGENT_SDK_OIDC_CLIENT_SECRET`,
 never a flag) the one registered at the IdP with that redirect URI; else one registered dynamically (RFC 7591) on
-the first sign-in, kept in this process's memory (`_Registrations`, a client only, never a person's tokens) for
-the next: a replica registers once per start. Scopes asked
-for: `openid`, `--oauth-scope` (those required everywhere) and `--operator-scope`, so an operator's session carries what
-makes an operator; `--operator-claim` needs the IdP to put the claim in its access tokens.
+the first sign-in and kept for the next (`_clients.py`). Scopes asked for: `openid`, `--oauth-scope` (those
+required everywhere) and `--operator-scope`, so an operator's session carries what makes an operator;
+`--operator-claim` needs the IdP to put the claim in its access tokens.
 """
 
 from __future__ import annotations
 
 import os
 import time
-from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 
-import anyio
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
-from oauth import Grant, LoginStart, OAuthConfig, OAuthError, StoreKey, finish_login, start_login
+from oauth import LoginStart, OAuthConfig, OAuthError, finish_login, start_login
 from oauth._shared import printable
 
 from ..auth.browser_sessions import COOKIE, START_PATH, safe_next
@@ -45,38 +42,6 @@ BROWSER_LOGIN = "agent-sdk:browser"
 """The `StoreKey.connection` of a browser sign-in's pending login (no connection has a colon in its name)."""
 OIDC_SECRET_ENV = "AGENT_SDK_OIDC_CLIENT_SECRET"
 """The secret of `--oidc-client-id`, when the IdP made it a confidential client (never a flag: `ps` shows flags)."""
-
-
-class _Registrations:
-    """A token store that keeps only the client a browser sign-in registered (never a person's tokens), in
-    this process's memory, so the next sign-in reuses the registration."""
-
-    name = "memory (browser sign-in clients)"
-
-    def __init__(self) -> None:
-        self._grants: dict[StoreKey, Grant] = {}
-        self._lock = anyio.Lock()  # nothing is refreshed here: one lock does
-
-    async def load(self, key: StoreKey) -> Grant | None:
-        return self._grants.get(key)
-
-    async def save(self, grant: Grant) -> None:
-        self._grants[grant.key] = replace(grant, tokens=None, dpop_key=None)
-
-    async def delete(self, key: StoreKey) -> bool:
-        return self._grants.pop(key, None) is not None
-
-    async def keys(self) -> list[StoreKey]:
-        return sorted(self._grants, key=lambda k: (k.connection, k.resource, k.principal))
-
-    def lock(self, key: StoreKey) -> AbstractAsyncContextManager[None]:
-        return self._lock
-
-    async def aclose(self) -> None:
-        self._grants.clear()
-
-
-_REGISTRATIONS = _Registrations()
 
 
 def _config(settings: ServeSettings) -> OAuthConfig:
@@ -105,7 +70,7 @@ async def start_route(request: Request) -> Response:
             BROWSER_LOGIN,
             resource,
             _config(settings),
-            _REGISTRATIONS,
+            services.browser_clients,
             redirect_uri=redirect_uri,
             http=services.http,
             authorization_server=settings.oauth_issuers[0],
@@ -130,7 +95,7 @@ async def finish_browser(request: Request, pending: LoginStart, params: dict[str
     """The callback of a browser sign-in: exchange the code, set the session cookie, go back to `then`."""
     services = console_of(request)
     try:
-        grant = await finish_login(pending, params, _REGISTRATIONS, http=services.http)
+        grant = await finish_login(pending, params, services.browser_clients, http=services.http)
     except OAuthError as exc:
         return page(400, "Sign-in failed", f"The identity provider's answer was refused: {printable(str(exc), 400)}")
     tokens = grant.tokens
