@@ -55,6 +55,7 @@ from .mcp.tools import tools_server
 from .mcp.toolsets import BrokerLike, ToolCatalog
 from .metrics import Metrics, metrics_routes
 from .policy import PolicyGate, turn_toolset
+from .reloads import serving_reloads
 from .rest.discovery_routes import discovery_routes
 from .rest.session_routes import session_routes
 from .rest.tool_routes import tool_routes
@@ -278,7 +279,9 @@ def create_app(
             guard.policy = policy  # each audit record names the policies that decided it
             policy.on_denied_call = guard.policy_refused
             watcher = await stack.enter_async_context(anyio.create_task_group())
-            watcher.start_soon(policy.watch, settings.policy_reload_s)  # reload on change (gateway/policy/)
+            watcher.start_soon(
+                serving_reloads(settings.policy_reload_s, policy.reload, project, brk, runtime).run
+            )  # gateway/reloads.py
             stack.callback(watcher.cancel_scope.cancel)
             sessions.sign_in_links = SignInLinks(settings, runtime.request_states).for_problems  # per-user grants
             if pool is not None:  # a changed upstream's tools are checked against mcp.lock before the next call

@@ -45,6 +45,8 @@ CONTEXT_FIELDS = (
 """The `extra={...}` keys a log line may carry beside its message."""
 CLI_LOGGER = "agent_sdk.cli"
 """What the command line itself says (`tell`): shown at any log level, as a printed line would be."""
+ACTION_EVENT = "operator_action"
+"""The `event` of a log line recording an operator's action (the console's *Operator actions* shows them)."""
 
 
 class _RequestIdFilter(logging.Filter):

@@ -99,12 +99,17 @@ class Offerings:
         self.warn_undeclared = True
         """Log it when a connection's server does not offer a kind it advertises (`validate --online` reports
         it as a diagnostic instead, from `undeclared`)."""
+        self._by_kind: dict[Kind, list[ConnectionDefinition]] = {"resources": [], "prompts": []}
+        self.redefine(connections)
+
+    def redefine(self, connections: Mapping[str, ConnectionDefinition]) -> None:
+        """Advertise from `connections` (a reloaded project's; the pool redefined first)."""
         reachable = [
             d
             for _, d in sorted(connections.items())
-            if d.auth is None and not d.host_only and d.kind != "account" and pool.serves(d.name)
+            if d.auth is None and not d.host_only and d.kind != "account" and self._pool.serves(d.name)
         ]
-        self._by_kind: dict[Kind, list[ConnectionDefinition]] = {
+        self._by_kind = {
             "resources": [d for d in reachable if d.advertise_resources is not False],
             "prompts": [d for d in reachable if d.advertise_prompts is not False],
         }

@@ -3,9 +3,9 @@
 Each open session is owned by a runner task in the pool's task group (`connections/client/_session_runner.py`);
 callers in any task share it. The first use opens it under a per-connection lock, so concurrent
 first uses open one session, not several. A failed operation is judged by its cause
-(`connections/client/_restart.py`): a call's own failure fails that call; a session whose transport ended is
-replaced on the next use; the connection's own failures (a child that exits, a server that
-refuses) count, with backoff, toward a pause during which every use fails fast with
+(`connections/client/_restart.py`, applied in `pool/_failures.py`): a call's own failure fails that call; a
+session whose transport ended is replaced on the next use; the connection's own failures (a child that exits, a
+server that refuses) count, with backoff, toward a pause during which every use fails fast with
 `ConnectionUnavailable`. Closing the pool closes every client: stdin closed, a grace period,
 then the child's whole process group is killed (the SDK's stdio shutdown, shielded from
 cancellation). Stdio children start in bounded batches: at most `start_limit` at once
@@ -40,15 +40,16 @@ from .._exceptions import (
 from ..client._clients import OpenedClient, list_all_tools
 from ..client._listing_cache import DEFAULT_LISTING_TTL, ListingCache
 from ..client._passthrough import UpstreamResult
-from ..client._restart import RestartPolicy, RestartState, alive_after, judge, session_expired
+from ..client._restart import RestartPolicy, RestartState
 from ..client._session_runner import CLOSE_GRACE, ConnectionStatus, OpenSettings, PooledSession, SessionSlot
 from ..client._tasks import TASK_METHODS, start_task_json, task_request_json
 from ..client._tool_results import call_upstream_tool
-from ..client._translate import Operation, answer_lost, describe, translate
+from ..client._translate import Operation, describe
 from ..client._warm import WarmProgress
 from ..client._wire import SdkWire
 from ..project._definitions import ConnectionDefinition
 from ._deadlines import AnyioDeadline, deadline_for_this_loop
+from ._failures import settle_failure
 
 __all__ = ["AuthFor", "ClientPool"]
 
@@ -59,10 +60,6 @@ AuthFor = Callable[[ConnectionDefinition], "httpx2.Auth | None"]
 
 _T = TypeVar("_T")
 _LACKS_TOOL_BUDGET = 5.0
-_READS: frozenset[Operation] = frozenset(
-    {"list", "resources/list", "resources/templates/list", "resources/read", "prompts/list", "prompts/get"}
-)
-"""Operations that only read: one that lost its remote session under it is sent once more on a new one."""
 
 
 def default_start_limit() -> int:
@@ -219,6 +216,26 @@ class ClientPool:
         slot.operator_restart = slot.opens > 0
         self._cache.invalidate(name)
 
+    def redefine(self, connections: Mapping[str, ConnectionDefinition]) -> list[str]:
+        """Take a reloaded project's definitions (`serve`'s reload): a connection whose definition is unchanged
+        keeps its session (its new definition object taken); a changed one is closed (a stdio child stopped)
+        and opens with its new definition at its next use; a removed one is closed and forgotten; a new one is
+        added. Returns the names closed, sorted."""
+        closed: list[str] = []
+        for name, slot in list(self._slots.items()):
+            defn = connections.get(name)
+            if defn is not None and defn == slot.defn:
+                slot.defn = defn
+                continue
+            closed.append(name)
+            if slot.session is not None:
+                slot.retire(slot.session, self._cache)  # its runner closes the client, a stdio child stops
+            self._cache.invalidate(name)
+            del self._slots[name]  # a changed one starts afresh (`add`): no failures or pause carried over
+        for defn in connections.values():
+            self.add(defn)
+        return sorted(closed)
+
     async def list_tools(self, name: str, *, use_cache: bool = False) -> list[mt.Tool]:
         """`tools/list` (all pages) with the allow/deny lists applied, under the `list` timeout.
 
@@ -341,9 +358,8 @@ class ClientPool:
     ) -> _T:
         """`run` on the slot's session within `budget`, as `operation`; errors translated to `ConnectionsError`s.
 
-        A failed call (an `UpstreamError`) whose tool the upstream's listing lacks is `UnknownTool`. A read
-        (`_READS`) whose remote session ended under it is sent once more on a new session; a call is not (the
-        upstream may have run it).
+        A failed call (an `UpstreamError`) whose tool the upstream's listing lacks is `UnknownTool`; what any
+        other failure becomes (a retry on a new session, or an error) is `_failures.settle_failure`'s.
         """
         try:
             for attempt in (1, 2):
@@ -363,29 +379,12 @@ class ClientPool:
                     doing = describe(operation, tool)
                     raise UpstreamTimeout(slot.defn.name, f"{doing} timed out after {budget:g}s") from None
                 except Exception as exc:
-                    if attempt == 1 and session_expired(exc, opened):
-                        # MCP 2025-11-25 transports §Session Management: on 404 for our session id the
-                        # client MUST start a new session. The server did not know the session, so the
-                        # request was not processed: one retry on a fresh session is safe.
-                        slot.retire(session, self._cache, "reopen")
-                        continue
-                    alive = await alive_after(exc, opened)
-                    error = translate(
-                        slot.defn,
-                        exc,
-                        operation,
-                        http_status=opened.http_status,
-                        tool=tool,
-                        child=opened.child,
-                        alive=alive,
+                    first = attempt == 1
+                    error = await settle_failure(
+                        slot, session, opened, exc, operation, tool, self._cache, first_attempt=first
                     )
-                    cause = judge(slot.defn, exc, error, opened)
-                    if cause == "call" and isinstance(error, ConnectionUnavailable):
-                        error = answer_lost(slot.defn, exc, operation, tool)
-                    elif cause != "call":
-                        slot.retire(session, self._cache, cause)  # the next use opens a new session
-                        if attempt == 1 and cause == "reopen" and operation in _READS:
-                            continue  # a read changes nothing upstream: asked again on the new session
+                    if error is None:
+                        continue
                     raise error from None
             raise AssertionError("unreachable")  # pragma: no cover
         except UpstreamError:

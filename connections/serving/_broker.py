@@ -149,6 +149,39 @@ class Broker:
             if self._oauth_http is not None:
                 await self._oauth_http.aclose()
 
+    def redefine(self, project: Project) -> list[str]:
+        """Serve a reloaded `project`'s definitions (`serve`'s reload, docs/connections.md#reloading): the
+        project this broker was made with takes the new connections and tools in place (everything that
+        reads them sees the new ones), a connection whose definition did not change keeps its pooled client,
+        a changed or removed one is closed (a stdio child stopped). Returns the names closed.
+
+        Raises `ValueError` (and changes nothing) when the reload adds, removes or changes a connection whose
+        clients are kept per identity, per principal or per account: those are read once, at start."""
+        old, new = self.project.connections, project.connections
+        fixed = sorted(
+            name
+            for name in set(old) | set(new)
+            if old.get(name) != new.get(name) and (_per_identity(old.get(name)) or _per_identity(new.get(name)))
+        )
+        if fixed:
+            raise ValueError(
+                f"connection(s) {', '.join(fixed)} keep clients per session, principal or account, which are "
+                "set up once: restart serve to change them"
+            )
+        kept = {name: old[name] if _per_identity(old.get(name)) else d for name, d in new.items()}
+        closed = self.pool.redefine({name: d for name, d in kept.items() if d.kind != "account"})
+        self.project.connections.clear()
+        self.project.connections.update(kept)
+        self.project.tools.clear()
+        self.project.tools.update(project.tools)
+        self.project.extensions.clear()
+        self.project.extensions.update(project.extensions)
+        self.project.diagnostics[:] = project.diagnostics
+        self.offerings.redefine(self.project.connections)
+        for name in closed:
+            self.offerings.invalidate(name)
+        return closed
+
     def oauth_refreshes(self) -> dict[str, int]:
         """Refresh-token grants spent so far, by connection, principals' own grants included (for the metrics)."""
         return self._summed(lambda auth: auth.stats.refreshes)
@@ -274,3 +307,14 @@ class _NoSharedGrant(httpx2.Auth):
 
 
 _NO_SHARED_GRANT = _NoSharedGrant()
+
+
+def _per_identity(defn: ConnectionDefinition | None) -> bool:
+    """A connection whose clients the identity pool, the principals' grants or the account connections keep."""
+    return defn is not None and (
+        defn.kind == "account"
+        or defn.auth is not None
+        or defn.upstream_sessions == "per_principal"
+        or defn.grants == "per_principal"
+        or by_caller(defn)
+    )

@@ -3,6 +3,8 @@ Operators only: the console's approvals panel and `agent-sdk approvals` call the
 
 from __future__ import annotations
 
+import logging
+
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -10,10 +12,13 @@ from starlette.routing import Route
 from ..auth.roles import require_operator
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response, read_object
+from ..logs import ACTION_EVENT
 from ..runtime import principal_of, runtime_of
 from ._gate import ApprovalGate
 
 __all__ = ["approval_routes"]
+
+_actions_log = logging.getLogger("agent_sdk.approvals")
 
 
 def _gate(request: Request) -> ApprovalGate:
@@ -45,6 +50,14 @@ async def decide(request: Request) -> Response:
     except ApiError as exc:
         return error_response(exc)
     state = "approved" if decision == "approve" else "denied"
+    _actions_log.info(  # an operator's action: the console's *Operator actions* lists it
+        "operator (%s) %s a call of tool %r (approval %s)",
+        principal_of(request).kind,
+        state,
+        pending.target,
+        approval_id,
+        extra={"event": ACTION_EVENT, "action": decision, "connection": pending.connection, "tool": pending.target},
+    )
     return JSONResponse({"ok": True, "approval": pending.to_json(), "decision": state, "by": by})
 
 

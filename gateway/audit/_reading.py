@@ -33,10 +33,13 @@ class AuditQuery:
     since: str | None = None
 
     def matches(self, record: dict[str, Any]) -> bool:
-        for key in ("principal", "target", "outcome", "surface"):
+        for key in ("target", "outcome", "surface"):
             wanted = getattr(self, key)
             if wanted is not None and record.get(key) != wanted:
                 return False
+        # A person: the principal's id, or its display name where the record carries one (`who`).
+        if self.principal is not None and self.principal not in (record.get("principal"), record.get("who")):
+            return False
         return self.since is None or str(record.get("time", "")) >= self.since
 
     @staticmethod

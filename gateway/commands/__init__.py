@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import audit, hub, init, login, mcp, pin, project, serve, state_key, tools
+from . import audit, hub, init, login, mcp, pin, project, serve, state_backup, state_key, tools
 
 __all__ = ["register_all"]
 
@@ -22,3 +22,4 @@ def register_all(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: igno
     login.register(sub)
     state_key.register(sub)
     audit.register(sub)
+    state_backup.register(sub)

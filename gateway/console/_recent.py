@@ -42,6 +42,8 @@ class RecentRecords(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if record.name in self.skip or (self.event is not None and getattr(record, "event", None) != self.event):
             return
+        if getattr(record, "console_before_token", False):  # the page's own 401s before a token was typed
+            return
         try:
             message = record.getMessage()
         except (TypeError, ValueError):

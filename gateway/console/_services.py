@@ -18,6 +18,7 @@ from starlette.requests import Request
 
 from oauth import TokenStore
 
+from ..logs import ACTION_EVENT
 from ..runtime import principal_of
 from ..settings import ServeSettings
 from ..state.pending_logins import PendingLogins
@@ -28,7 +29,6 @@ from ._recent import RecentRecords
 
 __all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action", "signed_in"]
 
-ACTION_EVENT = "operator_action"
 _actions_log = logging.getLogger("agent_sdk.console")
 
 

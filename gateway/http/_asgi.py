@@ -165,12 +165,25 @@ async def send_error(
 _auth_log = logging.getLogger("agent_sdk.auth")
 
 
+def _console_before_token(scope: Scope) -> bool:
+    """The console page's own request before an operator typed a token (no credential, its marker header): the
+    log keeps its refusal, the console's *Last failures* and *Recent log* do not (`console/_recent.py`)."""
+    headers = scope.get("headers") or ()
+    return (b"x-agent-sdk-console", b"before-token") in headers and not any(k == b"authorization" for k, _ in headers)
+
+
 def refuse(
     scope: Scope, send: Send, status: int, code: str, message: str, headers: Iterable[tuple[bytes, bytes]] = ()
 ) -> Coroutine[Any, Any, None]:
     """`send_error` for the auth chain's refusals, logged with the method, the path and the code only
     (never a header, a token or the query string)."""
-    _auth_log.warning("refused %s %s: %s", scope.get("method"), printable(scope.get("path", ""), 120), code)
+    _auth_log.warning(
+        "refused %s %s: %s",
+        scope.get("method"),
+        printable(scope.get("path", ""), 120),
+        code,
+        extra={"console_before_token": status == 401 and _console_before_token(scope)},
+    )
     return send_error(scope, send, status, code, message, headers)
 
 

@@ -107,6 +107,12 @@ class ToolCatalog:
             self._cached = None
             self._owned.pop(connection, None)
 
+    def forget(self) -> None:
+        """The project's definitions were reloaded (`gateway/reloads.py`): nothing listed before serves a call."""
+        self._cached = None
+        self._owned.clear()
+        self._owners = {}
+
     def _reused(self, name: str) -> Toolset | None:
         """A listing within its `ttl` that names `name`: the full one, else the one of `name`'s connection."""
         now = self.clock()

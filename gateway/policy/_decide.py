@@ -2,29 +2,28 @@
 
 Without `agent/policies.cedar` every decision is allow (no Cedar call at all). With it the default is
 deny: Cedar's own semantics (a `forbid` overrides any `permit`; nothing permits, nothing is allowed).
-The policy set is compiled once (`_source.py`) and swapped whole when the file changes (`watch`): a
-reload that fails keeps the policy in force and logs one line. A decision is one Cedar call on the
-parsed set and a parsed entity pair; a listing is one batch call. Cedar's answer depends on nothing but
-the policy set and the request's entities (no context, no clock), so each decision is kept, keyed by
-the principal's and the target's entity text and the action, until the policy changes: a repeated call
-costs a dictionary lookup (docs/performance.md).
+The policy set is compiled once (`_source.py`) and swapped whole when the file changes (`reload`, run by
+`gateway/reloads.py` on a change and on SIGHUP): a reload that fails keeps the policy in force and logs one
+line. A decision is one Cedar call on the parsed set and a parsed entity pair; a listing is one batch
+call. Cedar's answer depends on nothing but the policy set and the request's entities (no context, no
+clock), so each decision is kept, keyed by the principal's and the target's entity text and the action,
+until the policy changes: a repeated call costs a dictionary lookup (docs/performance.md).
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import anyio
 import cedarpy
 from cachetools import LRUCache
 
 from connections import TurnTool
 
 from ..auth.chain import Principal
+from ..reloads import file_stamp
 from ._entities import GATEWAY, Target, principal_json
 from ._source import POLICY_FILE, CompiledPolicy, PolicyError, compile_policy
 
@@ -49,28 +48,13 @@ class Decision:
 _OPEN = Decision(True, (), enforced=False)
 
 
-@dataclass(frozen=True, slots=True)
-class _Stamp:
-    mtime_ns: int
-    size: int
-    inode: int
-
-
-def _stamp(path: Path) -> _Stamp | None:
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return _Stamp(st.st_mtime_ns, st.st_size, st.st_ino)
-
-
 class PolicyGate:
     """The compiled policy of one project (or none) and its decisions."""
 
     def __init__(self, path: Path | None = None, compiled: CompiledPolicy | None = None) -> None:
         self.path = path
         self._compiled = compiled
-        self._stamp = _stamp(path) if path is not None else None
+        self._stamp = file_stamp(path) if path is not None else None
         self._decisions: LRUCache[tuple[str, str, str], Decision] = LRUCache(maxsize=16384)
         self.on_denied_call: Callable[[Principal, TurnTool, Decision, str | None], None] | None = None
         """Told of each `tools/call` the policy refuses (the principal, the tool, the decision, the surface):
@@ -150,14 +134,14 @@ class PolicyGate:
 
     # -- reloading -----------------------------------------------------------------------------------
 
-    def reload(self) -> bool:
-        """Compile the file again if it changed since it was read; True when a new policy is in force. A file
-        that fails keeps the old policy (one log line naming the lines); a removed file keeps it too
-        (restart to serve without a policy)."""
+    def reload(self, forced: bool = False) -> bool:
+        """Compile the file again if it changed since it was read (or `forced`: SIGHUP); True when a new policy
+        is in force. A file that fails keeps the old policy (one log line naming the lines); a removed file
+        keeps it too (restart to serve without a policy)."""
         if self.path is None:
             return False
-        stamp = _stamp(self.path)
-        if stamp == self._stamp:
+        stamp = file_stamp(self.path)
+        if stamp == self._stamp and not forced:
             return False
         self._stamp = stamp
         if stamp is None:
@@ -177,9 +161,3 @@ class PolicyGate:
             "policy reloaded from %s: %d policies", self.path, compiled.count, extra={"event": "policy_reloaded"}
         )
         return True
-
-    async def watch(self, interval: float = 1.0) -> None:
-        """Reload on change, checking the file every `interval` seconds, until cancelled."""
-        while True:
-            await anyio.sleep(interval)
-            self.reload()

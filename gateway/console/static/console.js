@@ -25,6 +25,7 @@ async function api(path, options) {
   const headers = Object.assign({ Accept: "application/json" }, (options && options.headers) || {});
   const token = sessionStorage.getItem(TOKEN_KEY);
   if (token) headers.Authorization = "Bearer " + token;
+  else headers["X-Agent-Sdk-Console"] = "before-token"; // its 401 is not a failure (docs/console.md)
   const response = await fetch(path, Object.assign({}, options, { headers, credentials: "same-origin" }));
   if (response.status === 401) {
     $("token-form").hidden = false;
@@ -479,8 +480,17 @@ function renderApprovals(list) {
   $("approvals").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No call is waiting." }));
 }
 
+function auditQuery() {
+  const query = new URLSearchParams({ limit: "20" });
+  for (const [field, param] of [["audit-person", "principal"], ["audit-tool", "tool"], ["audit-outcome", "outcome"]]) {
+    const value = $(field).value.trim();
+    if (value) query.set(param, value);
+  }
+  return "/v1/audit?" + query.toString();
+}
+
 function renderAudit(records) {
-  const cols = ["time", "principal", "surface", "target", "outcome", "approver", "durationMs"];
+  const cols = ["time", ...(records.some((r) => r.who) ? ["who"] : []), "principal", "surface", "target", "outcome", "approver", "durationMs"];
   const rows = records.map((r) => el("tr", { "data-outcome": r.outcome }, ...cols.map((c) => el("td", { text: r[c] == null ? "" : String(r[c]) }))));
   const head = el("tr", {}, ...cols.map((h) => el("th", { text: h === "target" ? "tool" : h })));
   $("audit").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No calls recorded yet." }));
@@ -489,7 +499,7 @@ function renderAudit(records) {
 async function refreshOperatorViews() {
   const [log, who, held, trail] = await Promise.all([
     (await api("/v1/log")).json(), (await api("/v1/principals")).json(),
-    (await api("/v1/approvals")).json(), (await api("/v1/audit?limit=20")).json(),
+    (await api("/v1/approvals")).json(), (await api(auditQuery())).json(),
   ]);
   $("operator-views").hidden = false;
   renderApprovals(held.approvals || []);
@@ -541,6 +551,10 @@ document.addEventListener("DOMContentLoaded", () => {
     start();
   });
   $("run-form").addEventListener("submit", submitRun);
+  $("audit-filter").addEventListener("submit", (event) => {
+    event.preventDefault();
+    refreshOperatorViews().catch((e) => problem(e.message, "audit"));
+  });
   $("run-close").addEventListener("click", () => $("run-dialog").close());
   start();
 });
