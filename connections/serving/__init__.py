@@ -16,6 +16,7 @@ from .._exceptions import SignInRequired as SignInRequired
 from .._redact import RedactingFilter as RedactingFilter
 from .._redact import redact as redact
 from .._redact import remember_secret as remember_secret
+from .._redact import shown_arguments as shown_arguments
 from .._redact import shown_command as shown_command
 from .._redact import shown_url as shown_url
 from ..account._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
@@ -137,6 +138,7 @@ __all__ = [
     "saved_hub_url",
     "set_client_observer",
     "set_tracing",
+    "shown_arguments",
     "shown_command",
     "shown_url",
     "tracing_enabled",

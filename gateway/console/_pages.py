@@ -26,6 +26,7 @@ _TYPES = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
 }
 SHELL_PATHS = ("/", *(f"/console/{name}" for name in _TYPES if name != "index.html"))
 """The page shell: static code with no data in it (the data routes sit behind the auth chain)."""
@@ -59,8 +60,6 @@ def _not_an_operator(request: Request) -> Response | None:
     principal = getattr(request.state, "principal", None)
     if principal is None or principal.kind != "oauth" or principal.is_operator or principal.oauth is None:
         return None
-    claims = principal.oauth.claims
-    who = next((claims[c] for c in ("email", "name", "preferred_username") if isinstance(claims.get(c), str)), None)
     settings = request.state.runtime.settings
     grants = [f"--operator-claim {c}" for c in settings.operator_claims]
     grants += [f"--operator-scope {s}" for s in settings.operator_scopes]
@@ -68,7 +67,7 @@ def _not_an_operator(request: Request) -> Response | None:
     return page(
         403,
         "Not an operator",
-        f"You are signed in as {printable(who or principal.oauth.subject, 120)}, who is not an operator of this "
+        f"You are signed in as {printable(principal.display, 120)}, who is not an operator of this "
         f"gateway. The console acts on the gateway, so it is for operators: {how}. Ask whoever runs the gateway "
         "to add you; your agent's tools keep working with your own sign-in.",
     )

@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_INFO_META_KEY
 
 from connections import (
     ConnectionsError,
@@ -40,6 +41,7 @@ from connections.serving import CallChannel, CallRequest, SignInRequired, callin
 from ..audit import CallGuard, refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import CallRefused
+from ..http.request_ids import note_client
 from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
@@ -137,6 +139,8 @@ class Executor:
             services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
         )
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
+        if plan.modern:  # the peer's clientInfo, for an approval of this call to show
+            note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
         if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
             tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
 
