@@ -14,6 +14,8 @@ as a `grants="per_principal"` upstream, and `agent-sdk serve --oauth-issuer --op
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +25,8 @@ import httpx2
 import pytest
 from playwright.sync_api import Page, expect
 
+from gateway.auth.browser_sessions import safe_next
+from gateway.state.request_state import RequestStates
 from tests.browser import ARTIFACTS, chromium
 from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
@@ -179,6 +183,30 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
         assert failures.status == 403 and failures.json()["error"] == "operator_required"
     with gateway.client({"authorization": f"Bearer {OPERATOR}"}) as http:  # a static operator token still works
         assert http.get("/v1/connections").json()["operator"] is True
+
+
+def test_a_forged_or_foreign_cookie_admits_nobody_and_the_page_signs_in_again(gateway: Served) -> None:
+    foreign = RequestStates(os.urandom(32)).seal_browser("not-a-token", time.time() + 600)  # another deployment's key
+    for cookie in ("agent-sdk.browser1.AAAA", foreign):
+        with gateway.client({"cookie": f"agent-sdk-session={cookie}"}, follow_redirects=False) as http:
+            assert http.get("/v1/connections").status_code == 401
+            page = http.get("/v1/oauth/sign-in?ticket=x")
+            assert page.status_code == 302 and page.headers["location"].startswith("/v1/oauth/browser?next=")
+
+
+@pytest.mark.parametrize(
+    ("asked", "sent_to"),
+    [
+        ("/", "/"),
+        ("/v1/oauth/sign-in?ticket=x", "/v1/oauth/sign-in?ticket=x"),
+        ("//evil.example/", "/"),
+        ("https://evil.example/", "/"),
+        ("/\\evil.example", "/"),
+        (None, "/"),
+    ],
+)
+def test_after_the_sign_in_a_browser_goes_back_to_a_page_of_this_gateway_only(asked: str | None, sent_to: str) -> None:
+    assert safe_next(asked) == sent_to
 
 
 def test_two_replicas_behind_nginx_accept_the_cookie_one_of_them_set(
