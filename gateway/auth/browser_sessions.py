@@ -16,6 +16,9 @@ chain then admits the browser by a cookie:
    principal (`oauth:<digest of issuer and subject>`) and the same operator grant as a peer's token. Any
    replica with the deployment's key opens it; nothing is kept per session.
 
+`/?operator-token` serves the console's shell without a sign-in, for an operator with a static `--operator-token`:
+the page asks for it and sends it on every data route.
+
 A cross-site page cannot use the cookie to act: SameSite=Lax keeps it off cross-site POSTs, and the request
 guard refuses a foreign `Origin` and a non-JSON body (`chain.RequestGuard`).
 """
@@ -36,9 +39,11 @@ __all__ = [
     "PAGE_PATHS",
     "SIGN_IN_PATH",
     "START_PATH",
+    "TOKEN_PAGE",
     "browser_token",
     "safe_next",
     "to_sign_in",
+    "token_page",
     "wants_page",
 ]
 
@@ -62,9 +67,21 @@ def browser_token(scope: Scope) -> str | None:
     return runtime.request_states.open_browser(cookie_parser(cookies).get(COOKIE))
 
 
+TOKEN_PAGE = b"operator-token"
+"""`/?operator-token`: the console's shell without the IdP, for an operator who holds a static `--operator-token`
+(the page asks for it and sends it as `Bearer` on every data route, as on a bearer-token gateway)."""
+
+
 def wants_page(scope: Scope) -> bool:
     """Whether this is a browser's `GET` of a page that should sign the person in rather than answer 401."""
     return scope.get("method") in ("GET", "HEAD") and scope.get("path") in PAGE_PATHS
+
+
+def token_page(scope: Scope) -> bool:
+    """Whether this is `GET /?operator-token`: the shell (static code, no data) served without a credential."""
+    return (
+        scope.get("method") in ("GET", "HEAD") and scope.get("path") == "/" and scope.get("query_string") == TOKEN_PAGE
+    )
 
 
 def safe_next(value: str | None) -> str:

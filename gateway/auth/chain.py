@@ -68,7 +68,7 @@ from ..http.mcp_checks import content_type_refusal
 from ..http.protocol import PEER_UID
 from ..http.proxies import PROXIED_BY, TrustedProxies
 from ..http.tcp_peers import own_uid, peer_uid
-from .browser_sessions import browser_token, to_sign_in, wants_page
+from .browser_sessions import browser_token, to_sign_in, token_page, wants_page
 from .oauth_gate import OAuthGate
 from .oauth_tokens import OAuthIdentity, token_digest
 from .operator_grants import OperatorGrant
@@ -344,6 +344,8 @@ class AuthChain:
         scheme, token = scheme.lower(), token.strip()
         if not token and (token := browser_token(scope) or ""):
             scheme = "bearer"  # a signed-in browser's session cookie (`browser_sessions`): its sealed token
+        elif not token and token_page(scope):
+            return self.app(scope, receive, send)  # the shell, whose page asks for a static operator token
         elif not token and wants_page(scope):
             return to_sign_in(scope, send)  # a page opened without a credential: sign the person in
         digest = token_digest(token) if token else b""

@@ -69,7 +69,8 @@ def _not_an_operator(request: Request) -> Response | None:
         "Not an operator",
         f"You are signed in as {printable(principal.display, 120)}, who is not an operator of this "
         f"gateway. The console acts on the gateway, so it is for operators: {how}. Ask whoever runs the gateway "
-        "to add you; your agent's tools keep working with your own sign-in.",
+        "to add you; your agent's tools keep working with your own sign-in."
+        + (" An operator with an --operator-token opens /?operator-token instead." if settings.operator_tokens else ""),
     )
 
 

@@ -181,8 +181,17 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
         expect(refusal).to_contain_text(f"--operator-claim {CLAIM}")
         failures = page.request.get(f"{gateway.url}/v1/failures")  # the cookie is a peer's credential
         assert failures.status == 403 and failures.json()["error"] == "operator_required"
+        expect(refusal).to_contain_text("An operator with an --operator-token opens /?operator-token instead.")
     with gateway.client({"authorization": f"Bearer {OPERATOR}"}) as http:  # a static operator token still works
         assert http.get("/v1/connections").json()["operator"] is True
+    with chromium(tmp_path / "token") as browser:  # and in the page, without the IdP
+        page = browser.new_page()
+        page.goto(f"{gateway.url}/?operator-token")
+        expect(page.locator("#token-form")).to_be_visible(timeout=30_000)
+        page.fill("#token", OPERATOR)
+        page.click("#token-form button[type='submit']")
+        expect(page.locator("#who")).to_have_text("you: bearer (operator)", timeout=30_000)
+        assert not any(c["name"] == "agent-sdk-session" for c in browser.cookies())
 
 
 def test_a_forged_or_foreign_cookie_admits_nobody_and_the_page_signs_in_again(gateway: Served) -> None:
