@@ -38,6 +38,7 @@ __all__ = [
     "COOKIE",
     "PAGE_PATHS",
     "SIGN_IN_PATH",
+    "SIGN_OUT_PATH",
     "START_PATH",
     "TOKEN_PAGE",
     "browser_token",
@@ -49,6 +50,8 @@ __all__ = [
 
 COOKIE = "agent-sdk-session"
 START_PATH = "/v1/oauth/browser"
+SIGN_OUT_PATH = "/v1/oauth/browser/sign-out"
+"""`POST`: forget this browser's session (public: clearing a cookie needs no credential)."""
 SIGN_IN_PATH = "/v1/oauth/sign-in"
 """A per-user sign-in link (`gateway/mcp/sign_in.py`)."""
 PAGE_PATHS = frozenset({"/", SIGN_IN_PATH})

@@ -22,13 +22,13 @@ import time
 from dataclasses import replace
 
 from starlette.requests import Request
-from starlette.responses import RedirectResponse, Response
+from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from oauth import LoginStart, OAuthConfig, OAuthError, finish_login, start_login
 from oauth._shared import printable
 
-from ..auth.browser_sessions import COOKIE, START_PATH, safe_next
+from ..auth.browser_sessions import COOKIE, SIGN_OUT_PATH, START_PATH, safe_next
 from ..errors import StateUnavailable
 from ..runtime import runtime_of
 from ..settings import ServeSettings
@@ -115,5 +115,12 @@ async def finish_browser(request: Request, pending: LoginStart, params: dict[str
     return answer
 
 
+async def sign_out_route(request: Request) -> Response:
+    """`POST /v1/oauth/browser/sign-out`: the session cookie is dropped; the IdP's own session is the IdP's."""
+    answer = JSONResponse({"ok": True, "signedOut": COOKIE in request.cookies})
+    answer.delete_cookie(COOKIE, path="/", secure=request.url.scheme == "https", httponly=True, samesite="lax")
+    return answer
+
+
 def browser_routes() -> list[Route]:
-    return [Route(START_PATH, start_route, methods=["GET"])]
+    return [Route(START_PATH, start_route, methods=["GET"]), Route(SIGN_OUT_PATH, sign_out_route, methods=["POST"])]

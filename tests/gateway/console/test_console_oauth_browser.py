@@ -175,6 +175,10 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
         expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
         expect(page.locator("#connections")).to_contain_text("docs")
         page.screenshot(path=str(SHOTS / "oauth-operator.png"), full_page=True)
+        signed_out = page.request.post(f"{gateway.url}/v1/oauth/browser/sign-out")
+        assert signed_out.status == 200 and signed_out.json()["signedOut"] is True
+        assert not any(c["name"] == "agent-sdk-session" for c in page.context.cookies())
+        assert page.request.get(f"{gateway.url}/v1/connections").status == 401
     with _signed_in(tmp_path / "dave", f"{gateway.url}/", company_idp.issuer, "dave") as page:
         refusal = page.locator("#login-result")
         expect(refusal).to_contain_text("You are signed in as dave, who is not an operator of this gateway")
