@@ -23,6 +23,7 @@ from oauth import OAuthConfig
 
 from .._call_context import log_level_value
 from .._redact import redact, shown_url
+from .._uris import canonical_entry, canonical_uri
 from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
 from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, DEFAULT_MAX_RESULT_BYTES, Timeouts
 from ._problems import Problem
@@ -134,11 +135,14 @@ class ConnectionDefinition:
 
     def allows_resource(self, uri: str) -> bool:
         """Whether `advertise_resources` and `deny_resources` offer the resource at `uri`: it is named, or
-        one named URI template matches it (deny wins, by URI or by a matching template)."""
+        one named URI template matches it (deny wins, by URI or by a matching template). Both sides are
+        compared in their canonical form (`canonical_uri`)."""
+        uri = canonical_uri(uri)
         return offered(self.advertise_resources, self.deny_resources, uri, uri, match=True)
 
     def allows_template(self, template: str) -> bool:
-        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (named as written)."""
+        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (canonical forms)."""
+        template = canonical_uri(template, template=True)
         return offered(self.advertise_resources, self.deny_resources, template, template)
 
     def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
@@ -304,6 +308,10 @@ def define_connection(
     for fname, entries in (("advertise_resources", offered_resources), ("deny_resources", denied_resources)):
         if isinstance(entries, frozenset):
             problems.extend(template_problems(fname, entries))
+    # Decided in the canonical form of every resource URI (connections/_uris.py), as a peer's URI is.
+    if isinstance(offered_resources, frozenset):
+        offered_resources = frozenset(map(canonical_entry, offered_resources))
+    denied_resources = frozenset(map(canonical_entry, denied_resources))
 
     allow = str_list("allow_tools", allow_tools, bad)
     deny = str_list("deny_tools", deny_tools, bad) or ()

@@ -19,6 +19,8 @@ from .._redact import remember_secret as remember_secret
 from .._redact import shown_arguments as shown_arguments
 from .._redact import shown_command as shown_command
 from .._redact import shown_url as shown_url
+from .._uris import canonical_uri as canonical_uri
+from .._uris import not_offered as not_offered
 from ..account._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
 from ..account._account import Connector as Connector
 from ..account._account_check import AccountCheck as AccountCheck
@@ -114,6 +116,7 @@ __all__ = [
     "UpstreamResult",
     "account_file",
     "calling",
+    "canonical_uri",
     "check_account_servers",
     "client_span_attributes",
     "compare_pins",
@@ -128,6 +131,7 @@ __all__ = [
     "lock_of",
     "log_level_value",
     "normalize_hub_url",
+    "not_offered",
     "observed",
     "pin_snapshot",
     "pinnable",

@@ -23,7 +23,7 @@ from ..auth.chain import Principal
 from ..errors import CallRefused
 from ..http.request_ids import own_request_id, peer_facts, peer_request_id
 from ..limits import Limiter
-from ..policy import Decision, PolicyGate, tool_target
+from ..policy import PolicyGate, Refusal, tool_target
 from ._record import AuditRecord, argument_digest
 from ._trail import AuditTrail
 
@@ -168,11 +168,13 @@ class CallGuard:
             return ()
         return self.policy.decide(principal, "tools/call", tool_target(tool)).policies
 
-    def policy_refused(self, principal: Principal, tool: TurnTool, decision: Decision, surface: str | None) -> None:
-        """The record of a call the policy refused (the caller was answered as for an unknown tool)."""
-        record = _record(principal, surface or self.mcp_surface, tool.name, tool.connection)
-        record.decision, record.outcome, record.reason = "deny", "refused", "policy_denied"
-        record.policies = list(decision.policies)
+    def policy_refused(self, principal: Principal, refusal: Refusal, surface: str | None) -> None:
+        """The record of a request answered as for a name that does not exist: a tool, resource, template or
+        prompt the policy hides (`policy_denied`), or one that is not there (`unknown_tool`, `not_offered`)."""
+        record = _record(principal, surface or self.mcp_surface, refusal.target, refusal.connection)
+        record.method = refusal.method
+        record.decision, record.outcome, record.reason = "deny", "refused", refusal.reason
+        record.policies = list(refusal.policies)
         record.duration_ms = 0.0
         self.trail.write(record)
 
