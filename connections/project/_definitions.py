@@ -94,6 +94,12 @@ class ConnectionDefinition:
     """`oauth` connections: `gateway`, one grant the deployment logged in with (`agent-sdk mcp oauth NAME`);
     `per_principal`, each calling principal signs in with its own grant, and its calls (and upstream
     session) are its own (implies `upstream_sessions="per_principal"`; docs/oauth.md#per-user-grants)."""
+    optional: bool = False
+    """A listing of `/v1/mcp/tools` leaves this connection's tools out while it cannot be listed (named in a log
+    line and in `/v1/connections`) instead of failing closed; its calls still fail (docs/connections.md)."""
+    dpop: bool | None = None
+    """`oauth` connections: bind new grants to a DPoP key (RFC 9449) only where the upstream asks for it (None),
+    always (True) or never (False); docs/oauth.md, "DPoP-bound grants"."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     trace_content: bool = False
@@ -201,6 +207,8 @@ def define_connection(
     trace_content: bool = False,
     upstream_sessions: str = "shared",
     grants: str = "gateway",
+    dpop: bool | None = None,
+    optional: bool = False,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -266,6 +274,7 @@ def define_connection(
         "linkable": linkable,
         "bridge": bridge,
         "pin": pin,
+        "optional": optional,
     }
     for fname, value in flags.items():
         if not isinstance(value, bool):
@@ -273,6 +282,7 @@ def define_connection(
     host_only, account = host_only is True, account is True
     advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
     pin = pin is not False
+    optional = optional is True
 
     clean_servers = servers_value(servers, account, problems)
 
@@ -348,6 +358,18 @@ def define_connection(
     if not isinstance(trace_content, bool):
         bad("trace_content", trace_content)
         trace_content = False
+    if dpop is not None and not isinstance(dpop, bool):
+        bad("dpop", dpop)
+        dpop = None
+    if dpop is not None and oauth_config is not None:
+        if oauth_config.dpop is not None and oauth_config.dpop != dpop:
+            problems.append(
+                Problem(
+                    "dpop-conflict",
+                    f"dpop={dpop} contradicts OAuthConfig(dpop={oauth_config.dpop}); set it in one place",
+                )
+            )
+        oauth_config = replace(oauth_config, dpop=dpop)
 
     return ConnectionDefinition(
         url=url,
@@ -383,6 +405,8 @@ def define_connection(
         trace_content=trace_content,
         upstream_sessions=upstream_sessions,  # checked above
         grants=grants,  # checked above
+        dpop=dpop,
+        optional=optional,
         source=origin,
         line=line,
         problems=tuple(problems),

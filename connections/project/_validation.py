@@ -92,6 +92,19 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
     if defn.oauth is not None:
         yield from _grant_problems(defn)
+    if defn.dpop is not None and defn.oauth is None:
+        yield Problem(
+            "dpop-needs-oauth",
+            f"dpop={defn.dpop} binds the tokens of an OAuth grant to a key, and this connection has no oauth=...; "
+            "add oauth=True or remove dpop",
+        )
+    elif defn.oauth is not None and defn.oauth.dpop is not None and defn.oauth.grant in ("token_exchange", "id_jag"):
+        yield Problem(
+            "dpop-with-caller-credential",
+            f"dpop=... does nothing with OAuthConfig(grant={defn.oauth.grant!r}): a caller's own tokens travel as "
+            "Bearer; remove dpop",
+            "warning",
+        )
     if defn.oauth is not None and any(k.lower() == "authorization" for k in defn.headers):
         yield Problem(
             "oauth-with-authorization-header",

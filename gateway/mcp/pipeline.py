@@ -218,9 +218,12 @@ async def resolve(services: ExecutorServices, name: str, caller: Principal, foun
     tool, toolset, problems = found if found is not None else await lookup(services, name, caller)
     if tool is not None:
         return tool
-    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
-    if signing is not None and signing.connection is not None:  # the tool may be that connection's
-        raise SignInRequired(signing.connection, caller.id, signing.message)
+    signing = [p for p in problems if p.code == SignInRequired.code and p.connection]
+    if signing:  # the tool may be one of those connections': the one a listing or the lock says, else the first
+        owner = services.catalog.owner(name)
+        chosen = next((p for p in signing if p.connection == owner), signing[0])
+        assert chosen.connection is not None
+        raise SignInRequired(chosen.connection, caller.id, chosen.message)
     held = toolset.held_back.get(name)
     if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})

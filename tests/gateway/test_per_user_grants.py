@@ -24,15 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.oauth.peers import AuthServer, ResourceServer
 
-from .conftest import Served, assert_clean, serve
+from .conftest import Served
 from .per_user import (
     OPERATOR,
     PEERS,
     THREE,
     call_body,
     modern_headers,
-    peer_env,
-    per_user_project,
+    per_user_gateway,
     principal_of,
     session_turn,
     sign_in,
@@ -47,13 +46,8 @@ CALLS = 2000
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("per-user")
-    served = serve(per_user_project(root / "project", resource.url), root / "state", env=peer_env())
-    try:
+    with per_user_gateway(tmp_path_factory.mktemp("per-user"), resource.url) as served:
         yield served
-    finally:
-        served.stop()
-    assert_clean(served.log_text(), list(PEERS.values()))
 
 
 def test_without_a_grant_a_call_fails_closed_with_a_sign_in_url_for_that_principal(gateway: Served) -> None:
