@@ -95,7 +95,8 @@ class ServeSettings(BaseModel):
     audit_required: bool = False
     """`--audit-required`: a call is refused (503 `audit_unavailable`) while the audit queue is full (docs/audit.md)."""
     audit_argument_digest: bool = False
-    """`--audit-argument-digest`: each record carries a SHA-256 of the call's arguments (never the arguments)."""
+    """`--audit-argument-digest`: each record carries an HMAC-SHA256 of the call's arguments under a key derived
+    from the state key (never the arguments)."""
     audit_max_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
     """The audit file is rotated past this size (`audit.jsonl.1` ... `.5` kept)."""
     audit_stream_max: int = Field(default=100_000, ge=100)

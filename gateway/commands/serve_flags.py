@@ -230,7 +230,8 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
     audit.add_argument(
         "--audit-argument-digest",
         action="store_true",
-        help="record a SHA-256 of each call's arguments (never the arguments); or $AGENT_SDK_AUDIT_ARGUMENT_DIGEST=1",
+        help="record an HMAC-SHA256 of each call's arguments under a key derived from the state key (never the "
+        "arguments); or $AGENT_SDK_AUDIT_ARGUMENT_DIGEST=1",
     )
     audit.add_argument(
         "--approval-timeout",

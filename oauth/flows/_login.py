@@ -70,10 +70,14 @@ def choose_scopes(
     challenge: Challenge | None,
     prm: ResourceMetadata | None,
     config: OAuthConfig,
+    previous: Grant | None = None,
 ) -> str | None:
-    """MCP auth spec "Scope Selection Strategy", with the definition's scopes as the last resort."""
+    """MCP auth spec "Scope Selection Strategy", with the definition's scopes as the last resort; a step-up that
+    `previous` records (held and challenged scopes, `Grant.step_up`) comes before the probe's challenge."""
     if requested:
         return " ".join(dict.fromkeys(requested))
+    if previous is not None and previous.step_up:
+        return previous.step_up
     if challenge is not None and challenge.scope:
         return challenge.scope
     if prm is not None and prm.scopes_supported:
@@ -297,7 +301,7 @@ async def login(
             verifier = generate_token(64)
             state = generate_token(32)
             listener.expect(state)
-            scope = choose_scopes(scopes, challenge, prm, config)
+            scope = choose_scopes(scopes, challenge, prm, config, previous)
             if reused and verify_client and client is not None:
                 if not await _client_known(
                     client_http,

@@ -260,3 +260,25 @@ def test_the_cli_logs_out_one_principal_and_refuses_a_logout_naming_none(gateway
     holders = json.loads((gateway.state_root / "mcp-auth.json").read_text())["grants"]
     assert f"docs@{principal_of('carol')}" not in holders
     assert {f"docs@{principal_of(n)}" for n in ("dave", "erin", "frank")} <= set(holders)  # the others stay
+
+
+def test_a_403_insufficient_scope_asks_that_principal_to_sign_in_again_for_the_union(
+    gateway: Served, resource: ResourceServer
+) -> None:
+    # Step-up (RFC 6750 §3.1, issue 45 item 2): a principal whose grant lacks a scope the upstream now wants gets a
+    # sign-in link naming it, and that sign-in asks for the scopes held and the scope challenged, so the call works.
+    _signed_in(gateway, "erin")
+    resource.require_scope("mcp:admin")
+    try:
+        with httpx2.Client(timeout=30.0) as http:
+            refused = whoami(http, gateway.url, "erin")
+            assert refused["isError"] is True
+            text = text_of(refused)
+            assert "sign_in_required" in text and "'mcp:admin'" in text and "'mcp:tools mcp:admin'" in text, text
+            assert "***" not in text
+            page = sign_in(sign_in_url_in(text), "erin")
+            assert page.status_code == 200 and "Signed in" in page.text, page.text
+            answered = whoami(http, gateway.url, "erin")
+        assert (answered["isError"], answered["structuredContent"]) == (False, {"result": "erin"})
+    finally:
+        resource.require_scope(None)

@@ -52,6 +52,11 @@ class ResourceServer:
     def reject_next(self) -> None:
         httpx2.post(f"{self.base}/_control/reject-next")
 
+    def require_scope(self, scope: str | None) -> None:
+        """From now on a token without `scope` gets 403 insufficient_scope naming it (a step-up challenge);
+        None: no scope is required beyond a valid token again."""
+        httpx2.post(f"{self.base}/_control/require-scope", params={"scope": scope} if scope else {})
+
     def stats(self) -> dict[str, Any]:
         return httpx2.get(f"{self.base}/_control/stats").json()
 
