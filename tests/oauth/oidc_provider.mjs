@@ -3,13 +3,13 @@
 // refresh-token rotation (a reused refresh token is rejected and revokes the grant), RFC 7009 revocation
 // and the development login/consent pages (devInteractions) that a headless client can post.
 //
-//   node oidc_provider.mjs PORT ACCESS_TOKEN_TTL_SECONDS PATH_TO_OIDC_PROVIDER_PACKAGE_DIR [KEY_FILE] [dpop-bound-clients]
+//   node oidc_provider.mjs PORT ACCESS_TOKEN_TTL_SECONDS PATH_TO_OIDC_PROVIDER_PACKAGE_DIR [KEY_FILE]
 //
 // Everything (clients, grants) lives in memory: a restart forgets every registration. KEY_FILE keeps
 // the signing key across restarts (written on the first start), so a resource server that cached the
-// JWKS still verifies tokens issued after a restart (an empty KEY_FILE: none). `dpop-bound-clients`: every
-// client it registers gets `dpop_bound_access_tokens: true` (RFC 9449 §5.2), so a token request without a
-// DPoP proof is refused (`invalid_grant`, "DPoP proof JWT not provided").
+// JWKS still verifies tokens issued after a restart. OIDC_DPOP_BOUND_CLIENTS=1: every client it registers
+// gets `dpop_bound_access_tokens: true` (RFC 9449 §5.2), so a token request without a DPoP proof is
+// refused (`invalid_grant`, "DPoP proof JWT not provided").
 //
 // (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
 //
@@ -32,7 +32,7 @@ const accessTtl = Number(process.argv[3] || '3600');
 const issuer = `http://127.0.0.1:${port}`;
 
 const keyFile = process.argv[5];
-const dpopBoundClients = process.argv[6] === 'dpop-bound-clients';
+const dpopBoundClients = process.env.OIDC_DPOP_BOUND_CLIENTS === '1';
 let jwk;
 if (keyFile && existsSync(keyFile)) {
   jwk = JSON.parse(readFileSync(keyFile, 'utf8'));
@@ -51,8 +51,15 @@ const staticClients = [
   { client_id: 'jwt-service', client_secret: 'jwt-secret-0123456789', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
 ];
 
+// OIDC_GROUPS (JSON, e.g. {"carol": ["gateway-admins"]}): a `groups` claim in each listed account's access
+// tokens, as a company IdP sends (the gateway's `--operator-claim groups=...`).
+const groups = JSON.parse(process.env.OIDC_GROUPS || '{}');
+// OIDC_CLIENTS (JSON list): more static clients, e.g. a gateway's pre-registered browser sign-in client.
+staticClients.push(...JSON.parse(process.env.OIDC_CLIENTS || '[]'));
+
 const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
+  extraTokenClaims: (_ctx, token) => (token.accountId && groups[token.accountId] ? { groups: groups[token.accountId] } : undefined),
   clients: staticClients,
   ...(dpopBoundClients ? { clientDefaults: { grant_types: ['authorization_code'], id_token_signed_response_alg: 'RS256', response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic', dpop_bound_access_tokens: true } } : {}),
   features: {
