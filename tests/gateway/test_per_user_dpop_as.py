@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.oauth.flows.test_cli import agent_sdk
+from tests.oauth.flows.test_cli import agent_sdk, make_project
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider
 
 from .conftest import Served
@@ -51,13 +51,7 @@ def test_an_authorization_server_that_registers_the_client_dpop_bound_gets_bound
 
 
 def test_the_cli_login_to_a_server_behind_it_binds_the_grant_too(tmp_path: Path, resource: ResourceServer) -> None:
-    project = tmp_path / "project"
-    folder = project / "agent" / "mcp-connections"
-    folder.mkdir(parents=True)
-    (folder / "docs.py").write_text(
-        "from connections import define_connection\n\n"
-        f"connection = define_connection(url={resource.url!r}, oauth=True, advertise_tools=True)\n"
-    )
+    project = make_project(tmp_path / "project", resource.url)
     login_run = agent_sdk("mcp", "oauth", "docs", "--dir", str(project), "--non-interactive")
     assert login_run.returncode == 0, login_run.stderr
     record = json.loads((project / ".agent-sdk" / "mcp-auth.json").read_text())["grants"]["docs"][resource.url]
