@@ -268,7 +268,7 @@ class Drift:
     def sentence(self, *, full: bool = False) -> str:
         """What changed, in one sentence naming the item and its connection, with the old and new digests
         (12 digits unless `full`)."""
-        whose = f" as {self.principal} lists it" if self.principal is not None else ""
+        whose = f" (in the listing of {self.principal})" if self.principal is not None else ""
         return f"{_SINGULAR[self.kind]} {self.name!r} of connection {self.connection!r}{whose} {self.detail(full=full)}"
 
     def detail(self, *, full: bool = False) -> str:
