@@ -44,9 +44,11 @@ from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
 from .call_stream import JsonAnswer
+from .discovery import DiscoveryView, MetaTool
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
+from .visible import visible_toolset
 
 __all__ = [
     "AnswerMode",
@@ -102,6 +104,9 @@ class ExecutorServices(InputServices, Protocol):
     @property
     def settings(self) -> ServeSettings: ...
 
+    @property
+    def discovery(self) -> DiscoveryView | None: ...
+
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
 Wrapper = Callable[[CallPlan, CallChannel, Execute], Awaitable[dict[str, Any]]]
@@ -137,7 +142,9 @@ class Executor:
             services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
         )
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
-        if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
+        if services.guard is not None and not isinstance(
+            tool, (_SignInFirst, MetaTool)
+        ):  # audit, limits, approval (docs/audit.md)
             tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
 
         async def call() -> ToolOutcome:
@@ -228,7 +235,12 @@ async def resolve(services: ExecutorServices, name: str, caller: Principal, foun
 async def target_of(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
     """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
     `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
-    missing mid-call (`sign_in.py`)."""
+    missing mid-call (`sign_in.py`). In discovery mode, `search_tools` and `describe_tool` are the view's
+    meta-tools over what `caller` may see (`discovery.py`)."""
+    view = services.discovery
+    meta = view.tool(name, lambda: visible_toolset(services, caller, "tools/call")) if view is not None else None
+    if meta is not None:
+        return meta
     try:
         return await resolve(services, name, caller, found)
     except SignInRequired as exc:

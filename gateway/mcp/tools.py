@@ -19,43 +19,30 @@ from typing import Any
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from connections import TurnBuildError, TurnTool, acting_for
 from connections.serving import Offerings, tracing_enabled
 
 from ..auth.chain import Principal
-from ..policy import caller_of, visible_tools
+from ..policy import caller_of
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of, principal_id
+from .discovery import definition, unwrapped
 from .instructions import InstructionsMiddleware
-from .offerings import failed_closed, offering_handlers
+from .offerings import offering_handlers
 from .peers.streams import subscribe_handlers
 from .pipeline import CallPlan, target_of
 from .session_answer import declared_at_initialize, session_answer
-from .sign_in import SignInLinks
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
+from .visible import visible_toolset
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_list_result", "tools_server"]
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
-
-
-def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": dict(tool.input_schema)}
-    if tool.title:
-        data["title"] = tool.title
-    if tool.output_schema is not None:
-        data["outputSchema"] = dict(tool.output_schema)
-    if tool.annotations:
-        data["annotations"] = dict(tool.annotations)
-    if tool.execution:
-        data["execution"] = dict(tool.execution)
-    return data
 
 
 def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
@@ -72,19 +59,9 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
 async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
     """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
     filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
-    try:
-        with acting_for(caller.id):
-            toolset = await runtime.catalog.live()
-    except TurnBuildError as exc:
-        refusal = failed_closed("tools/list", exc)
-        signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
-        if signs:
-            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
-            data = {**(refusal.error.data or {}), "signIn": signs}
-            raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
-        raise refusal from None
-    toolset = visible_tools(runtime.policy, caller, toolset)[0]
-    tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
+    toolset = await visible_toolset(runtime, caller)
+    view = runtime.discovery  # discovery mode: the meta-tools and the pinned tools (docs/discovery.md)
+    tools = view.listed(toolset) if view is not None else [definition(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
 
@@ -117,7 +94,7 @@ def tools_server(
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
-        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped = unwrapped(served.discovery, params.model_dump(by_alias=True, mode="json", exclude_none=True))
         scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
         principal = principal_id(scope or {})
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
@@ -134,8 +111,8 @@ def tools_server(
         caller = caller_of(scope)
         plan = CallPlan(
             request_id=ctx.request_id,
-            target=await target_of(served, params.name, caller),
-            arguments=params.arguments,
+            target=await target_of(served, dumped["name"], caller),
+            arguments=dumped.get("arguments"),
             params=dumped,
             principal=principal,
             caller=caller,
