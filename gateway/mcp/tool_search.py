@@ -9,8 +9,9 @@ are OR-ed (FTS5's default is AND), so any word may match and BM25 weighs the rar
 An index is built from exactly the tools one caller may see (after the policy), never from a larger
 listing: a hidden tool is not in it, so it is neither returned nor counted, and does not even weigh in
 the ranking (its words are not in BM25's document frequencies). `IndexCache` keeps the indexes of the
-last listings, keyed by the identity of the listing cache's tool objects: an upstream's
-`notifications/tools/list_changed` drops the listing, the next listing brings new objects, and so a new index.
+last listings, keyed by each tool's name, text and the identity of its schema (the listing cache's object, which
+every build of the toolset reuses): an upstream's `notifications/tools/list_changed` drops the listing, the next
+listing brings new objects, and so a new index.
 """
 
 from __future__ import annotations
@@ -32,7 +33,16 @@ _STOP = frozenset(
     "a an and are as at be by can do does for from get give how i in is it me my of on or please show that the "
     "this to tool use using want what which with you your".split()
 )
-_WEIGHTS = (6.0, 4.0, 1.0, 2.0)  # name, title, description, arguments
+_WEIGHTS = (3.0, 2.0, 1.0, 1.0)  # name, title, description, arguments
+# Words a task says for what tool definitions usually call otherwise (general software vocabulary, not
+# any one catalog's): a query word also matches its counterparts.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "folder": ("directory",), "directory": ("folder",), "history": ("log",), "compare": ("diff",),
+    "difference": ("diff",), "differences": ("diff",), "rename": ("move",), "delete": ("remove",),
+    "remove": ("delete",), "find": ("search",), "lookup": ("search",), "open": ("read",), "save": ("write",),
+    "modify": ("edit",), "change": ("edit",), "picture": ("image",), "photo": ("image",), "zip": ("compress",),
+    "now": ("current",), "timezone": ("time",), "undo": ("reset",), "switch": ("checkout",),
+}  # fmt: skip
 
 
 def words_of(text: str) -> list[str]:
@@ -74,7 +84,8 @@ class ToolIndex:
 
     def search(self, query: str, limit: int = 5) -> list[TurnTool]:
         """The best `limit` tools for `query`, best first; none when no word of it matches."""
-        terms = [w for w in dict.fromkeys(words_of(query)) if w not in _STOP]
+        asked = [w for w in words_of(query) if w not in _STOP]
+        terms = list(dict.fromkeys([*asked, *(a for w in asked for a in _ALIASES.get(w, ()))]))
         if not terms:
             return []
         match = " OR ".join(f'"{t}"' for t in terms)
@@ -92,14 +103,15 @@ class IndexCache:
     __slots__ = ("_kept", "_lock")
 
     def __init__(self, size: int = 32) -> None:
-        self._kept: LRUCache[tuple[int, ...], ToolIndex] = LRUCache(maxsize=size)
+        self._kept: LRUCache[tuple[tuple[str, int, str | None, str], ...], ToolIndex] = LRUCache(maxsize=size)
         self._lock = threading.Lock()
 
     def index(self, tools: Iterable[TurnTool]) -> ToolIndex:
-        """The index of exactly `tools` (sorted by name), built on first use. The index holds the tools, so
-        their ids are not reused while it is kept."""
+        """The index of exactly `tools` (sorted by name), built on first use. The index holds the tools (and
+        their schemas), so the ids in its key are not reused while it is kept."""
         ordered = sorted(tools, key=lambda t: t.name)
-        key = tuple(id(t) for t in ordered)
+        # A listing builds new `TurnTool`s but keeps the listing cache's schema objects: those say "same listing".
+        key = tuple((t.name, id(t.input_schema), t.title, t.description) for t in ordered)
         with self._lock:
             kept = self._kept.get(key)
         if kept is not None:
