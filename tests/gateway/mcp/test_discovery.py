@@ -14,6 +14,7 @@ import json
 import os
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,14 +22,17 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import ServerEvent, ToolsListChanged
 from mcp.shared.exceptions import MCPError
 
 from tests.peers import node20, node_bin, node_module, py_peer
 
 from ..conftest import HERE, Served, Upstream, assert_clean, make_project, serve
 from ..policy.test_policy_surfaces import pid
+from .test_subscriptions import counting_stdio
 
 ALICE, BOB = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
+OPERATOR = "dave-operator-token-0123456789"
 META = {"search_tools", "describe_tool", "call_tool"}
 SHARED: list[str] = []  # the filesystem server's folder
 TS_POLICY_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_policy_client.mjs"
@@ -61,17 +65,19 @@ def served(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> It
         {
             "ev": f"{head}connection = define_connection(url={everything.url!r}, advertise_tools=True)\n",
             "fs": f"{head}connection = define_connection(command={str(node_bin('mcp-server-filesystem'))!r},"
-            f" args=[{str(shared)!r}], advertise_tools=True)\n",
+            f" args=[{str(shared)!r}], advertise_tools=True, require_approval=['write_file'])\n",
+            "counting": counting_stdio("auto", ["add_tool", "invoice_lookup_late"]),
             "git": f"{head}connection = define_connection(command={str(py_peer('mcp-server-git'))!r},"
             f" args=['--repository', {str(repo)!r}], advertise_tools=True)\n",
         },
     )
     (project / "agent" / "policies.cedar").write_text(_policy())
-    server = serve(project, root / "state", "--bearer-token", ALICE, "--bearer-token", BOB, "--discovery")
+    tokens = ("--bearer-token", ALICE, "--bearer-token", BOB, "--operator-token", OPERATOR)
+    server = serve(project, root / "state", *tokens, "--discovery")
     SHARED.append(str(shared))
     yield server
     server.stop()
-    assert_clean(server.log_text(), secrets=[ALICE, BOB])
+    assert_clean(server.log_text(), secrets=[ALICE, BOB, OPERATOR])
 
 
 def _run(work: Callable[[], Awaitable[None]], within: float) -> None:
@@ -189,3 +195,71 @@ def test_the_typescript_client_searches_and_calls_through_discovery(served: Serv
     hidden_call, unknown_call = bob[2]["error"], bob[3]["error"]
     assert hidden_call["code"] == unknown_call["code"] == -32602
     assert hidden_call["message"].replace("list_directory", "nosuchtool_xyz") == unknown_call["message"]
+
+
+def test_a_call_found_by_search_that_needs_approval_is_held_and_shown_to_the_operator(served: Served) -> None:
+    """`write_file` needs approval: reached through `call_tool`, it waits in `GET /v1/approvals` under its own
+    name, runs once approved, and the audit trail records `write_file`, not `call_tool`."""
+    target = f"{SHARED[0]}/approved.txt"
+    answers: list[Any] = []
+
+    async def call() -> None:
+        http, client = _client(served, ALICE, "auto")
+        async with http, client:
+            found = _found(await client.call_tool("search_tools", {"query": "create a new file with this content"}))
+            assert "write_file" in found
+            answers.append(await client.call_tool("call_tool", {"name": "write_file", "arguments": {
+                "path": target, "content": "held, then approved"}}))  # fmt: skip
+
+    async def approve() -> None:
+        async with httpx2.AsyncClient(base_url=served.url, headers=_auth(OPERATOR), timeout=30) as ops:
+            while not (pending := (await ops.get("/v1/approvals")).json()["approvals"]):  # noqa: ASYNC110
+                await anyio.sleep(0.05)  # the operator's console polls the same list
+            assert pending[0]["tool"] == "write_file" and pending[0]["connection"] == "fs", pending
+            assert not await anyio.Path(target).exists()  # held: nothing ran yet
+            decided = await ops.post(f"/v1/approvals/{pending[0]['id']}", json={"decision": "approve"})
+            assert decided.status_code == 200, decided.text
+
+    async def both() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(call)
+            tg.start_soon(approve)
+
+    _run(both, 60)
+    assert not answers[0].is_error and Path(target).read_text() == "held, then approved"
+    with served.client(_auth(OPERATOR)) as ops:
+        records = ops.get("/v1/audit").json()["records"]
+    written = [r for r in records if r.get("target") == "write_file"]
+    assert written and written[-1]["outcome"] == "ok" and written[-1]["approver"], written
+    assert not [r for r in records if r.get("target") in META]
+
+
+def test_an_upstreams_list_changed_makes_a_new_tool_findable(served: Served) -> None:
+    """counting's `add_tool` adds `invoice_lookup_late` and announces `notifications/tools/list_changed`; the
+    listing cache drops, and the next search (a new index) finds it."""
+
+    async def run() -> None:
+        http, client = _client(served, ALICE, "auto")
+        async with http, client:
+            before = _found(await client.call_tool("search_tools", {"query": "look up an invoice added late"}))
+            assert "invoice_lookup_late" not in before
+            events: list[ServerEvent] = []
+            async with client.listen(tools_list_changed=True) as subscription:
+
+                async def collect() -> None:
+                    async for event in subscription:
+                        events.append(event)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(collect)
+                    await client.call_tool(
+                        "call_tool", {"name": "add_tool", "arguments": {"name": "invoice_lookup_late"}}
+                    )
+                    with anyio.fail_after(20):
+                        while not any(isinstance(e, ToolsListChanged) for e in events):  # noqa: ASYNC110
+                            await anyio.sleep(0.05)
+                    tg.cancel_scope.cancel()
+            after = _found(await client.call_tool("search_tools", {"query": "look up an invoice added late"}))
+            assert after[0] == "invoice_lookup_late", after
+
+    _run(run, 60)
