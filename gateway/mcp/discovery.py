@@ -23,6 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from mcp.shared.exceptions import MCPError
+
 from connections import ToolInputError, ToolOutcome, Toolset, TurnTool
 
 from ..settings import ServeSettings
@@ -126,7 +128,11 @@ class DiscoveryView:
         async def invoke(arguments: Mapping[str, Any]) -> ToolOutcome:
             if name == CALL:
                 raise ToolInputError(CALL, "give 'name', a string, and 'arguments', an object: the tool's arguments")
-            return await (self._search if name == SEARCH else self._describe)(arguments, await visible())
+            try:
+                toolset = await visible()
+            except MCPError as exc:  # failed closed (a sign-in link with it): the whole sentence, never fewer tools
+                return ToolOutcome(is_error=True, result={"message": exc.error.message, **(exc.error.data or {})})
+            return await (self._search if name == SEARCH else self._describe)(arguments, toolset)
 
         return MetaTool(
             name=name, description=_DESCRIPTIONS[name], input_schema=_SCHEMAS[name], source="meta", invoke=invoke
