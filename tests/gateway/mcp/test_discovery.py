@@ -10,8 +10,10 @@ name answers word for word as an unknown one.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -263,3 +265,41 @@ def test_an_upstreams_list_changed_makes_a_new_tool_findable(served: Served) -> 
             assert after[0] == "invoice_lookup_late", after
 
     _run(run, 60)
+
+
+def test_the_worked_example_in_docs_discovery_runs_as_written(tmp_path: Path) -> None:
+    """docs/discovery.md's project, command and client, run: its connection file (with the installed filesystem
+    server in place of `npx`), its `serve` flags, and its client block, whose printed lines are its comments."""
+    page = (HERE.parent.parent / "docs" / "discovery.md").read_text()
+    blocks = re.findall(r"```(\w+)\n(.*?)```", page, re.S)
+    connection = next(b for lang, b in blocks if lang == "python" and "define_connection" in b)
+    command = next(b for lang, b in blocks if lang == "sh" and "serve" in b).splitlines()[-1]
+    client = next(b for lang, b in blocks if lang == "python" and "Client(" in b)
+    folder = tmp_path / "files"
+    folder.mkdir()
+    connection = connection.replace('command="npx",', f"command={str(node_bin('mcp-server-filesystem'))!r},")
+    connection = connection.replace('"-y", "@modelcontextprotocol/server-filesystem", "/tmp"', repr(str(folder)))
+    project = make_project(tmp_path / "my-agent", {"files": connection}, tools=False)
+    flags = command.split("--dir my-agent", 1)[1].split()
+    assert flags[0] == "--discovery", command
+    server = serve(project, tmp_path / "state", *flags)
+    try:
+        source = client.replace("http://127.0.0.1:3000", server.url).replace('"/tmp"', repr(str(folder)))
+        printed: list[str] = []
+        code = compile(source, "docs/discovery.md", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+
+        def show(*values: object) -> None:
+            printed.append(" ".join(map(str, values)))
+
+        namespace: dict[str, Any] = {"print": show}
+
+        async def run() -> None:
+            await eval(code, namespace)  # the docs' own block
+
+        _run(run, 60)
+        shown = [line.strip()[2:] for line in client.splitlines() if line.strip().startswith("# [")]
+        assert printed[0] == shown[0]
+        assert printed[1].startswith(shown[1].removesuffix(", ...]")), printed  # the best match first
+        assert not namespace["result"].is_error
+    finally:
+        server.stop()
