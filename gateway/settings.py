@@ -99,13 +99,19 @@ class ServeSettings(BaseModel):
     audit_required: bool = False
     """`--audit-required`: a call is refused (503 `audit_unavailable`) while the audit queue is full (docs/audit.md)."""
     audit_argument_digest: bool = False
-    """`--audit-argument-digest`: each record carries a SHA-256 of the call's arguments (never the arguments)."""
+    """`--audit-argument-digest`: each record carries an HMAC-SHA256 of the call's arguments under a key derived
+    from the state key (never the arguments)."""
     audit_max_bytes: int = Field(default=16 * 1024 * 1024, ge=4096)
     """The audit file is rotated past this size (`audit.jsonl.1` ... `.5` kept)."""
     audit_stream_max: int = Field(default=100_000, ge=100)
     """With `state_url`: the shared audit stream keeps about this many records (`XADD MAXLEN ~`)."""
     approval_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     """`--approval-timeout`: how long a call waits for an operator's approval; no answer is a denial."""
+    approval_separation: bool | None = None
+    """`--approval-separation` / `--no-approval-separation`: an operator may not approve a call it is holding
+    itself. None: on, except in loopback-strict mode, where the one local user is every principal (docs/audit.md)."""
+    principal_claim: str | None = Field(default=None, min_length=1, max_length=100)
+    """`--principal-claim`: the token claim an OAuth principal is shown by (default `email`, `name`, `sub`)."""
 
     oauth_issuers: tuple[str, ...] = ()
     """`--oauth-issuer`: authorization servers whose access tokens admit a peer (docs/http-api.md, "OAuth")."""
@@ -291,6 +297,7 @@ class ServeSettings(BaseModel):
             "audit_max_bytes": "AGENT_SDK_AUDIT_MAX_BYTES",
             "audit_stream_max": "AGENT_SDK_AUDIT_STREAM_MAX",
             "approval_timeout_s": "AGENT_SDK_APPROVAL_TIMEOUT",
+            "principal_claim": "AGENT_SDK_PRINCIPAL_CLAIM",
         }
         for field, var in simple.items():
             if env.get(var):
@@ -333,5 +340,7 @@ class ServeSettings(BaseModel):
             values["warm"] = True
         if env.get("AGENT_SDK_FAST_CALLS", "").lower() in ("0", "false", "no"):
             values["fast_calls"] = False
+        if env.get("AGENT_SDK_APPROVAL_SEPARATION", "").lower() in ("1", "true", "yes", "0", "false", "no"):
+            values["approval_separation"] = env["AGENT_SDK_APPROVAL_SEPARATION"].lower() in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

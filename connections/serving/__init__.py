@@ -16,8 +16,11 @@ from .._exceptions import SignInRequired as SignInRequired
 from .._redact import RedactingFilter as RedactingFilter
 from .._redact import redact as redact
 from .._redact import remember_secret as remember_secret
+from .._redact import shown_arguments as shown_arguments
 from .._redact import shown_command as shown_command
 from .._redact import shown_url as shown_url
+from .._uris import canonical_uri as canonical_uri
+from .._uris import not_offered as not_offered
 from ..account._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
 from ..account._account import Connector as Connector
 from ..account._account_check import AccountCheck as AccountCheck
@@ -38,6 +41,7 @@ from ..client._clients import STDERR_LOGGER as STDERR_LOGGER
 from ..client._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
 from ..client._listing_cache import ListingCache as ListingCache
 from ..client._passthrough import UpstreamResult as UpstreamResult
+from ..client._sandbox import sandbox_unavailable as sandbox_unavailable
 from ..client._session_runner import ConnectionStatus as ConnectionStatus
 from ..client._tasks import TASK_METHODS as TASK_METHODS
 from ..client._tool_results import holds_long_text as holds_long_text
@@ -113,6 +117,7 @@ __all__ = [
     "UpstreamResult",
     "account_file",
     "calling",
+    "canonical_uri",
     "check_account_servers",
     "client_span_attributes",
     "compare_pins",
@@ -127,16 +132,19 @@ __all__ = [
     "lock_of",
     "log_level_value",
     "normalize_hub_url",
+    "not_offered",
     "observed",
     "pin_snapshot",
     "pinnable",
     "read_lock",
     "redact",
     "remember_secret",
+    "sandbox_unavailable",
     "save_account_login",
     "saved_hub_url",
     "set_client_observer",
     "set_tracing",
+    "shown_arguments",
     "shown_command",
     "shown_url",
     "tracing_enabled",

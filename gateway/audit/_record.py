@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import time
 from dataclasses import dataclass, field
@@ -13,24 +14,28 @@ import pydantic_core
 
 __all__ = ["OUTCOMES", "AuditRecord", "Outcome", "argument_digest"]
 
-Outcome = Literal["ok", "tool_error", "refused", "failed"]
-OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed")
+Outcome = Literal["ok", "tool_error", "refused", "failed", "abandoned"]
+OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed", "abandoned")
 
 
-def argument_digest(arguments: object) -> str:
-    """SHA-256 of the arguments as canonical JSON (sorted keys, no spaces): the same call gives the same digest,
-    and nothing of the values can be read back from it. Only with `--audit-argument-digest`."""
+def argument_digest(arguments: object, key: bytes) -> str:
+    """HMAC-SHA256 under `key` (derived from the deployment's state key) of the arguments as canonical JSON
+    (sorted keys, no spaces): the same call gives the same digest in one deployment, nothing of the values can
+    be read back, and a guessed argument cannot be confirmed without the key. Only with `--audit-argument-digest`."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "hmac-sha256:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(slots=True)
 class AuditRecord:
     """What the trail keeps of one call: who, where, what, how it was decided and how it ended.
 
-    Never the arguments or the result. `policies` holds the ids of the policies that made the decision
-    (empty until a policy set decides: every call is then allowed by no policy); `approver` the operator who
-    approved a held call; `reason` the refusal's or failure's code.
+    Never the result, and the arguments only as the operator was shown them to judge a held call
+    (`approval`: secret-looking values masked). `policies` holds the ids of the policies that made the
+    decision (empty until a policy set decides: every call is then allowed by no policy); `approver` the
+    operator who approved a held call; `reason` the refusal's or failure's code. `name` and `subject` are the
+    person behind an OAuth principal (its display name and `sub`); `request_id` is the gateway's own id of
+    the request, `peer_request_id` the `X-Request-Id` the peer sent.
     """
 
     principal: str
@@ -48,12 +53,18 @@ class AuditRecord:
     arguments_digest: str | None = None
     duration_ms: float = 0.0
     at: float = field(default_factory=time.time)
+    name: str | None = None
+    subject: str | None = None
+    peer_request_id: str | None = None
+    approval: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "requestId": self.request_id,
             "principal": self.principal,
+            "name": self.name or self.principal,
+            "subject": self.subject,
             "issuer": self.issuer,
             "surface": self.surface,
             "method": self.method,
@@ -70,6 +81,10 @@ class AuditRecord:
             out["approver"] = self.approver
         if self.arguments_digest is not None:
             out["argumentsDigest"] = self.arguments_digest
+        if self.peer_request_id is not None:
+            out["peerRequestId"] = self.peer_request_id
+        if self.approval is not None:
+            out["approval"] = self.approval
         return out
 
     def line(self) -> str:

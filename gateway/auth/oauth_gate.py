@@ -114,7 +114,7 @@ class OAuthGate:
             scheme, token, digest = presented
         if scheme == "bearer" and (known := self._admissions.get(digest)) is not None:
             # The hot path: a Bearer token admitted before, no I/O, no signature or claim check.
-            if known.identity.expires > time.time():
+            if known.identity.expires > time.time() and self.verifier.current(known.identity):
                 verdict = known.verdicts.get(key := (route.resource, route.scopes), _UNSEEN)
                 if verdict is _UNSEEN:
                     verdict = known.verdicts[key] = self._fits(known.identity, route)

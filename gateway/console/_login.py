@@ -227,9 +227,9 @@ async def _finish(
     except OAuthError as exc:
         return page(400, "Login failed", printable(str(exc), 500))
     name = pending.key.connection
+    if services.forget_tokens is not None:  # the grant its auth holds in memory is the old one (a step-up's scopes)
+        services.forget_tokens(name, pending.key.principal or None)
     if pending.key.principal:  # a principal's own grant (sign_in.py): that principal's next call uses it
-        if services.forget_tokens is not None:
-            services.forget_tokens(name, pending.key.principal)
         signed_in(name)
         return page(200, "Signed in", f"Connection {name} is signed in with your own account; retry your call.")
     try:

@@ -75,7 +75,7 @@ from .call_stream import (
     stream_answer,
     until_gone,
 )
-from .discovery import unwrapped
+from .discovery import META_NAMES, unwrapped
 from .lane_checks import ladder_rejection, param_rejection, rejected
 from .peers.calls import Peer
 from .pipeline import CallPlan, lookup, target_of
@@ -220,6 +220,8 @@ async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any
     """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
     is not a string: the params schema rejects it)."""
     name = params.get("name") if isinstance(params, Mapping) else None
+    if runtime.discovery is not None and name in META_NAMES:  # the view's own (`target_of`): no catalog tool
+        return None
     return await lookup(runtime, name, caller) if isinstance(name, str) else None
 
 

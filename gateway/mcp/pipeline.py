@@ -24,9 +24,11 @@ from typing import Any, Literal, Protocol
 
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_INFO_META_KEY
 
 from connections import (
     ConnectionsError,
+    Project,
     ToolInputError,
     ToolOutcome,
     Toolset,
@@ -40,6 +42,7 @@ from connections.serving import CallChannel, CallRequest, SignInRequired, callin
 from ..audit import CallGuard, refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import CallRefused
+from ..http.request_ids import note_client
 from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
@@ -48,7 +51,7 @@ from .discovery import DiscoveryView, MetaTool
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
-from .visible import visible_toolset
+from .visible import visible_listing
 
 __all__ = [
     "AnswerMode",
@@ -107,6 +110,9 @@ class ExecutorServices(InputServices, Protocol):
     @property
     def discovery(self) -> DiscoveryView | None: ...
 
+    @property
+    def project(self) -> Project: ...
+
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
 Wrapper = Callable[[CallPlan, CallChannel, Execute], Awaitable[dict[str, Any]]]
@@ -142,6 +148,8 @@ class Executor:
             services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
         )
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
+        if plan.modern:  # the peer's clientInfo, for an approval of this call to show
+            note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
         if services.guard is not None and not isinstance(
             tool, (_SignInFirst, MetaTool)
         ):  # audit, limits, approval (docs/audit.md)
@@ -221,9 +229,12 @@ async def resolve(services: ExecutorServices, name: str, caller: Principal, foun
     tool, toolset, problems = found if found is not None else await lookup(services, name, caller)
     if tool is not None:
         return tool
-    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
-    if signing is not None and signing.connection is not None:  # the tool may be that connection's
-        raise SignInRequired(signing.connection, caller.id, signing.message)
+    signing = [p for p in problems if p.code == SignInRequired.code and p.connection]
+    if signing:  # the tool may be one of those connections': the one a listing or the lock says, else the first
+        owner = services.catalog.owner(name)
+        chosen = next((p for p in signing if p.connection == owner), signing[0])
+        assert chosen.connection is not None
+        raise SignInRequired(chosen.connection, caller.id, chosen.message)
     held = toolset.held_back.get(name)
     if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})
@@ -238,7 +249,11 @@ async def target_of(services: ExecutorServices, name: str, caller: Principal, fo
     missing mid-call (`sign_in.py`). In discovery mode, `search_tools` and `describe_tool` are the view's
     meta-tools over what `caller` may see (`discovery.py`)."""
     view = services.discovery
-    meta = view.tool(name, lambda: visible_toolset(services, caller, "tools/call")) if view is not None else None
+
+    async def visible() -> Toolset:
+        return (await visible_listing(services, caller, "tools/call"))[0]
+
+    meta = view.tool(name, visible) if view is not None else None
     if meta is not None:
         return meta
     try:

@@ -11,6 +11,7 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -22,24 +23,27 @@ from mcp.server.lowlevel import Server
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from connections.serving import Offerings, tracing_enabled
+from connections.serving import Offerings, SignInRequired, tracing_enabled
 
 from ..auth.chain import Principal
 from ..policy import caller_of
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
-from .call_stream import call_request, peer_of, principal_id
+from .call_stream import call_request, peer_of
 from .discovery import definition, unwrapped
 from .instructions import InstructionsMiddleware
 from .offerings import offering_handlers
 from .peers.streams import subscribe_handlers
 from .pipeline import CallPlan, target_of
 from .session_answer import declared_at_initialize, session_answer
+from .sign_in import LEFT_OUT_META, SIGN_IN_META, SignInLinks
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
-from .visible import visible_toolset
+from .visible import visible_listing
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_list_result", "tools_server"]
+
+logger = logging.getLogger(__name__)
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -57,13 +61,30 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
 
 
 async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
-    filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
-    toolset = await visible_toolset(runtime, caller)
+    """`tools/list` on `/v1/mcp/tools`: listed live, as `caller` may see it (the policy's filter). Fails closed
+    (raises `MCPError` naming the connections that could not be listed, never a shorter list) unless every
+    connection left out is set aside (`set_aside`): a per-user connection `caller` has not signed in to (named
+    with its sign-in URL in `_meta`), or an `optional=True` one that is down (named in a log line)."""
+    toolset, aside = await visible_listing(runtime, caller)
     view = runtime.discovery  # discovery mode: the meta-tools and the pinned tools (docs/discovery.md)
     tools = view.listed(toolset) if view is not None else [definition(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
-    return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
+    result: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
+    signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(aside, caller.id)
+    left_out = sorted({p.connection for p in aside if p.code != SignInRequired.code and p.connection})
+    for name in left_out:
+        logger.warning(
+            "tools/list: optional connection %r left out of the listing: %s",
+            name,
+            next(str(p) for p in aside if p.connection == name),
+            extra={"event": "listing_left_out", "connection": name},
+        )
+    if signs or left_out:
+        result["_meta"] = {
+            **({SIGN_IN_META: signs} if signs else {}),
+            **({LEFT_OUT_META: left_out} if left_out else {}),
+        }
+    return result
 
 
 def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
@@ -95,8 +116,8 @@ def tools_server(
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
         dumped = unwrapped(served.discovery, params.model_dump(by_alias=True, mode="json", exclude_none=True))
-        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        principal = principal_id(scope or {})
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
+        principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
         meta = dumped.get("_meta")
         modern = isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta

@@ -5,14 +5,25 @@ compiled once and reloaded when it changes. `PolicyGate.decide(principal, action
 one decision point; the surfaces call it where each method resolves its target.
 """
 
-from ._decide import Decision, PolicyGate
-from ._enforce import as_principal, callable_tool, hidden, may_call, turn_toolset, visible_items, visible_tools
+from ._decide import Decision, PolicyGate, Refusal
+from ._enforce import (
+    as_principal,
+    callable_tool,
+    hidden,
+    may_call,
+    refused,
+    tools_shown,
+    turn_toolset,
+    visible_items,
+    visible_tools,
+)
 from ._entities import (
     GATEWAY,
     STDIO,
     Target,
     caller_of,
     connection_target,
+    named_tool_target,
     prompt_target,
     resource_target,
     tool_target,
@@ -27,6 +38,7 @@ __all__ = [
     "Decision",
     "PolicyError",
     "PolicyGate",
+    "Refusal",
     "Target",
     "as_principal",
     "callable_tool",
@@ -34,12 +46,15 @@ __all__ = [
     "connection_target",
     "hidden",
     "may_call",
+    "named_tool_target",
     "policy_diagnostics",
     "prompt_target",
+    "refused",
     "require",
     "resource_target",
     "schema_text",
     "tool_target",
+    "tools_shown",
     "turn_toolset",
     "visible_items",
     "visible_tools",

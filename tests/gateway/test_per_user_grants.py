@@ -24,15 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.oauth.peers import AuthServer, ResourceServer
 
-from .conftest import Served, assert_clean, serve
+from .conftest import Served
 from .per_user import (
     OPERATOR,
     PEERS,
     THREE,
     call_body,
     modern_headers,
-    peer_env,
-    per_user_project,
+    per_user_gateway,
     principal_of,
     session_turn,
     sign_in,
@@ -47,13 +46,8 @@ CALLS = 2000
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("per-user")
-    served = serve(per_user_project(root / "project", resource.url), root / "state", env=peer_env())
-    try:
+    with per_user_gateway(tmp_path_factory.mktemp("per-user"), resource.url) as served:
         yield served
-    finally:
-        served.stop()
-    assert_clean(served.log_text(), list(PEERS.values()))
 
 
 def test_without_a_grant_a_call_fails_closed_with_a_sign_in_url_for_that_principal(gateway: Served) -> None:
@@ -189,6 +183,29 @@ async def test_a_session_turn_fails_naming_the_connection_with_the_url_and_runs_
     assert "frank" in json.dumps(done["data"])  # the turn's call ran with frank's own grant
 
 
+def test_direct_calls_and_the_catalog_act_as_the_caller_with_its_own_grant(gateway: Served) -> None:
+    # POST /v1/tools/{name} (the console's Run form) and GET /v1/tools use the caller's grant, as /v1/mcp/tools does.
+    def as_(name: str) -> httpx2.Client:
+        return httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {PEERS[name]}"})
+
+    for name in ("carol", "erin"):  # both signed in by the tests above
+        with as_(name) as http:
+            listed = http.get(f"{gateway.url}/v1/tools")
+            assert listed.status_code == 200, listed.text
+            assert "whoami" in [t["name"] for t in listed.json()["tools"]], listed.text
+            described = http.get(f"{gateway.url}/v1/tools/whoami")
+            assert described.status_code == 200 and described.json()["tool"]["connection"] == "docs", described.text
+            called = http.post(f"{gateway.url}/v1/tools/whoami", json={"input": {}})
+        assert called.status_code == 200, called.text
+        envelope = called.json()
+        assert envelope["isError"] is False, envelope
+        assert name in json.dumps(envelope["result"])  # the upstream saw the caller's own subject
+    with as_("alice") as http:  # her grant was removed: her direct call asks her to sign in, as hers
+        refused = http.post(f"{gateway.url}/v1/tools/whoami", json={"input": {}})
+    assert "names none" not in refused.text
+    assert "sign_in_required" in refused.text or "sign-in" in refused.text, refused.text
+
+
 def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_their_own_state(
     gateway: Served,
 ) -> None:
@@ -243,3 +260,25 @@ def test_the_cli_logs_out_one_principal_and_refuses_a_logout_naming_none(gateway
     holders = json.loads((gateway.state_root / "mcp-auth.json").read_text())["grants"]
     assert f"docs@{principal_of('carol')}" not in holders
     assert {f"docs@{principal_of(n)}" for n in ("dave", "erin", "frank")} <= set(holders)  # the others stay
+
+
+def test_a_403_insufficient_scope_asks_that_principal_to_sign_in_again_for_the_union(
+    gateway: Served, resource: ResourceServer
+) -> None:
+    # Step-up (RFC 6750 §3.1, issue 45 item 2): a principal whose grant lacks a scope the upstream now wants gets a
+    # sign-in link naming it, and that sign-in asks for the scopes held and the scope challenged, so the call works.
+    _signed_in(gateway, "erin")
+    resource.require_scope("mcp:admin")
+    try:
+        with httpx2.Client(timeout=30.0) as http:
+            refused = whoami(http, gateway.url, "erin")
+            assert refused["isError"] is True
+            text = text_of(refused)
+            assert "sign_in_required" in text and "'mcp:admin'" in text and "'mcp:tools mcp:admin'" in text, text
+            assert "***" not in text
+            page = sign_in(sign_in_url_in(text), "erin")
+            assert page.status_code == 200 and "Signed in" in page.text, page.text
+            answered = whoami(http, gateway.url, "erin")
+        assert (answered["isError"], answered["structuredContent"]) == (False, {"result": "erin"})
+    finally:
+        resource.require_scope(None)

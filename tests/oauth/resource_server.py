@@ -1,6 +1,6 @@
 """A real MCP resource server for the oauth tests: MCP's own server behind a JWT check bound to its audience.
 
-    python tests/oauth/resource_server.py PORT ISSUER
+    python tests/oauth/resource_server.py PORT ISSUER [dpop-required]
 
 - `POST /mcp`: stateless Streamable HTTP MCP (tools `echo`, `whoami`); every request needs
   `Authorization: Bearer <JWT>` signed by ISSUER's JWKS with `iss` = ISSUER, `aud` = this server's
@@ -10,6 +10,8 @@
 - A DPoP-bound token (RFC 9449: `cnf.jkt`) must come as `Authorization: DPoP` with a proof signed by
   that key for this request (`htm`, `htu`, `iat`, a `jti` not seen before, `ath`); without one it is
   refused (401 `WWW-Authenticate: DPoP error="invalid_token"`). The proof is checked with joserfc.
+- `dpop-required`: its metadata says `dpop_bound_access_tokens_required` (RFC 9728 §2) and an unbound token
+  is refused (401 `WWW-Authenticate: DPoP error="invalid_token"`); without it, both kinds are taken.
 - `POST /_control/dpop-nonce?mode=once|always|off`: `once` demands the server's current nonce in every
   proof (401 `use_dpop_nonce` with a `DPoP-Nonce` when it is missing or stale); `always` demands a new
   one on every request (a nonce loop, for the client's refusal).
@@ -17,6 +19,8 @@
   mid-session, as far as the client can tell).
 - `POST /_control/reject-subject?sub=S`: from now on tokens of subject S get a 401 (as a resource server that
   learned the user's grant was revoked).
+- `POST /_control/require-scope?scope=S`: from now on a token whose `scope` claim lacks S gets a 403
+  `WWW-Authenticate: Bearer error="insufficient_scope", scope="S"` (RFC 6750 §3.1; the MCP spec's step-up).
 - `GET /_control/stats`: `{"ok": n, "unauthorized": n, "tokens": distinct tokens accepted, "digests": their
   SHA-256, "subjects": {sub: requests}, "dpop": requests with a valid proof, "nonce_demands": n,
   "whoami": {subject: whoami calls answered}}`.
@@ -48,6 +52,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 PORT = int(sys.argv[1])
 ISSUER = sys.argv[2]
+DPOP_REQUIRED = sys.argv[3:] == ["dpop-required"]
 BASE = f"http://127.0.0.1:{PORT}"
 RESOURCE = f"{BASE}/mcp"
 PRM_URL = f"{BASE}/.well-known/oauth-protected-resource/mcp"
@@ -83,6 +88,7 @@ class BearerGate:
         self.jtis: set[str] = set()
         self.rejected: set[str] = set()
         self.nonce_mode = "off"
+        self.required_scope: str | None = None
         self.nonce = secrets.token_urlsafe(12)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -96,6 +102,7 @@ class BearerGate:
                 "authorization_servers": [ISSUER],
                 "scopes_supported": ["mcp:tools"],
                 "bearer_methods_supported": ["header"],
+                **({"dpop_bound_access_tokens_required": True} if DPOP_REQUIRED else {}),
             }
             await _json(send, 200, meta)
             return
@@ -110,6 +117,10 @@ class BearerGate:
         if path == "/_control/stats":
             stats = {**self.stats, "tokens": len(self.tokens), "digests": sorted(self.tokens), "whoami": dict(CALLS)}
             await _json(send, 200, stats)
+            return
+        if path == "/_control/require-scope":
+            self.required_scope = parse_qs(scope["query_string"].decode()).get("scope", [None])[0]
+            await _json(send, 200, {"ok": True})
             return
         if path == "/_control/dpop-nonce":
             self.nonce_mode = parse_qs(scope["query_string"].decode()).get("mode", ["off"])[0]
@@ -136,9 +147,20 @@ class BearerGate:
             self.stats["unauthorized"] += 1
             if refusal is not None:
                 challenge = f'DPoP error="invalid_token", error_description="{refusal}", algs="ES256"'
+            elif DPOP_REQUIRED:
+                challenge = f'DPoP error="invalid_token", resource_metadata="{PRM_URL}", algs="ES256"'
             else:
                 challenge = f'Bearer error="invalid_token", scope="mcp:tools", resource_metadata="{PRM_URL}"'
             await _json(send, 401, {"error": "invalid_token"}, [(b"www-authenticate", challenge.encode())])
+            return
+        held = str(claims.get("scope") or "").split()
+        if self.required_scope is not None and self.required_scope not in held:
+            self.stats["insufficient_scope"] = self.stats.get("insufficient_scope", 0) + 1
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="{self.required_scope}", resource_metadata="{PRM_URL}", '
+                'error_description="this call needs another scope"'
+            )
+            await _json(send, 403, {"error": "insufficient_scope"}, [(b"www-authenticate", challenge.encode())])
             return
         self.stats["ok"] += 1
         subject = str(claims.get("sub"))
@@ -151,6 +173,8 @@ class BearerGate:
         """RFC 9449 §7: None when the token may be used as presented, else why not (or "use_dpop_nonce")."""
         cnf = claims.get("cnf") if isinstance(claims.get("cnf"), dict) else {}
         jkt = cnf.get("jkt")
+        if jkt is None and DPOP_REQUIRED:
+            return "this resource takes DPoP-bound tokens only"
         if jkt is None:
             return "the token is not DPoP-bound: send it as Bearer" if scheme == "dpop" else None
         if scheme != "dpop" or not proof:

@@ -238,7 +238,9 @@ def test_a_call_found_by_search_that_needs_approval_is_held_and_shown_to_the_ope
             records = ops.get("/v1/audit").json()["records"]
             written = [r for r in records if r.get("target") == "write_file"]
     assert written and written[-1]["outcome"] == "ok" and written[-1]["approver"], written
-    assert not [r for r in records if r.get("target") in META]
+    assert not [r for r in records if r.get("target") in META], [
+        (r["target"], r.get("reason"), r.get("outcome")) for r in records
+    ]
 
 
 def test_an_upstreams_list_changed_makes_a_new_tool_findable(served: Served) -> None:
