@@ -15,6 +15,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
@@ -23,7 +24,8 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import ToolsListChanged
 from mcp.shared.exceptions import MCPError
@@ -36,7 +38,8 @@ from .test_subscriptions import counting_stdio
 
 ALICE, BOB = "alice-token-0123456789abcdef", "bob-token-0123456789abcdef"
 OPERATOR = "dave-operator-token-0123456789"
-META = {"search_tools", "describe_tool", "call_tool"}
+SEARCH_ORDER = ["search_tools", "describe_tool", "call_tool"]
+META = set(SEARCH_ORDER)
 SHARED: list[str] = []  # the filesystem server's folder
 TS_POLICY_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_policy_client.mjs"
 
@@ -301,3 +304,25 @@ def test_the_worked_example_in_docs_discovery_runs_as_written(tmp_path: Path) ->
         assert not namespace["result"].is_error
     finally:
         server.stop()
+
+
+def test_serve_stdio_in_discovery_mode_lists_the_meta_tools_and_calls_through_them(
+    tmp_path: Path, everything: Upstream
+) -> None:
+    """`serve --stdio --discovery --discovery-pin get-sum`: a desktop client sees the meta-tools and the pinned
+    tool, finds `echo` by searching and calls it through `call_tool`."""
+    head = "from connections import define_connection\n\n"
+    ev = f"{head}connection = define_connection(url={everything.url!r}, advertise_tools=True)\n"
+    project = make_project(tmp_path / "my-agent", {"ev": ev}, tools=False)
+    env = {**os.environ, "AGENT_SDK_STATE_ROOT": str(tmp_path / "state")}
+    argv = ["serve", "--stdio", "--dir", str(project), "--discovery", "--discovery-pin", "get-sum"]
+    params = StdioServerParameters(command=str(Path(sys.executable).parent / "agent-sdk"), args=argv, env=env)
+
+    async def run() -> None:
+        async with Client(stdio_client(params), mode="legacy", cache=None) as client:
+            assert [t.name for t in (await client.list_tools()).tools] == [*SEARCH_ORDER, "get-sum"]
+            assert "echo" in _found(await client.call_tool("search_tools", {"query": "echo back my message"}))
+            echoed = await client.call_tool("call_tool", {"name": "echo", "arguments": {"message": "over stdio"}})
+            assert not echoed.is_error and "over stdio" in json.dumps(echoed.model_dump(mode="json"))
+
+    _run(run, 90)
