@@ -326,3 +326,24 @@ def test_serve_stdio_in_discovery_mode_lists_the_meta_tools_and_calls_through_th
             assert not echoed.is_error and "over stdio" in json.dumps(echoed.model_dump(mode="json"))
 
     _run(run, 90)
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+def test_progress_of_a_call_through_call_tool_reaches_the_peer(served: Served, mode: str) -> None:
+    """server-everything's long-running operation, called through `call_tool`: the peer's progress token goes
+    with the real call, and each step comes back, at both generations."""
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        del total, message
+        seen.append(progress)
+
+    async def run() -> None:
+        http, client = _client(served, ALICE, mode)
+        async with http, client:
+            arguments = {"name": "trigger-long-running-operation", "arguments": {"duration": 0.6, "steps": 3}}
+            result = await client.call_tool("call_tool", arguments, progress_callback=on_progress)
+            assert not result.is_error
+
+    _run(run, 60)
+    assert seen == [1.0, 2.0, 3.0]
