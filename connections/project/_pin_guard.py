@@ -132,6 +132,14 @@ class PinGuard:
         found = [name for name, entry in self._lock.connections.items() if tool in entry.items.get("tools", {})]
         return found[0] if len(found) == 1 else None
 
+    def pinned_tools(self, connection: str) -> list[Mapping[str, Any]]:
+        """The tool definitions the lock pins for `connection`, as reviewed (none without a usable lock)."""
+        self._refresh()
+        if self._lock is None or connection not in self._lock.connections:
+            return []
+        entry, definitions = self._lock.connections[connection], self._lock.definitions
+        return [definitions[d] for _, d in sorted(entry.items.get("tools", {}).items()) if d in definitions]
+
     def quarantined(self) -> dict[str, int]:
         """Connection -> how many of its tools its latest listing holds back (for the metrics)."""
         return {name: len(v.held) for name, v in self.latest.items()}

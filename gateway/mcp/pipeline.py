@@ -251,7 +251,7 @@ async def target_of(services: ExecutorServices, name: str, caller: Principal, fo
     view = services.discovery
 
     async def visible() -> Toolset:
-        return (await visible_listing(services, caller, "tools/call"))[0]
+        return (await visible_listing(services, caller, "tools/call", signed_out=True))[0]
 
     meta = view.tool(name, visible) if view is not None else None
     if meta is not None:

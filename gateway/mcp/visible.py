@@ -1,16 +1,21 @@
 """The tools one caller may see on `/v1/mcp/tools` and `serve --stdio`: listed live, fail-closed, after the policy.
 
-`tools/list` (`tools.tools_list_result`) answers with them, and discovery mode (`discovery.py`) searches them.
+`tools/list` (`tools.tools_list_result`) answers with them, and discovery mode (`discovery.py`) searches them,
+with one more kind (`signed_out`): the tools `mcp.lock` pins for a per-user connection the caller has not signed
+in to yet, so a search finds them before the sign-in their call asks for (docs/discovery.md, "Per-person
+connections").
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import Project, Toolset, TurnBuildError, TurnProblem, acting_for
+from connections import Project, Toolset, TurnBuildError, TurnProblem, TurnTool, acting_for
+from connections.serving import SignInRequired
 
 from ..auth.chain import Principal
 from ..policy import PolicyGate, visible_tools
@@ -51,12 +56,13 @@ def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
 
 
 async def visible_listing(
-    services: ListingServices, caller: Principal, method: str = "tools/list"
+    services: ListingServices, caller: Principal, method: str = "tools/list", *, signed_out: bool = False
 ) -> tuple[Toolset, list[TurnProblem]]:
     """The live toolset as `caller` may see it (the policy's filter), and the problems of the connections set
     aside (`set_aside`: a per-user one `caller` has not signed in to, an `optional=True` one that is down).
     Any other problem fails it closed: raises `MCPError` naming the connections that could not be listed (with
-    a sign-in link where one helps), never a shorter list."""
+    a sign-in link where one helps), never a shorter list. `signed_out`: with the tools `mcp.lock` pins for
+    each per-user connection set aside (`signed_out_tools`), before the policy like the rest."""
     with acting_for(caller.id):
         toolset, problems = await services.catalog.collect(None)
     aside = [p for p in problems if set_aside(p, services.project.connections)]
@@ -69,4 +75,50 @@ async def visible_listing(
             data = {**(refusal.error.data or {}), "signIn": signs}
             raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
         raise refusal from None
+    if signed_out:
+        toolset = signed_out_tools(services, caller, toolset, aside)
     return visible_tools(services.policy, caller, toolset)[0], aside
+
+
+def signed_out_tools(
+    services: ListingServices, caller: Principal, toolset: Toolset, aside: list[TurnProblem]
+) -> Toolset:
+    """`toolset` and, for each per-user connection `caller` must sign in to, the tools `mcp.lock` pins for it
+    (the operator's reviewed definitions: `agent-sdk pin --principal`), a name already listed left as it is.
+    Calling one raises that `SignInRequired` (the executor answers with `caller`'s sign-in link)."""
+    pins = services.catalog.builder.pins
+    signing = sorted({p.connection for p in aside if p.code == SignInRequired.code and p.connection})
+    if pins is None or not signing:
+        return toolset
+    tools = dict(toolset.tools)
+    for connection in signing:
+        for data in pins.pinned_tools(connection):
+            name = data.get("name")
+            if isinstance(name, str) and name not in tools:
+                tools[name] = _signed_out(connection, caller.id, data)
+    return Toolset(session=toolset.session, tools=tools, held_back=toolset.held_back)
+
+
+def _signed_out(connection: str, principal: str, data: Mapping[str, Any]) -> TurnTool:
+    async def invoke(arguments: Mapping[str, Any]) -> Any:
+        raise SignInRequired(connection, principal, f"connection {connection!r} needs your own sign-in")
+
+    def mapping(key: str) -> Mapping[str, Any] | None:
+        value = data.get(key)
+        return value if isinstance(value, Mapping) else None
+
+    annotations = mapping("annotations")
+    title = data.get("title") or (annotations or {}).get("title")
+    return TurnTool(
+        name=str(data["name"]),
+        description=str(data.get("description") or ""),
+        input_schema=mapping("inputSchema") or {"type": "object"},
+        output_schema=mapping("outputSchema"),
+        annotations=annotations,
+        effect="read" if (annotations or {}).get("readOnlyHint") is True else None,
+        title=title if isinstance(title, str) else None,
+        source="advertised",
+        connection=connection,
+        invoke=invoke,
+        execution=mapping("execution"),
+    )

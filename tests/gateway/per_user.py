@@ -121,19 +121,28 @@ def sign_in(url: str, name: str, *, callback_base: str | None = None) -> httpx2.
         return browser.get(redirect)
 
 
-async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str | None = None) -> dict[str, Any]:
-    """The TypeScript SDK peer (`ts_sign_in_client.mjs`, `legacy` or `modern`) calls `whoami` as `name`; when it
-    says which URL it was given, `name` signs in there (an HTTP client as the browser); its last report."""
+async def ts_peer_signs_in(
+    url: str,
+    name: str,
+    era: str,
+    *,
+    callback_base: str | None = None,
+    tool: str = "whoami",
+    arguments: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The TypeScript SDK peer (`ts_sign_in_client.mjs`, `legacy` or `modern`) calls `tool` (`whoami`) as `name`;
+    when it says which URL it was given, `name` signs in there (an HTTP client as the browser); its last report."""
     script = TS_SIGN_IN
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent),
         "MCP_CLIENT_DIR": str(node_module("@modelcontextprotocol", "client", "package.json").parent),
         "MCP_HEADERS": json.dumps({"authorization": f"Bearer {PEERS[name]}"}),
+        "MCP_ARGUMENTS": json.dumps(arguments or {}),
     }
     reports: list[dict[str, Any]] = []
     with anyio.fail_after(90):
-        async with await anyio.open_process([node20(), str(script), url, "whoami", era], env=env) as peer:
+        async with await anyio.open_process([node20(), str(script), url, tool, era], env=env) as peer:
             assert peer.stdout is not None and peer.stdin is not None
             async for line in TextReceiveStream(peer.stdout):
                 for text in line.splitlines():
