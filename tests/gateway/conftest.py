@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import httpx2
 import pytest
@@ -198,3 +198,9 @@ def serving(
     finally:
         served.stop()
     assert_clean(served.log_text())
+
+
+def sent_as(how: str, tool: str, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A call of `tool` made `direct`ly, or through discovery mode's `call_tool` (docs/discovery.md): the name and
+    arguments a peer sends."""
+    return (tool, arguments) if how == "direct" else ("call_tool", {"name": tool, "arguments": arguments})

@@ -27,7 +27,7 @@ from tests.conftest import free_port
 from tests.peers import node20, node_bin, node_module
 from tests.processes import running
 
-from ..conftest import HERE, Served, Upstream, everything_upstream, serving, url_connection
+from ..conftest import HERE, Served, Upstream, everything_upstream, sent_as, serving, url_connection
 
 TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_progress_client.mjs"
 PATIENT = HERE.parent / "fixtures" / "upstreams" / "patient_server.py"
@@ -84,6 +84,18 @@ def modern_gateway(tmp_path_factory: pytest.TempPathFactory, patient: Upstream) 
     }
     with serving(tmp_path_factory, "progress-modern", connections) as served:
         yield served
+
+
+@pytest.fixture(scope="module")
+def discovery_gateways(tmp_path_factory: pytest.TempPathFactory, patient: Upstream) -> Iterator[dict[str, Served]]:
+    """`serve --discovery` (docs/discovery.md) in front of the patient upstream, pinned to each generation."""
+    with (
+        serving(tmp_path_factory, "progress-found", {"patient": _patient_connection(patient.url, "legacy")},
+                "--discovery") as legacy,
+        serving(tmp_path_factory, "progress-found-modern", {"patient": _patient_connection(patient.url, "modern")},
+                "--discovery") as modern,
+    ):  # fmt: skip
+        yield {"legacy": legacy, "modern": modern}
 
 
 def _seen(upstream: Upstream) -> list[dict[str, Any]]:
@@ -192,18 +204,24 @@ async def _hang_started(upstream: Upstream, before: int) -> dict[str, Any]:
             await anyio.sleep(0.05)
 
 
+@pytest.mark.parametrize("through", ["direct", "call_tool"])
 @pytest.mark.parametrize("peer", ["raw-post", "mcp-auto", "mcp-legacy"])
 @pytest.mark.parametrize("generation", ["legacy", "modern"])
 async def test_a_peer_that_goes_away_mid_call_cancels_the_upstream_call(
-    gateway: Served, modern_gateway: Served, patient: Upstream, generation: str, peer: str
+    request: pytest.FixtureRequest, patient: Upstream, generation: str, peer: str, through: str
 ) -> None:
     """The peer closes its POST (a raw client dropping the connection; the `mcp` client at 2026-07-28,
     whose cancel is closing the POST) or sends `notifications/cancelled` (the `mcp` client at the
-    handshake versions): the upstream of either generation sees its own call cancelled."""
-    served = gateway if generation == "legacy" else modern_gateway
+    handshake versions): the upstream of either generation sees its own call cancelled. The same through
+    discovery mode's `call_tool` (docs/discovery.md): the cancel reaches the real tool's call."""
+    if through == "direct":
+        served: Served = request.getfixturevalue("gateway" if generation == "legacy" else "modern_gateway")
+    else:
+        served = request.getfixturevalue("discovery_gateways")[generation]
     url = f"{served.url}/v1/mcp/tools"
     before = len(_seen(patient))
-    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "hang", "arguments": {}}}
+    name, arguments = sent_as(through, "hang", {})
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
     async with httpx2.AsyncClient(timeout=30) as http, AsyncExitStack() as stack:
         client = None if peer == "raw-post" else await stack.enter_async_context(Client(url, mode=peer[4:]))  # pyright: ignore[reportArgumentType]
 
@@ -211,7 +229,7 @@ async def test_a_peer_that_goes_away_mid_call_cancels_the_upstream_call(
             if client is None:
                 await http.post(url, json=body, headers=_HANDSHAKE)
             else:
-                await client.call_tool("hang", {})
+                await client.call_tool(name, arguments)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(call)

@@ -4,7 +4,8 @@
 `trigger-sampling-request` only to a client that declared the capability: the pool's client declares
 both, and each request it sends mid-call is asked of the peer that made the call, on that call's
 SSE answer, or held open for a 2026-07-28 peer's retry. Peers: the TypeScript SDK client and the
-`mcp` 2.x `Client` in both modes.
+`mcp` 2.x `Client` in both modes. Each call is made directly and through discovery mode's `call_tool`
+(`serve --discovery`, docs/discovery.md): the questions reach the peer the same way.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from tests.peers import node20, node_module
 
-from ..conftest import Served, Upstream, serving, url_connection
+from ..conftest import Served, Upstream, sent_as, serving, url_connection
 
 TS_CLIENT = Path(__file__).resolve().parents[2] / "fixtures" / "peers_js" / "ts_asking_client.mjs"
 ELICIT, SAMPLE = "trigger-elicitation-request", "trigger-sampling-request"
@@ -38,6 +39,17 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> I
         yield served
 
 
+@pytest.fixture(scope="module")
+def found_gateway(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
+    connections = {"everything": url_connection(everything.url)}
+    with serving(tmp_path_factory, "asking-found", connections, "--discovery") as served:
+        yield served
+
+
+def _front(request: pytest.FixtureRequest, through: str) -> Served:
+    return request.getfixturevalue("gateway" if through == "direct" else "found_gateway")
+
+
 def _ts(url: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     env = {**os.environ, "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
     argv = [node20(), str(TS_CLIENT), url, json.dumps(calls)]
@@ -46,8 +58,12 @@ def _ts(url: str, calls: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     return json.loads(done.stdout)
 
 
-def test_the_ts_sdk_client_answers_server_everythings_elicitation_and_sampling(gateway: Served) -> None:
-    out = _ts(f"{gateway.url}/v1/mcp/tools", [(ELICIT, {}), (SAMPLE, {"prompt": "the sea", "maxTokens": 20})])
+@pytest.mark.parametrize("through", ["direct", "call_tool"])
+def test_the_ts_sdk_client_answers_server_everythings_elicitation_and_sampling(
+    request: pytest.FixtureRequest, through: str
+) -> None:
+    calls = [sent_as(through, ELICIT, {}), sent_as(through, SAMPLE, {"prompt": "the sea", "maxTokens": 20})]
+    out = _ts(f"{_front(request, through).url}/v1/mcp/tools", calls)
     assert out["protocolVersion"] == "2025-11-25"
     assert out["asked"] == ["elicitation/create", "sampling/createMessage"]
     elicited, sampled = ("".join(c["text"] for c in r["content"] if c["type"] == "text") for r in out["results"])
@@ -67,10 +83,12 @@ async def _sample(context: ClientRequestContext, params: mt.CreateMessageRequest
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("through", ["direct", "call_tool"])
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_the_python_sdk_client_answers_server_everythings_elicitation_and_sampling(
-    gateway: Served, mode: str
+    request: pytest.FixtureRequest, mode: str, through: str
 ) -> None:
+    gateway = _front(request, through)
     # legacy: asked mid-call on the SSE answer. auto (2026-07-28): the call is held open and each question
     # reaches the peer as an `InputRequiredResult`; its retry carries the answer to the waiting request.
     async with httpx2.AsyncClient(timeout=30) as http:
@@ -80,8 +98,8 @@ async def test_the_python_sdk_client_answers_server_everythings_elicitation_and_
                 transport, mode=mode, elicitation_callback=_elicit, sampling_callback=_sample, cache=None
             ) as client:  # pyright: ignore[reportArgumentType]
                 assert client.protocol_version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-                elicited = await client.call_tool(ELICIT, {})
-                sampled = await client.call_tool(SAMPLE, {"prompt": "the sea", "maxTokens": 20})
+                elicited = await client.call_tool(*sent_as(through, ELICIT, {}))
+                sampled = await client.call_tool(*sent_as(through, SAMPLE, {"prompt": "the sea", "maxTokens": 20}))
     elicited_text = "".join(c.text for c in elicited.content if isinstance(c, mt.TextContent))
     sampled_text = "".join(c.text for c in sampled.content if isinstance(c, mt.TextContent))
     assert '"name": "Grace"' in elicited_text
