@@ -4,7 +4,9 @@ reached by the `mcp` 2.x `Client` in its default mode (2026-07-28) and in `mode=
 Through the gateway, whatever the peer speaks, the upstream session is 2026-07-28 on the fast wire:
 a parameter marked `x-mcp-header` reaches the upstream as its `Mcp-Param-*` header, the upstream's
 `_meta` and structured content reach the peer, and a peer whose `Mcp-Param-*` header disagrees with
-its body is refused with HEADER_MISMATCH (-32020) and HTTP 400, as the spec says.
+its body is refused with HEADER_MISMATCH (-32020) and HTTP 400, as the spec says. Through discovery mode's
+`call_tool`, whose schema marks no parameter, a client sends no `Mcp-Param-*` header for the real tool's
+arguments: the call is served (the gateway still mirrors the header upstream).
 """
 
 from __future__ import annotations
@@ -30,15 +32,27 @@ MODERN = "2026-07-28"
 
 
 @pytest.fixture(scope="module")
-def gateway(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def eras() -> Iterator[str]:
+    """The both-eras upstream's connection definition."""
     port = free_port()
     with running([sys.executable, str(BOTH_ERAS), "--port", str(port)], port=port):
-        definition = (
+        yield (
             "from connections import define_connection\n\n"
             f"connection = define_connection(url='http://127.0.0.1:{port}/mcp', advertise_tools=True)\n"
         )
-        with serving(tmp_path_factory, "lane-peers", {"eras": definition}) as served:
-            yield served
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, eras: str) -> Iterator[Served]:
+    with serving(tmp_path_factory, "lane-peers", {"eras": eras}) as served:
+        yield served
+
+
+@pytest.fixture(scope="module")
+def found_gateway(tmp_path_factory: pytest.TempPathFactory, eras: str) -> Iterator[Served]:
+    """The same upstream behind `serve --discovery` (docs/discovery.md)."""
+    with serving(tmp_path_factory, "lane-peers-found", {"eras": eras}, "--discovery") as served:
+        yield served
 
 
 async def _through(url: str, mode: str) -> dict[str, Any]:
@@ -99,3 +113,24 @@ async def test_a_disagreeing_mcp_param_header_is_a_400_header_mismatch(gateway: 
     assert "Mcp-Param-Region" in wrong.json()["error"]["message"]
     assert right.status_code == 200
     assert right.json()["result"]["content"][0]["text"] == "eu-west via eu-west"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_call_tool_of_a_tool_with_header_parameters_is_served_and_mirrors_the_header_upstream(
+    found_gateway: Served, mode: str
+) -> None:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        with anyio.fail_after(60):
+            url = f"{found_gateway.url}/v1/mcp/tools"
+            async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+                listed = await client.list_tools()  # the client's Mcp-Param map: call_tool's schema marks nothing
+                assert {t.name for t in listed.tools} == {"search_tools", "describe_tool", "call_tool"}
+                found = await client.call_tool("search_tools", {"query": "a header-mirrored argument"})
+                [routed] = [t for t in found.structured_content["tools"] if t["name"] == "routed"]
+                assert routed["inputSchema"]["properties"]["region"]["x-mcp-header"] == "Region"
+                called = await client.call_tool("call_tool", {"name": "routed", "arguments": {"region": "eu-west"}})
+                version = client.protocol_version
+    assert version == (MODERN if mode == "auto" else "2025-11-25")
+    assert not called.is_error, called
+    assert called.content[0].text == "eu-west via eu-west"  # pyright: ignore[reportAttributeAccessIssue]
