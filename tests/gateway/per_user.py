@@ -31,6 +31,8 @@ PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave"
 """Each person's bearer token at the gateway: a principal each, `bearer:<digest>`."""
 OPERATOR = "per-user-operator-token-0123456789"
 MODERN = "2026-07-28"
+TS_ERAS = [("legacy", "dave", "2025-11-25"), ("modern", "erin", "2026-07-28")]
+"""`(era, name, version)` of `ts_peer_signs_in`'s two generations, each as a person who never signed in."""
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TS_SIGN_IN = Path(__file__).resolve().parent.parent / "fixtures" / "peers_js" / "ts_sign_in_client.mjs"
 URL_IN_TEXT = re.compile(r"(https?://\S+/v1/oauth/sign-in\?ticket=[A-Za-z0-9._%-]+)")
@@ -88,6 +90,29 @@ def modern_headers(name: str, tool: str = "whoami") -> dict[str, str]:
         "mcp-name": tool,
         "authorization": f"Bearer {PEERS[name]}",
     }
+
+
+def modern_call(base: str, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """`tools/call` of `tool` on `/v1/mcp/tools` as `name`, 2026-07-28, no capabilities: the JSON-RPC answer."""
+    body = call_body(tool)
+    body["params"]["arguments"] = arguments
+    with httpx2.Client(timeout=30.0) as http:
+        answer = http.post(f"{base}/v1/mcp/tools", json=body, headers=modern_headers(name, tool))
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def assert_asked_then_served(report: dict[str, Any], base: str, name: str, era: str, version: str) -> None:
+    """`ts_peer_signs_in`'s `report`: asked to sign in by URL as its generation says, then served as `name`."""
+    asked = report["asked"]
+    if era == "legacy":  # 2025-11-25: URLElicitationRequiredError, the call cannot wait
+        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
+    else:  # 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver
+        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
+    assert asked["url"].startswith(f"{base}/v1/oauth/sign-in?ticket=")
+    assert report["protocolVersion"] == version
+    assert report["result"]["isError"] is False
+    assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
 
 
 def whoami(http: httpx2.Client, base: str, name: str) -> dict[str, Any]:

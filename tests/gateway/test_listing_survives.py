@@ -26,7 +26,7 @@ from tests.conftest import free_port
 from tests.oauth.peers import ResourceServer
 
 from .conftest import Served, Upstream, assert_clean, make_project, serve
-from .per_user import OPERATOR, PEERS, call_body, modern_headers, peer_env, sign_in_url_in, text_of
+from .per_user import OPERATOR, PEERS, call_body, modern_call, modern_headers, peer_env, sign_in_url_in, text_of
 
 ACCESS_TOKEN_TTL = 3600
 
@@ -99,12 +99,7 @@ async def test_a_listing_lists_the_others_names_the_missing_sign_in_and_leaves_o
 
 
 def _call(gateway: Served, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    body = call_body(tool)
-    body["params"]["arguments"] = arguments
-    with httpx2.Client(timeout=30.0) as http:
-        answer = http.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=modern_headers(name, tool))
-    assert answer.status_code == 200, answer.text
-    return answer.json()["result"]
+    return modern_call(gateway.url, name, tool, arguments)["result"]
 
 
 def test_a_call_never_depends_on_another_connections_state(gateway: Served) -> None:

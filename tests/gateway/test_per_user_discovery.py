@@ -24,8 +24,9 @@ from tests.oauth.peers import ResourceServer
 from .conftest import Served, assert_clean, serve
 from .per_user import (
     PEERS,
-    call_body,
-    modern_headers,
+    TS_ERAS,
+    assert_asked_then_served,
+    modern_call,
     peer_env,
     per_user_project,
     principal_of,
@@ -79,13 +80,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) 
 
 
 def _meta_call(gateway: Served, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """`tools/call` of a meta-tool as `name`, 2026-07-28, no capabilities declared: the JSON-RPC answer."""
-    body = call_body(tool)
-    body["params"]["arguments"] = arguments
-    with httpx2.Client(timeout=30.0) as http:
-        answer = http.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=modern_headers(name, tool))
-    assert answer.status_code == 200, answer.text
-    return answer.json()
+    return modern_call(gateway.url, name, tool, arguments)
 
 
 def test_a_caller_not_signed_in_finds_the_pinned_tools_the_policy_shows_and_never_a_hidden_one(
@@ -115,9 +110,7 @@ def test_a_caller_not_signed_in_finds_the_pinned_tools_the_policy_shows_and_neve
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("era", "name", "version"), [("legacy", "dave", "2025-11-25"), ("modern", "erin", "2026-07-28")]
-)
+@pytest.mark.parametrize(("era", "name", "version"), TS_ERAS)
 async def test_call_tool_of_a_tool_found_before_sign_in_answers_with_the_callers_sign_in_link(
     gateway: Served, era: str, name: str, version: str
 ) -> None:
@@ -125,12 +118,4 @@ async def test_call_tool_of_a_tool_found_before_sign_in_answers_with_the_callers
     assert [t["name"] for t in searched["result"]["structuredContent"]["tools"]] == ["whoami"], searched
     called = {"name": "whoami", "arguments": {}}
     report = await ts_peer_signs_in(f"{gateway.url}/v1/mcp/tools", name, era, tool="call_tool", arguments=called)
-    asked = report["asked"]
-    if era == "legacy":  # 2025-11-25: URLElicitationRequiredError, the call cannot wait
-        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
-    else:  # 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver
-        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
-    assert asked["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
-    assert report["protocolVersion"] == version
-    assert report["result"]["isError"] is False
-    assert report["result"]["content"][0]["text"] == name  # the retried call_tool ran whoami with name's own grant
+    assert_asked_then_served(report, gateway.url, name, era, version)  # the retried call_tool ran whoami as name

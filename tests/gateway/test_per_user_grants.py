@@ -29,6 +29,8 @@ from .per_user import (
     OPERATOR,
     PEERS,
     THREE,
+    TS_ERAS,
+    assert_asked_then_served,
     call_body,
     modern_headers,
     per_user_gateway,
@@ -151,22 +153,12 @@ def _stored_grant(state_root: Path, principal: str) -> dict[str, object]:
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize(
-    ("era", "name", "version"), [("legacy", "dave", "2025-11-25"), ("modern", "erin", "2026-07-28")]
-)
+@pytest.mark.parametrize(("era", "name", "version"), TS_ERAS)
 async def test_the_typescript_sdk_peer_is_asked_to_sign_in_by_url_and_its_retry_succeeds(
     gateway: Served, era: str, name: str, version: str
 ) -> None:
     report = await ts_peer_signs_in(f"{gateway.url}/v1/mcp/tools", name, era)
-    asked = report["asked"]
-    if era == "legacy":  # 2025-11-25: URLElicitationRequiredError, the call cannot wait
-        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
-    else:  # 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver
-        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
-    assert asked["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
-    assert report["protocolVersion"] == version
-    assert report["result"]["isError"] is False
-    assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
+    assert_asked_then_served(report, gateway.url, name, era, version)
 
 
 @pytest.mark.anyio
