@@ -149,8 +149,8 @@ def tools_server(
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (mcp/peers/calls.py).
-        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        runtime(ctx).peers.set_level(peer_of(scope) if scope else ("anonymous", None), params.level)
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`, as its calls
+        runtime(ctx).peers.set_level(peer_of(scope) if scope else (caller_of(scope).id, None), params.level)
         return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.
