@@ -25,6 +25,7 @@ from ._names import NAME_RULE, check_name, is_valid_tool_name
 from ._pin_guard import pinnable
 from ._pins import LOCK_FILE, read_lock
 from ._problems import Problem
+from ._servers import CuratedServer, element_lines
 from ._tools import ServerTool
 from ._validation import connection_problems
 
@@ -55,6 +56,8 @@ class Project:
     tools: dict[str, ServerTool] = field(default_factory=dict[str, ServerTool])
     extensions: dict[str, Extension] = field(default_factory=dict[str, Extension])
     diagnostics: list[Diagnostic] = field(default_factory=list[Diagnostic])
+    servers: dict[str, CuratedServer] = field(default_factory=dict[str, CuratedServer])
+    """Curated servers (`agent/servers/<name>.py`, docs/curated-servers.md), those without errors."""
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -108,6 +111,8 @@ class _Loading:
                 for path in self._files(self.agent / slot):
                     self._load_file(path, slot, namespace=None)
             self._load_extensions()
+            for path in self._files(self.agent / "servers"):
+                self._load_server(path)
         finally:
             sys.path.remove(str(self.agent))
             for mod in [m for m in sys.modules if m == "lib" or m.startswith("lib.")]:
@@ -253,6 +258,33 @@ class _Loading:
             defn = obj.named(name, path, line=line, host_only=obj.host_only or in_host)
             self._add_connection(defn, path, in_host_folder=in_host, namespace=namespace)
 
+    def _load_server(self, path: Path) -> None:
+        if (why := check_name(path.stem, "curated server")) is not None:
+            self.diag(path, None, why, "bad-name")
+            return
+        module = self._import(path, "servers")
+        if module is None:
+            return
+        found = _unique(v for v in vars(module).values() if isinstance(v, CuratedServer))
+        if len(found) != 1:
+            self.diag(
+                path,
+                None,
+                f"defines {len(found)} curated servers; a file in servers/ defines exactly one: "
+                "`server = define_server(...)` (from connections import define_server)",
+                "no-definition" if not found else "many-definitions",
+            )
+            return
+        server = found[0]
+        assert isinstance(server, CuratedServer)
+        line = server.line if server.source == path else None
+        problems = [*server.problems, *_unknown_connections(server, self.conn_sources)]
+        lines = element_lines(path, line) if problems else {}
+        for p in problems:
+            self.diag(path, lines.get(p.where or "", line), p.message, p.code, p.severity)
+        if not any(p.severity == "error" for p in problems):
+            self.project.servers[path.stem] = server.named(path.stem, path)
+
     def _report(self, path: Path, line: int | None, problems: tuple[Problem, ...] | list[Problem]) -> bool:
         for problem in problems:
             self.diag(path, line, problem.message, problem.code, problem.severity)
@@ -308,6 +340,19 @@ class _Loading:
             self.project.extensions[namespace].tools.append(name)
         if not failed:
             self.project.tools[name] = tool.named(name, path)
+
+
+def _unknown_connections(server: CuratedServer, defined: dict[str, Path]) -> list[Problem]:
+    return [
+        Problem(
+            "unknown-connection",
+            f"{s.where} picks from connection {s.connection!r}, which this project does not define; "
+            f"the connections are {sorted(defined)}",
+            where=s.where,
+        )
+        for s in (*server.tools, *server.resources, *server.prompts)
+        if s.connection is not None and s.connection not in defined
+    ]
 
 
 def _unique(items: Iterator[object]) -> list[object]:
