@@ -107,7 +107,7 @@ def define_server(
         )
     texts: tuple[tuple[str, object], ...] = (("title", title), ("version", version), ("instructions", instructions))
     for label, value in texts:
-        if value is not None and not isinstance(value, str):
+        if value is not None and type(value) is not str:
             problems.append(Problem("bad-value", f"{label} must be a string, not {type(value).__name__}"))
     picked = _selectors("tools", tools, _SELECTOR_FIELDS, problems)
     _check_renames(picked, problems)
