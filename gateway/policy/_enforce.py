@@ -59,6 +59,7 @@ async def callable_tool(
     name: str,
     session: SessionInfo | None = None,
     surface: str | None = None,
+    server: str = "",
 ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
     """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
     hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
@@ -67,14 +68,14 @@ async def callable_tool(
     if not gate.enforcing:
         return tool, toolset, problems
     if tool is not None:
-        decision = gate.decide(principal, "tools/call", tool_target(tool))
+        decision = gate.decide(principal, "tools/call", tool_target(tool), server)
         if decision.allowed:
             return tool, toolset, problems
         if gate.on_denied_call is not None:  # the audit trail records the refusal (the caller sees an unknown tool)
             gate.on_denied_call(principal, tool, decision, surface)
         # found without a listing (an authored tool, a reused one): list as for an unknown name
         toolset, problems = await catalog.collect(session)
-    return None, visible_tools(gate, principal, toolset)[0], problems
+    return None, visible_tools(gate, principal, toolset, server)[0], problems
 
 
 def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) -> NotOffered | None:
@@ -88,13 +89,14 @@ def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) 
     return NotOffered(f"no advertised connection offers {what} {target.id[:200]!r}")
 
 
-def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset) -> tuple[Toolset, int]:
-    """`toolset` as `principal` may see it, and how many tools the policy hid (0 without a policy file)."""
+def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset, server: str = "") -> tuple[Toolset, int]:
+    """`toolset` as `principal` may see it (through curated server `server`, "" for none), and how many tools
+    the policy hid (0 without a policy file)."""
     if not gate.enforcing:
         return toolset, 0
     tools = sorted(toolset, key=lambda t: t.name)
-    shown = gate.visible(principal, "tools/call", [tool_target(t) for t in tools])
-    if not gate.decide(principal, "tools/list").allowed:
+    shown = gate.visible(principal, "tools/call", [tool_target(t) for t in tools], server)
+    if not gate.decide(principal, "tools/list", server=server).allowed:
         shown = [False] * len(tools)
     kept = {t.name: t for t, ok in zip(tools, shown, strict=True) if ok}
     return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
