@@ -48,6 +48,8 @@ class AuditRecord:
     arguments_digest: str | None = None
     duration_ms: float = 0.0
     at: float = field(default_factory=time.time)
+    served_as: str | None = None
+    """The name a curated server showed the tool under (`target` is the real tool's; docs/curated-servers.md)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -70,6 +72,8 @@ class AuditRecord:
             out["approver"] = self.approver
         if self.arguments_digest is not None:
             out["argumentsDigest"] = self.arguments_digest
+        if self.served_as is not None:
+            out["servedAs"] = self.served_as
         return out
 
     def line(self) -> str:

@@ -30,10 +30,11 @@ from ..policy import caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of, principal_id
+from .curated import CuratedView
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
 from .peers.streams import subscribe_handlers
-from .pipeline import CallPlan, target_of
+from .pipeline import CallPlan, target_of, view_target
 from .session_answer import declared_at_initialize, session_answer
 from .sign_in import SignInLinks
 from .subscriptions import subscription_handlers
@@ -69,9 +70,10 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
     }
 
 
-async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, fail-closed, as `caller` may see it (the policy's
-    filter). Raises `MCPError` naming the connections that could not be listed, never a shorter list."""
+async def tools_list_result(runtime: Runtime, caller: Principal, view: CuratedView | None = None) -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools` (or through curated server `view`): listed live, fail-closed, as
+    `caller` may see it (the policy's filter). Raises `MCPError` naming the connections that could not be
+    listed, never a shorter list."""
     try:
         with acting_for(caller.id):
             toolset = await runtime.catalog.live()
@@ -83,8 +85,9 @@ async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, An
             data = {**(refusal.error.data or {}), "signIn": signs}
             raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
         raise refusal from None
-    toolset = visible_tools(runtime.policy, caller, toolset)[0]
-    tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
+    toolset = visible_tools(runtime.policy, caller, toolset, view.name if view is not None else "")[0]
+    listed = sorted(toolset, key=lambda t: t.name) if view is None else view.listed(toolset)
+    tools = [_mcp_tool(t) for t in listed]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
 
@@ -103,17 +106,19 @@ def tools_server(
     offerings: Offerings | None = None,
     *,
     subscriptions: bool = False,
+    view: CuratedView | None = None,
 ) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
     answers the resources, prompts and completion they advertise (`gateway/mcp/offerings.py`). Its `instructions`
-    are its upstreams' (`gateway/mcp/instructions.py`).
+    are its upstreams' (`gateway/mcp/instructions.py`). With `view`, it is that curated server
+    (`gateway/mcp/curated.py`): its name, version and instructions, its tools.
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
-        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)))
+        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)), view)
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
@@ -132,10 +137,14 @@ def tools_server(
             if declared:
                 request = replace(request, capabilities=declared)
         caller = caller_of(scope)
+        if view is None:
+            target, arguments = await target_of(served, params.name, caller), params.arguments
+        else:
+            target, arguments = await view_target(served, view, params.name, caller, params.arguments)
         plan = CallPlan(
             request_id=ctx.request_id,
-            target=await target_of(served, params.name, caller),
-            arguments=params.arguments,
+            target=target,
+            arguments=arguments,
             params=dumped,
             principal=principal,
             caller=caller,
@@ -144,6 +153,8 @@ def tools_server(
             request=request,
             answer="session",
             inbound=_inbound(scope, session, principal) if tracing_enabled() else None,
+            view=view,
+            served_as=params.name if view is not None else None,
         )
         async with session_answer(ctx) as channel:
             result = await served.executor.execute(plan, channel)
@@ -161,8 +172,10 @@ def tools_server(
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = TaskServer(
-            "agent-sdk-tools",
-            version=SERVER_VERSION,
+            view.name if view is not None else "agent-sdk-tools",
+            version=(view.server.version or SERVER_VERSION) if view is not None else SERVER_VERSION,
+            title=view.server.title if view is not None else None,
+            instructions=view.server.instructions if view is not None else None,
             relays_changes=subscriptions,  # the GET stream carries list_changed (gateway/mcp/peers/streams.py)
             on_list_tools=list_tools,
             on_call_tool=call,
@@ -172,7 +185,8 @@ def tools_server(
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
     install_server_spans(server)  # ours in place of the SDK's tracing (gateway/telemetry/spans.py)
-    server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
+    if view is None:
+        server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
     return server
 
 

@@ -1,0 +1,173 @@
+"""Curated servers (`/v1/mcp/servers/<name>`) against server-everything, with the TypeScript SDK client and the
+Python SDK client in both generations: a renamed tool, an overridden description and a hidden argument end to end;
+the upstream receives the fixed value, the peer's schema lacks it, the audit names both tools, and a Cedar rule on
+`context.server` decides."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from tests.peers import node20, node_module
+
+from ..conftest import HERE, Served, Upstream, make_project, serve, url_connection
+
+TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_curated_client.mjs"
+
+DEMO = """\
+from connections import define_server
+
+server = define_server(
+    title="Demo tools",
+    version="2.1.0",
+    instructions="Add ten to a number, or echo a message.",
+    tools=[
+        {
+            "connection": "everything",
+            "name": "get-sum",
+            "rename": "add_ten",
+            "description": "Adds ten to a number.",
+            "set": {"b": 10},
+            "hide": ["b"],
+        },
+        {"connection": "everything", "name": "echo", "title": "Echo back"},
+    ],
+)
+"""
+NARROW = """\
+from connections import define_server
+
+server = define_server(tools=[{"connection": "everything", "name": "echo"}, {"name": "get-sum"}])
+"""
+POLICY = """\
+@id("everyone")
+permit (principal, action, resource);
+
+@id("no-echo-on-narrow")
+forbid (principal, action == AgentSdk::Action::"tools/call", resource == AgentSdk::Tool::"echo")
+when { context.server == "narrow" };
+"""
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("curated")
+    project = make_project(root / "project", {"everything": url_connection(everything.url)})
+    (project / "agent" / "servers").mkdir()
+    (project / "agent" / "servers" / "demo.py").write_text(DEMO)
+    (project / "agent" / "servers" / "narrow.py").write_text(NARROW)
+    (project / "agent" / "policies.cedar").write_text(POLICY)
+    served = serve(project, root / "state")
+    yield served
+    served.stop()
+
+
+def _ts(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    env = {**os.environ, "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
+    done = subprocess.run(
+        [node20(), str(TS_CLIENT), url, tool, json.dumps(arguments)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _audit(served: Served, count: int) -> list[dict[str, Any]]:
+    """The audit trail's records once it holds `count` (its writer batches them just after the calls)."""
+    path = served.state_root / "audit" / "audit.jsonl"
+    deadline = time.monotonic() + 15
+    while True:
+        records = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        time.sleep(0.05)
+
+
+def test_the_ts_client_sees_the_view_and_the_upstream_gets_the_fixed_value(gateway: Served) -> None:
+    out = _ts(f"{gateway.url}/v1/mcp/servers/demo", "add_ten", {"a": 5})
+    assert out["serverInfo"]["name"] == "demo" and out["serverInfo"]["version"] == "2.1.0"
+    assert out["instructions"] == "Add ten to a number, or echo a message."
+    tools = {t["name"]: t for t in out["tools"]}
+    assert sorted(tools) == ["add_ten", "echo"]  # nothing else of everything's, none of the authored tools
+    add = tools["add_ten"]
+    assert add["description"] == "Adds ten to a number."
+    assert "b" not in add["inputSchema"]["properties"] and "b" not in add["inputSchema"].get("required", [])
+    assert "a" in add["inputSchema"]["properties"]
+    assert tools["echo"]["title"] == "Echo back"
+    assert out["called"].get("isError") is not True
+    assert "15" in out["called"]["content"][0]["text"]  # everything added 5 and the hidden b=10
+
+
+async def _python(url: str, mode: str) -> tuple[list[str], str]:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        transport = streamable_http_client(url, http_client=http)
+        async with Client(transport, mode=mode, cache=None) as client:
+            names = sorted(t.name for t in (await client.list_tools()).tools)
+            # The peer tries to override the hidden argument: the fixed value wins.
+            result = await client.call_tool("add_ten", {"a": 1, "b": 1000})
+            block = result.content[0]
+            return names, getattr(block, "text", "")
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_the_python_client_in_both_generations(gateway: Served, mode: str) -> None:
+    names, text = anyio.run(_python, f"{gateway.url}/v1/mcp/servers/demo", mode)
+    assert names == ["add_ten", "echo"]
+    assert "11" in text and "1001" not in text
+
+
+async def _call(url: str, name: str, arguments: dict[str, Any]) -> Any:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28", cache=None) as client:
+            listed = sorted(t.name for t in (await client.list_tools()).tools)
+            try:
+                return listed, await client.call_tool(name, arguments)
+            except MCPError as exc:
+                return listed, exc
+
+
+def test_a_renamed_tools_real_name_is_not_on_the_view(gateway: Served) -> None:
+    _listed, answer = anyio.run(_call, f"{gateway.url}/v1/mcp/servers/demo", "get-sum", {"a": 1, "b": 2})
+    assert isinstance(answer, MCPError) and answer.error.message == "Unknown tool: get-sum"
+
+
+def test_a_cedar_rule_on_the_servers_name_decides(gateway: Served) -> None:
+    listed, answer = anyio.run(_call, f"{gateway.url}/v1/mcp/servers/narrow", "echo", {"message": "hi"})
+    assert listed == ["get-sum"]  # echo is hidden on this server by the rule on context.server
+    assert isinstance(answer, MCPError) and answer.error.message == "Unknown tool: echo"
+    listed, answer = anyio.run(_call, f"{gateway.url}/v1/mcp/servers/demo", "echo", {"message": "hi"})
+    assert "echo" in listed and not isinstance(answer, MCPError) and "Echo: hi" in answer.content[0].text
+
+
+def test_the_audit_record_names_the_curated_and_the_real_tool(gateway: Served) -> None:
+    anyio.run(_call, f"{gateway.url}/v1/mcp/servers/demo", "add_ten", {"a": 2})
+    records = _audit(gateway, 1)
+    mine = [r for r in records if r.get("servedAs") == "add_ten"]
+    assert mine, records
+    assert mine[-1]["target"] == "get-sum" and mine[-1]["connection"] == "everything"
+    assert mine[-1]["surface"] == "mcp/servers/demo" and mine[-1]["outcome"] == "ok"
+
+
+def test_an_unknown_server_is_a_404_with_a_sentence(gateway: Served) -> None:
+    answer = httpx2.post(
+        f"{gateway.url}/v1/mcp/servers/nope",
+        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        headers={"Accept": "application/json, text/event-stream"},
+    )
+    assert answer.status_code == 404
+    assert "no curated server named 'nope'" in answer.text and "demo" in answer.text
