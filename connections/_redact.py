@@ -10,6 +10,9 @@ command line shown to a user (docs/connections.md, "Secrets in messages").
   segment `*`), a query shown as `?*`, user info and fragment dropped.
 - `shown_command(command, args, show_args=)` is a stdio connection's command line: the program's
   name only, unless the user asked for its arguments (which are still `redact`ed).
+- `shown_arguments(arguments)` is a tool call's arguments as an approval shows them to an operator: the
+  value of every secret-looking key (`SECRETISH_KEY`, the rule `validate` warns about in `headers=`)
+  masked, every string `redact`ed, long strings, lists and objects cut short.
 
 The known secrets are process-wide on purpose: a value known to be secret anywhere in the
 process must be masked in every log line and message the process writes.
@@ -20,11 +23,20 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import urlsplit
 
-__all__ = ["MASK", "RedactingFilter", "redact", "remember_secret", "shown_command", "shown_url"]
+__all__ = [
+    "MASK",
+    "SECRETISH_KEY",
+    "RedactingFilter",
+    "redact",
+    "remember_secret",
+    "shown_arguments",
+    "shown_command",
+    "shown_url",
+]
 
 MASK = "***"
 _MIN_SECRET = 8
@@ -41,6 +53,11 @@ _SCHEME_CREDENTIAL = re.compile(
 )
 _URL_USERINFO = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@'\"?#]+@")
 _PLAIN_SEGMENT = re.compile(r"[a-z][a-z_-]{0,23}|v[0-9]{1,2}")
+SECRETISH_KEY = re.compile(r"(authorization|token|secret|api[-_]?key|password|passwd|cookie|credential)", re.IGNORECASE)
+"""A name whose value is a secret: a header of a definition (`validate` warns), an argument an approval shows."""
+_SHOWN_TEXT = 500
+_SHOWN_ITEMS = 50
+_SHOWN_DEPTH = 6
 
 _known: set[str] = set()
 _known_lock = threading.Lock()
@@ -94,6 +111,33 @@ def shown_command(command: str, args: Iterable[str] = (), *, show_args: bool = F
     if not show_args:
         return name
     return " ".join([name, *(redact(a) for a in args)])
+
+
+def shown_arguments(arguments: object, _depth: int = 0) -> object:
+    """`arguments` (JSON values) as an operator may see them: a secret-looking key's value is `***`, every
+    string goes through `redact` and is cut at 500 characters, lists and objects at 50 items, nesting at 6."""
+    if isinstance(arguments, str):
+        text = redact(arguments)
+        return text if len(text) <= _SHOWN_TEXT else text[:_SHOWN_TEXT] + "…"
+    if arguments is None or isinstance(arguments, bool | int | float):
+        return arguments
+    if _depth >= _SHOWN_DEPTH:
+        return "…"
+    if isinstance(arguments, Mapping):
+        shown: dict[str, object] = {}
+        for i, (key, value) in enumerate(arguments.items()):
+            if i >= _SHOWN_ITEMS:
+                shown["…"] = f"{len(arguments) - i} more"
+                break
+            name = redact(str(key))[:100]
+            shown[name] = MASK if SECRETISH_KEY.search(name) else shown_arguments(value, _depth + 1)
+        return shown
+    if isinstance(arguments, list | tuple):
+        items: list[object] = [shown_arguments(v, _depth + 1) for v in arguments[:_SHOWN_ITEMS]]
+        if len(arguments) > _SHOWN_ITEMS:
+            items.append(f"… {len(arguments) - _SHOWN_ITEMS} more")
+        return items
+    return shown_arguments(str(arguments), _depth)
 
 
 class RedactingFilter(logging.Filter):

@@ -231,6 +231,8 @@ def create_app(
             sessions.on_turn_end = metrics.turn_finished
             guard = await serving_guard(settings, project, stack)  # audit, limits, approvals (docs/audit.md)
             guard_counters(guard, metrics.counted)
+            if stopping is not None:  # a held call is answered (not run) as the server stops, not left hanging
+                stopping.append(guard.approvals.abandon_all)
             sessions.wrap_toolset = lambda toolset, caller: guard.toolset(toolset, "session", caller)
             offerings: Offerings | None = getattr(brk, "offerings", None)
             pool = getattr(brk, "pool", None)  # a test's broker may have none
@@ -321,6 +323,7 @@ def create_app(
         operator_tokens=settings.operator_tokens,
         oauth=oauth,
         operator_grant=OperatorGrant.of(settings.operator_scopes, settings.operator_claims),
+        principal_claim=settings.principal_claim,
         loopback_bound=settings.loopback_bound,
         # The console's shell is static code with no data in it; in bearer mode the page asks for the
         # token and sends it on every data route (docs/console.md). The OAuth callback is reached by the

@@ -102,6 +102,11 @@ class ServeSettings(BaseModel):
     """With `state_url`: the shared audit stream keeps about this many records (`XADD MAXLEN ~`)."""
     approval_timeout_s: float = Field(default=300.0, gt=0, le=86_400)
     """`--approval-timeout`: how long a call waits for an operator's approval; no answer is a denial."""
+    approval_separation: bool | None = None
+    """`--approval-separation` / `--no-approval-separation`: an operator may not approve a call it is holding
+    itself. None: on, except in loopback-strict mode, where the one local user is every principal (docs/audit.md)."""
+    principal_claim: str | None = Field(default=None, min_length=1, max_length=100)
+    """`--principal-claim`: the token claim an OAuth principal is shown by (default `email`, `name`, `sub`)."""
 
     oauth_issuers: tuple[str, ...] = ()
     """`--oauth-issuer`: authorization servers whose access tokens admit a peer (docs/http-api.md, "OAuth")."""
@@ -287,6 +292,7 @@ class ServeSettings(BaseModel):
             "audit_max_bytes": "AGENT_SDK_AUDIT_MAX_BYTES",
             "audit_stream_max": "AGENT_SDK_AUDIT_STREAM_MAX",
             "approval_timeout_s": "AGENT_SDK_APPROVAL_TIMEOUT",
+            "principal_claim": "AGENT_SDK_PRINCIPAL_CLAIM",
         }
         for field, var in simple.items():
             if env.get(var):
@@ -329,5 +335,7 @@ class ServeSettings(BaseModel):
             values["warm"] = True
         if env.get("AGENT_SDK_FAST_CALLS", "").lower() in ("0", "false", "no"):
             values["fast_calls"] = False
+        if env.get("AGENT_SDK_APPROVAL_SEPARATION", "").lower() in ("1", "true", "yes", "0", "false", "no"):
+            values["approval_separation"] = env["AGENT_SDK_APPROVAL_SEPARATION"].lower() in ("1", "true", "yes")
         values.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(values)

@@ -13,6 +13,7 @@ from ._exceptions import AuthorizationError as AuthorizationError
 from ._exceptions import AuthorizationServerUnreachable as AuthorizationServerUnreachable
 from ._exceptions import CallerTokenRequired as CallerTokenRequired
 from ._exceptions import DiscoveryError as DiscoveryError
+from ._exceptions import DpopMismatch as DpopMismatch
 from ._exceptions import DpopNonceLoop as DpopNonceLoop
 from ._exceptions import InsecureTransport as InsecureTransport
 from ._exceptions import InsufficientScope as InsufficientScope
@@ -43,11 +44,11 @@ from .discovery._transport import insecure_transport_warning as insecure_transpo
 from .flows._auth import AuthStats as AuthStats
 from .flows._auth import ConnectionAuth as ConnectionAuth
 from .flows._auth import LoginHandler as LoginHandler
-from .flows._auth import connection_auth as connection_auth
 from .flows._callback import CallbackListener as CallbackListener
 from .flows._caller_grants import CallerGrants as CallerGrants
 from .flows._caller_grants import UpstreamToken as UpstreamToken
 from .flows._caller_grants import is_caller_grant as is_caller_grant
+from .flows._connection_auth import connection_auth as connection_auth
 from .flows._interaction import Interaction as Interaction
 from .flows._interaction import follow_redirects as follow_redirects
 from .flows._interaction import open_browser as open_browser
@@ -86,6 +87,7 @@ __all__ = [
     "ConnectionAuth",
     "Discovery",
     "DiscoveryError",
+    "DpopMismatch",
     "DpopNonceLoop",
     "FileTokenStore",
     "Grant",

@@ -47,3 +47,7 @@ class OAuthConfig:
     """`id_jag`: the gateway's client at the caller's identity provider."""
     idp_client_secret_env: str | None = None
     """`id_jag`: the variable holding that client's secret."""
+    dpop: bool | None = None
+    """RFC 9449 binding of new grants: None (default) binds only where the upstream asks for it (its RFC 9728
+    `dpop_bound_access_tokens_required`, or a `DPoP` challenge in its 401); True always binds (a Bearer answer
+    from the authorization server is refused); False never binds (docs/oauth.md, "DPoP-bound grants")."""

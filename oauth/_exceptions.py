@@ -20,6 +20,7 @@
     ├── LoginRequired                login_required        no usable tokens; the fix is `agent-sdk mcp oauth NAME`
     │   └── CallerTokenRequired      caller_token_required a caller-credential connection called by no OAuth peer
     ├── InsufficientScope            insufficient_scope    step-up authorization did not satisfy the server
+    ├── DpopMismatch                 dpop_mismatch         the resource refuses the binding `dpop=` forces
     └── StoreError                   store_error           a token store failed
         ├── StoreCorrupt             store_corrupt         the store holds something that is not ours
         └── KeyringUnavailable       keyring_unavailable   no OS keyring backend on this machine
@@ -37,6 +38,7 @@ __all__ = [
     "AuthorizationServerUnreachable",
     "CallerTokenRequired",
     "DiscoveryError",
+    "DpopMismatch",
     "DpopNonceLoop",
     "InsecureTransport",
     "InsufficientScope",
@@ -178,6 +180,13 @@ class CallerTokenRequired(LoginRequired):
     """A connection that acts with each caller's own token (token exchange, ID-JAG) was called without one."""
 
     error = "caller_token_required"
+
+
+class DpopMismatch(OAuthError):
+    """RFC 9449: the resource's 401 is about the token's binding, and the connection's `dpop=` forces that
+    binding, so a new login would not help; the message names the setting to change."""
+
+    error = "dpop_mismatch"
 
 
 class InsufficientScope(OAuthError):

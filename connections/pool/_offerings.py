@@ -10,9 +10,13 @@ session), nor do host-only and account connections (`agent-sdk validate` says so
 offering one resource URI, one template or one prompt name, fail it with a `TurnBuildError` naming
 every problem, never a shorter list.
 
-Routing needs no listing when only one advertised connection can own the URI, template or name (by
-its own lists); when several can, their listings decide, and two owners are a `NotOffered` naming
-both. Listings and reads are kept as the upstream's cache hints allow (`connections/pool/_offer_cache.py`), per
+Routing asks the listings of the connections whose own lists allow the URI, template or name: one that
+no listing holds is a `NotOffered` before any upstream sees it, but for a read that only one connection's
+lists allow (routed there unlisted; an upstream's own "not found" of it is answered with the same
+sentence, `not_offered`), so a name that does not exist, one no connection offers and one the policy
+hides get one answer; two owners are a `NotOffered` naming both. Resource URIs
+and templates are routed, compared and forwarded in their canonical form (`connections/_uris.py`).
+Listings and reads are kept as the upstream's cache hints allow (`connections/pool/_offer_cache.py`), per
 `viewer` (the peer's principal) for a private one.
 """
 
@@ -26,9 +30,9 @@ from typing import Any, Literal
 import anyio
 import mcp_types as mt
 from mcp import Client
-from mcp.shared.uri_template import InvalidUriTemplate, UriTemplate
 
 from .._exceptions import ConnectionsError, NotOffered, TurnBuildError, TurnProblem, UpstreamError
+from .._uris import canonical_uri, not_offered
 from ..client._clients import OpenedClient
 from ..client._listing_cache import DEFAULT_LISTING_TTL
 from ..project._definitions import ConnectionDefinition
@@ -48,6 +52,7 @@ from ._offer_calls import (
     read_resource,
     result_json,
 )
+from ._offer_match import NOT_FOUND, Holds, instance_of, keyed, matching
 from ._pool import ClientPool
 
 __all__ = ["Merged", "Offerings"]
@@ -238,6 +243,8 @@ class Offerings:
         if (defn.name, kind) not in self._pins.held_offers:
             await self._listed(defn, method, viewer)
         held = self._pins.held_offers.get((defn.name, kind), {})
+        if kind != "prompts":  # `key` is canonical; the lock names URIs as the upstream lists them
+            held = {canonical_uri(k, template=kind == "resourceTemplates"): v for k, v in held.items()}
         if key in held:
             raise NotOffered(f"{key[:200]!r} is held back: {held[key]}")
 
@@ -262,8 +269,10 @@ class Offerings:
 
     async def read(self, uri: str, viewer: str | None = None) -> tuple[dict[str, Any], Freshness]:
         """`resources/read` of `uri` on the connection that owns it: the result as JSON and its hint.
-        Raises `NotOffered`, and the pool's errors (an `UpstreamError` carries the upstream's own code)."""
-        defn = await self._owner_of_resource(uri, viewer)
+        Raises `NotOffered` (for an upstream's own "not found" too), and the pool's errors (an `UpstreamError`
+        carries the upstream's own code). `uri` is read in its canonical form."""
+        uri = canonical_uri(uri)
+        defn = await self._owner_of_resource(uri, viewer, unlisted=True)
         await self._refuse_held(defn, "resources/list", uri, viewer)
         cached = self._cache.get(defn.name, "resources/read", uri, viewer)
         if cached is not None:
@@ -273,7 +282,12 @@ class Offerings:
         async def run(opened: OpenedClient) -> mt.ReadResourceResult:
             return await read_resource(opened.client, uri)
 
-        result = await self._pool.request(defn.name, "resources/read", run)
+        try:
+            result = await self._pool.request(defn.name, "resources/read", run)
+        except UpstreamError as exc:
+            if exc.rpc_code in NOT_FOUND:  # an instance of a template it does not have: as one nobody offers
+                raise NotOffered(not_offered("resource", uri)) from None
+            raise
         hint = freshness_of(result)
         body = result_json(result)
         self._cache.put(defn.name, "resources/read", uri, viewer, body, hint, generation)
@@ -303,6 +317,7 @@ class Offerings:
         if isinstance(ref, mt.PromptReference):
             defn = await self._owner_of_prompt(ref.name, viewer)
         else:
+            ref = mt.ResourceTemplateReference(type="ref/resource", uri=canonical_uri(ref.uri, template=True))
             defn = await self._owner_of_template(ref.uri, viewer)
 
         async def run(opened: OpenedClient) -> mt.CompleteResult:
@@ -313,59 +328,73 @@ class Offerings:
     async def owner_of_resource(self, uri: str, viewer: str | None = None) -> str:
         """The name of the advertised connection that offers resource `uri` (subscriptions route by it).
         Raises `NotOffered` and the listing's `TurnBuildError`."""
-        return (await self._owner_of_resource(uri, viewer)).name
+        return (await self._owner_of_resource(canonical_uri(uri), viewer)).name
+
+    async def templates_of(self, uri: str, viewer: str | None = None) -> list[str]:
+        """The URI templates of the merged `resources/templates/list` that resource `uri` is an instance of
+        (canonical forms): a read of it is decided against each of them too. Raises the listing's errors."""
+        uri = canonical_uri(uri)
+        merged = await self.listing("resources/templates/list", viewer)
+        listed = (canonical_uri(str(item.get("uriTemplate")), template=True) for item in merged.items)
+        return [t for t in listed if instance_of(t, uri)]
 
     async def _owner_of_prompt(self, name: str, viewer: str | None) -> ConnectionDefinition:
         candidates = [d for d in self._by_kind["prompts"] if d.allows_prompt(name)]
-        return await self._owner(f"prompt {name[:200]!r}", candidates, viewer, [("prompts/list", _keyed("name", name))])
+        return await self._owner("prompt", name, candidates, viewer, [("prompts/list", keyed(name))])
 
-    async def _owner_of_resource(self, uri: str, viewer: str | None) -> ConnectionDefinition:
+    async def _owner_of_resource(self, uri: str, viewer: str | None, *, unlisted: bool = False) -> ConnectionDefinition:
+        """The connection that offers resource `uri`: the one whose listing holds it or a template of it. With
+        `unlisted` (a read), the only connection whose lists allow it without asking for a listing (a server may
+        serve a URI it lists nowhere, as a tool's resource link; its own "not found" is `not_offered` in `read`)."""
         candidates = [d for d in self._by_kind["resources"] if d.allows_resource(uri)]
+        if unlisted and len(candidates) == 1:
+            return candidates[0]
         return await self._owner(
-            f"resource {uri[:200]!r}",
+            "resource",
+            uri,
             candidates,
             viewer,
-            [("resources/list", _keyed("uri", uri)), ("resources/templates/list", _matching(uri))],
+            [("resources/list", keyed(uri)), ("resources/templates/list", matching(uri))],
         )
 
     async def _owner_of_template(self, template: str, viewer: str | None) -> ConnectionDefinition:
+        template = canonical_uri(template, template=True)
         candidates = [
             d for d in self._by_kind["resources"] if d.allows_template(template) or d.allows_resource(template)
         ]
         return await self._owner(
-            f"resource template {template[:200]!r}",
+            "resource template",
+            template,
             candidates,
             viewer,
-            [
-                ("resources/templates/list", _keyed("uriTemplate", template)),
-                ("resources/list", _keyed("uri", template)),
-            ],
+            [("resources/templates/list", keyed(template)), ("resources/list", keyed(template))],
         )
 
     async def _owner(
         self,
-        what: str,
+        kind: str,
+        key: str,
         candidates: list[ConnectionDefinition],
         viewer: str | None,
-        tests: list[tuple[ListMethod, Callable[[dict[str, Any]], bool]]],
+        tests: list[tuple[ListMethod, Holds]],
     ) -> ConnectionDefinition:
-        """The one candidate that owns `what`: the only one its lists allow, else the only one whose
-        listing holds it (by the first of `tests` that finds any). Raises `NotOffered`."""
-        if len(candidates) == 1:
-            return candidates[0]
-        if not candidates:
-            raise NotOffered(f"no advertised connection offers {what}")
+        """The one candidate whose listing holds the `kind` named `key` (by the first of `tests` that finds any).
+        Raises `NotOffered`: `not_offered`'s sentence when none does, unless `mcp.lock` holds it back (its own)."""
         for method, holds in tests:
+            if not candidates:
+                break
             listings, problems = await self._list_all(candidates, method, viewer)
             if problems:
                 raise TurnBuildError(problems)
-            owners = [d for d in candidates if any(holds(item) for item in listings[d.name].items)]
+            owners = [d for d in candidates if any(holds(method, item) for item in listings[d.name].items)]
             if len(owners) > 1:
                 names = " and ".join(repr(d.name) for d in owners)
-                raise NotOffered(f"{what} is offered by both connections {names}; deny it on one of them")
+                raise NotOffered(f"{kind} {key[:200]!r} is offered by both connections {names}; deny it on one of them")
             if owners:
                 return owners[0]
-        raise NotOffered(f"no advertised connection offers {what}")
+        for defn in candidates:
+            await self._refuse_held(defn, tests[0][0], key, viewer)
+        raise NotOffered(not_offered(kind, key))
 
 
 def _declares(client: Client, kind: Kind) -> bool:
@@ -385,17 +414,3 @@ def _filter(defn: ConnectionDefinition, method: ListMethod) -> Callable[[Any], b
     if method == "resources/templates/list":
         return lambda item: defn.allows_template(item.uri_template)
     return lambda item: defn.allows_prompt(item.name)
-
-
-def _keyed(key: str, value: str) -> Callable[[dict[str, Any]], bool]:
-    return lambda item: item.get(key) == value
-
-
-def _matching(uri: str) -> Callable[[dict[str, Any]], bool]:
-    def holds(item: dict[str, Any]) -> bool:
-        try:
-            return UriTemplate.parse(str(item.get("uriTemplate"))).match(uri) is not None
-        except InvalidUriTemplate:
-            return False
-
-    return holds

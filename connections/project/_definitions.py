@@ -23,6 +23,7 @@ from oauth import OAuthConfig
 
 from .._call_context import log_level_value
 from .._redact import redact, shown_url
+from .._uris import canonical_entry, canonical_uri
 from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
 from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, DEFAULT_MAX_RESULT_BYTES, Timeouts
 from ._problems import Problem
@@ -93,6 +94,12 @@ class ConnectionDefinition:
     """`oauth` connections: `gateway`, one grant the deployment logged in with (`agent-sdk mcp oauth NAME`);
     `per_principal`, each calling principal signs in with its own grant, and its calls (and upstream
     session) are its own (implies `upstream_sessions="per_principal"`; docs/oauth.md#per-user-grants)."""
+    optional: bool = False
+    """A listing of `/v1/mcp/tools` leaves this connection's tools out while it cannot be listed (named in a log
+    line and in `/v1/connections`) instead of failing closed; its calls still fail (docs/connections.md)."""
+    dpop: bool | None = None
+    """`oauth` connections: bind new grants to a DPoP key (RFC 9449) only where the upstream asks for it (None),
+    always (True) or never (False); docs/oauth.md, "DPoP-bound grants"."""
     pin: bool = True
     """Check its listings against `mcp.lock` when the project has one (False: never; docs/connections.md)."""
     trace_content: bool = False
@@ -134,11 +141,14 @@ class ConnectionDefinition:
 
     def allows_resource(self, uri: str) -> bool:
         """Whether `advertise_resources` and `deny_resources` offer the resource at `uri`: it is named, or
-        one named URI template matches it (deny wins, by URI or by a matching template)."""
+        one named URI template matches it (deny wins, by URI or by a matching template). Both sides are
+        compared in their canonical form (`canonical_uri`)."""
+        uri = canonical_uri(uri)
         return offered(self.advertise_resources, self.deny_resources, uri, uri, match=True)
 
     def allows_template(self, template: str) -> bool:
-        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (named as written)."""
+        """Whether `advertise_resources` and `deny_resources` offer the URI template `template` (canonical forms)."""
+        template = canonical_uri(template, template=True)
         return offered(self.advertise_resources, self.deny_resources, template, template)
 
     def named(self, name: str, source: Path | None, **changes: Any) -> ConnectionDefinition:
@@ -197,6 +207,8 @@ def define_connection(
     trace_content: bool = False,
     upstream_sessions: str = "shared",
     grants: str = "gateway",
+    dpop: bool | None = None,
+    optional: bool = False,
     **unknown: Any,
 ) -> ConnectionDefinition:
     """Define one MCP connection; the file's path gives it its name.
@@ -262,6 +274,7 @@ def define_connection(
         "linkable": linkable,
         "bridge": bridge,
         "pin": pin,
+        "optional": optional,
     }
     for fname, value in flags.items():
         if not isinstance(value, bool):
@@ -269,6 +282,7 @@ def define_connection(
     host_only, account = host_only is True, account is True
     advertise_tools, linkable, bridge = advertise_tools is True, linkable is True, bridge is True
     pin = pin is not False
+    optional = optional is True
 
     clean_servers = servers_value(servers, account, problems)
 
@@ -304,6 +318,10 @@ def define_connection(
     for fname, entries in (("advertise_resources", offered_resources), ("deny_resources", denied_resources)):
         if isinstance(entries, frozenset):
             problems.extend(template_problems(fname, entries))
+    # Decided in the canonical form of every resource URI (connections/_uris.py), as a peer's URI is.
+    if isinstance(offered_resources, frozenset):
+        offered_resources = frozenset(map(canonical_entry, offered_resources))
+    denied_resources = frozenset(map(canonical_entry, denied_resources))
 
     allow = str_list("allow_tools", allow_tools, bad)
     deny = str_list("deny_tools", deny_tools, bad) or ()
@@ -340,6 +358,18 @@ def define_connection(
     if not isinstance(trace_content, bool):
         bad("trace_content", trace_content)
         trace_content = False
+    if dpop is not None and not isinstance(dpop, bool):
+        bad("dpop", dpop)
+        dpop = None
+    if dpop is not None and oauth_config is not None:
+        if oauth_config.dpop is not None and oauth_config.dpop != dpop:
+            problems.append(
+                Problem(
+                    "dpop-conflict",
+                    f"dpop={dpop} contradicts OAuthConfig(dpop={oauth_config.dpop}); set it in one place",
+                )
+            )
+        oauth_config = replace(oauth_config, dpop=dpop)
 
     return ConnectionDefinition(
         url=url,
@@ -375,6 +405,8 @@ def define_connection(
         trace_content=trace_content,
         upstream_sessions=upstream_sessions,  # checked above
         grants=grants,  # checked above
+        dpop=dpop,
+        optional=optional,
         source=origin,
         line=line,
         problems=tuple(problems),

@@ -46,12 +46,14 @@ FIELD_TYPES: dict[str, str] = {
     "linkable": "True or False",
     "bridge": "True or False",
     "pin": "True or False",
+    "optional": "True or False",
     "trace_content": "True or False",
     "max_result_bytes": "a whole number of bytes of at least 1024",
     "max_identities": "a whole number of at least 1",
     "identity_idle_timeout": "a positive number of seconds",
     "upstream_sessions": "'shared' or 'per_principal'",
     "grants": "'gateway' or 'per_principal'",
+    "dpop": "True, False or None (bind to DPoP only where the upstream asks)",
     "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }
 

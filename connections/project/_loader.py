@@ -11,7 +11,7 @@ import hashlib
 import importlib.util
 import sys
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
@@ -126,7 +126,26 @@ class _Loading:
             # A connection that failed to load is still "defined": its own error says what is wrong.
             loaded = self.project.connections
             known = [n for n in self.conn_sources if n not in loaded or pinnable(loaded[n])]
-            self.project.diagnostics.extend(read_lock(self.root / LOCK_FILE, known)[1])
+            lock, problems = read_lock(self.root / LOCK_FILE, known)
+            self.project.diagnostics.extend(problems)
+            if lock is not None:
+                self._unpinned(lock.connections)
+
+    def _unpinned(self, locked: Mapping[str, object]) -> None:
+        """A warning for each pinned connection the lock does not name: `serve` holds back every tool it lists
+        (`pin_unpinned`) until `agent-sdk pin --update NAME` records them, so a project that says 0 errors
+        must still say why those tools are missing."""
+        for name, defn in sorted(self.project.connections.items()):
+            if name in locked or not pinnable(defn):
+                continue
+            self.diag(
+                self.conn_sources.get(name, self.root / LOCK_FILE),
+                defn.line if defn.source == self.conn_sources.get(name) else None,
+                f"connection {name!r} is not in {LOCK_FILE}: serve holds back every tool it lists until you review "
+                f"them with agent-sdk pin --update {name} (or set pin=False)",
+                "unpinned-connection",
+                "warning",
+            )
 
     def _files(self, folder: Path) -> Iterator[Path]:
         if not folder.is_dir():

@@ -121,6 +121,14 @@ class PinGuard:
         self._offer_memo[(defn.name, kind)] = (items, kept)
         return kept
 
+    def owner(self, tool: str) -> str | None:
+        """The one connection whose pinned tools include `tool` (None: none, several, or no usable lock)."""
+        self._refresh()
+        if self._lock is None:
+            return None
+        found = [name for name, entry in self._lock.connections.items() if tool in entry.items.get("tools", {})]
+        return found[0] if len(found) == 1 else None
+
     def quarantined(self) -> dict[str, int]:
         """Connection -> how many of its tools its latest listing holds back (for the metrics)."""
         return {name: len(v.held) for name, v in self.latest.items()}

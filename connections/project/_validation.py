@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 
+from .._redact import SECRETISH_KEY
 from ._definitions import ConnectionDefinition
 from ._expand import references
 from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES
 from ._problems import Problem
 
 __all__ = ["connection_problems"]
-
-_SECRETISH = re.compile(r"(authorization|token|secret|api[-_]?key|password|cookie)", re.IGNORECASE)
 
 
 def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> Iterator[Problem]:
@@ -94,6 +92,19 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
     if defn.oauth is not None:
         yield from _grant_problems(defn)
+    if defn.dpop is not None and defn.oauth is None:
+        yield Problem(
+            "dpop-needs-oauth",
+            f"dpop={defn.dpop} binds the tokens of an OAuth grant to a key, and this connection has no oauth=...; "
+            "add oauth=True or remove dpop",
+        )
+    elif defn.oauth is not None and defn.oauth.dpop is not None and defn.oauth.grant in ("token_exchange", "id_jag"):
+        yield Problem(
+            "dpop-with-caller-credential",
+            f"dpop=... does nothing with OAuthConfig(grant={defn.oauth.grant!r}): a caller's own tokens travel as "
+            "Bearer; remove dpop",
+            "warning",
+        )
     if defn.oauth is not None and any(k.lower() == "authorization" for k in defn.headers):
         yield Problem(
             "oauth-with-authorization-header",
@@ -174,7 +185,7 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
     if defn.transport == "sse" and defn.url is None:
         yield Problem("transport-needs-url", "transport='sse' only applies to url connections")
     for key, value in defn.headers.items():
-        if _SECRETISH.search(key) and not references(value):
+        if SECRETISH_KEY.search(key) and not references(value):
             yield Problem(
                 "hardcoded-secret",
                 f"header {key!r} holds a literal value; read secrets from the environment instead, "

@@ -16,8 +16,11 @@ from .._exceptions import SignInRequired as SignInRequired
 from .._redact import RedactingFilter as RedactingFilter
 from .._redact import redact as redact
 from .._redact import remember_secret as remember_secret
+from .._redact import shown_arguments as shown_arguments
 from .._redact import shown_command as shown_command
 from .._redact import shown_url as shown_url
+from .._uris import canonical_uri as canonical_uri
+from .._uris import not_offered as not_offered
 from ..account._account import HUB_CONNECTORS_PATH as HUB_CONNECTORS_PATH
 from ..account._account import Connector as Connector
 from ..account._account_check import AccountCheck as AccountCheck
@@ -67,6 +70,7 @@ from ..project._pins import Drift as Drift
 from ..project._pins import Lock as Lock
 from ..project._pins import read_lock as read_lock
 from ..project._pins import write_lock as write_lock
+from ..project._servers import Selector as Selector
 from ..serving._pin_snapshot import compare as compare_pins
 from ..serving._pin_snapshot import definition_diff as definition_diff
 from ..serving._pin_snapshot import lock_of as lock_of
@@ -108,11 +112,13 @@ __all__ = [
     "Offerings",
     "PinGuard",
     "RedactingFilter",
+    "Selector",
     "SignInRequired",
     "Upstream",
     "UpstreamResult",
     "account_file",
     "calling",
+    "canonical_uri",
     "check_account_servers",
     "client_span_attributes",
     "compare_pins",
@@ -127,6 +133,7 @@ __all__ = [
     "lock_of",
     "log_level_value",
     "normalize_hub_url",
+    "not_offered",
     "observed",
     "pin_snapshot",
     "pinnable",
@@ -137,6 +144,7 @@ __all__ = [
     "saved_hub_url",
     "set_client_observer",
     "set_tracing",
+    "shown_arguments",
     "shown_command",
     "shown_url",
     "tracing_enabled",

@@ -19,6 +19,7 @@ import mcp_types as mt
 
 from .._exceptions import ConnectionsError, UpstreamError
 from ..client._clients import OpenedClient
+from ..client._identity import acting_for
 from ..pool._offer_calls import ListMethod, list_every_page
 from ..project._pins import (
     KEY_FIELDS,
@@ -47,16 +48,17 @@ _METHODS: dict[PinKind, ListMethod] = {
 }
 
 
-async def snapshot(broker: Broker, names: list[str]) -> Snapshot:
-    """List each connection in `names` (twice, see above). Raises `ConnectionsError` naming every connection
-    whose listing failed or would not hold still."""
+async def snapshot(broker: Broker, names: list[str], principal: str | None = None) -> Snapshot:
+    """List each connection in `names` (twice, see above); a `grants="per_principal"` one as `principal`, with
+    that principal's own grant (its listing is what that person's peers are checked against). Raises
+    `ConnectionsError` naming every connection whose listing failed or would not hold still."""
     out: Snapshot = {}
     failed: dict[str, ConnectionsError] = {}
 
     async def one(name: str) -> None:
         try:
-            first = await _listed(broker, name)
-            second = await _listed(broker, name)
+            first = await _listed(broker, name, principal)
+            second = await _listed(broker, name, principal)
         except ConnectionsError as exc:
             failed[name] = exc
             return
@@ -78,7 +80,9 @@ async def snapshot(broker: Broker, names: list[str]) -> Snapshot:
     return out
 
 
-async def _listed(broker: Broker, name: str) -> dict[PinKind, dict[str, dict[str, Any]]]:
+async def _listed(broker: Broker, name: str, principal: str | None) -> dict[PinKind, dict[str, dict[str, Any]]]:
+    if broker.project.connections[name].grants == "per_principal":
+        return await _listed_as(broker, name, principal)
     tools = await broker.pool.list_tools(name)  # every page, the allow/deny lists applied, never cached
     found: dict[PinKind, dict[str, dict[str, Any]]] = {"tools": _keyed(name, "tools", tools)}
     for kind, method in _METHODS.items():
@@ -94,6 +98,19 @@ async def _listed(broker: Broker, name: str) -> dict[PinKind, dict[str, dict[str
             items = ()  # the server offers none of this kind
         found[kind] = _keyed(name, kind, items)
     return found
+
+
+async def _listed_as(broker: Broker, name: str, principal: str | None) -> dict[PinKind, dict[str, dict[str, Any]]]:
+    """A per-user connection's tools as `principal` sees them (its resources and prompts are not offered)."""
+    if not principal:
+        raise ConnectionsError(
+            f"connection {name!r} has grants='per_principal': its tools are listed with a person's own grant; "
+            "sign in through the gateway, then run agent-sdk pin with --principal YOUR_ID and the gateway's "
+            "--state-root (or pin=False on the connection)"
+        )
+    with acting_for(principal):
+        tools = await broker.host.mcp.list_tools(name)  # every page, allow/deny applied, never cached
+    return {"tools": _keyed(name, "tools", tools), **{kind: {} for kind in _METHODS}}
 
 
 def _keyed(connection: str, kind: PinKind, items: Any) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""`GET /v1/approvals` (the calls waiting) and `POST /v1/approvals/{id}` (`{"decision": "approve"|"deny"}`).
+"""`GET /v1/approvals` (the calls waiting), `GET /v1/approvals/{id}` (one) and `POST /v1/approvals/{id}`
+(`{"decision": "approve"|"deny"}`).
 Operators only: the console's approvals panel and `agent-sdk approvals` call them."""
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from ..http.json_answers import error_response, read_object
 from ..logs import ACTION_EVENT
 from ..runtime import principal_of, runtime_of
 from ._gate import ApprovalGate
+from ._pending import ApprovalNotFound
+from ._store import not_found
 
 __all__ = ["approval_routes"]
 
@@ -37,6 +40,18 @@ async def list_approvals(request: Request) -> Response:
     return JSONResponse({"ok": True, "approvals": [p.to_json() for p in pending]})
 
 
+async def show_approval(request: Request) -> Response:
+    try:
+        require_operator(request)
+        approval_id: str = request.path_params["id"]
+        pending = await _gate(request).store.get(approval_id)
+        if pending is None:
+            raise ApprovalNotFound(not_found(approval_id))
+    except ApiError as exc:
+        return error_response(exc)
+    return JSONResponse({"ok": True, "approval": pending.to_json()})
+
+
 async def decide(request: Request) -> Response:
     try:
         require_operator(request)
@@ -46,7 +61,7 @@ async def decide(request: Request) -> Response:
             raise InvalidRequest('send {"decision": "approve"} or {"decision": "deny"}')
         approval_id: str = request.path_params["id"]
         by = principal_of(request).id
-        pending = await _gate(request).store.decide(approval_id, decision == "approve", by)
+        pending = await _gate(request).decide(approval_id, decision == "approve", by)
     except ApiError as exc:
         return error_response(exc)
     state = "approved" if decision == "approve" else "denied"
@@ -64,5 +79,6 @@ async def decide(request: Request) -> Response:
 def approval_routes() -> list[Route]:
     return [
         Route("/v1/approvals", list_approvals, methods=["GET"]),
+        Route("/v1/approvals/{id}", show_approval, methods=["GET"]),
         Route("/v1/approvals/{id}", decide, methods=["POST"]),
     ]

@@ -18,7 +18,7 @@ import anyio
 
 from ._pending import ApprovalDecided, ApprovalNotFound, Decision, PendingApproval, State, decided_sentence
 
-__all__ = ["Approvals", "MemoryApprovals", "RedisApprovals", "new_approval_id"]
+__all__ = ["Approvals", "MemoryApprovals", "RedisApprovals", "new_approval_id", "not_found"]
 
 _REMEMBER_S = 3600.0
 _REMEMBERED = 1000
@@ -26,7 +26,7 @@ _PREFIX = "agent-sdk:approval:"
 _INDEX = "agent-sdk:approvals"
 
 
-def _not_found(approval_id: str) -> str:
+def not_found(approval_id: str) -> str:
     return f"no call waits for approval {approval_id[:40]!r}; list the waiting ones with agent-sdk approvals list"
 
 
@@ -37,9 +37,15 @@ def new_approval_id() -> str:
 class Approvals(Protocol):
     """Where held calls wait. `hold` returns the `Decision` (a `timeout` one past `wait_s` seconds)."""
 
+    ended: State
+
     async def hold(self, pending: PendingApproval, wait_s: float) -> Decision: ...  # pragma: no cover
 
     async def pending(self) -> list[PendingApproval]: ...  # pragma: no cover
+
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        """The held call `approval_id` (None: no such call, or no longer held)."""
+        ...  # pragma: no cover
 
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         """Raises `ApprovalNotFound` (no such call) and `ApprovalDecided` (already decided, or gone)."""
@@ -55,6 +61,9 @@ class _Held:
 
 class MemoryApprovals:
     """One process's held calls."""
+
+    ended: State = "gone"
+    """How a hold cut short ends: `gone` (its caller went away), `abandoned` once the gateway stops."""
 
     def __init__(self) -> None:
         self._held: dict[str, _Held] = {}
@@ -73,19 +82,23 @@ class MemoryApprovals:
         finally:
             del self._held[pending.id]
             if held.decision is None:  # no answer in time, or the caller went away (cancelled)
-                held.decision = Decision("timeout" if time.time() >= pending.expires_at - 0.05 else "gone")
+                held.decision = Decision("timeout" if time.time() >= pending.expires_at - 0.05 else self.ended)
             self._remember(pending.id, held.decision)
         return held.decision
 
     async def pending(self) -> list[PendingApproval]:
         return sorted((h.pending for h in self._held.values()), key=lambda p: p.requested_at)
 
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        held = self._held.get(approval_id)
+        return held.pending if held is not None else None
+
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         held = self._held.get(approval_id)
         if held is None or held.decision is not None:
             done = held.decision if held is not None else self._decided.get(approval_id)
             if done is None:
-                raise ApprovalNotFound(_not_found(approval_id))
+                raise ApprovalNotFound(not_found(approval_id))
             raise ApprovalDecided(decided_sentence(approval_id, done.state, done.by))
         held.decision = Decision("approved" if approve else "denied", by)
         held.answered.set()
@@ -110,6 +123,9 @@ return {'ok'}
 class RedisApprovals:
     """Held calls shared by the replicas. The holder waits in `BLPOP`s shorter than the client's socket
     timeout, so a Redis that goes away ends the wait as a denial (fail closed), never a hang."""
+
+    ended: State = "gone"
+    """How a hold cut short ends: `gone` (its caller went away), `abandoned` once the gateway stops."""
 
     def __init__(self, redis: Any) -> None:
         self.redis = redis
@@ -144,7 +160,7 @@ class RedisApprovals:
             if not answered:  # the deadline, Redis gone, or the caller gone: settle it unless an answer won
                 with anyio.CancelScope(shield=True), anyio.move_on_after(3):
                     try:
-                        settled = await self._settle(pending.id, "timeout" if ended else "gone", "")
+                        settled = await self._settle(pending.id, "timeout" if ended else self.ended, "")
                     except RedisError:
                         pass
         if answered:
@@ -168,11 +184,15 @@ class RedisApprovals:
         found = [PendingApproval.loads(p) for state, p in rows if state == "pending" and p]
         return sorted(found, key=lambda p: p.requested_at)
 
+    async def get(self, approval_id: str) -> PendingApproval | None:
+        raw = await self.redis.hget(_PREFIX + approval_id, "p")
+        return PendingApproval.loads(raw) if raw is not None else None
+
     async def decide(self, approval_id: str, approve: bool, by: str) -> PendingApproval:
         raw = await self.redis.hget(_PREFIX + approval_id, "p")
         settled = await self._settle(approval_id, "approved" if approve else "denied", by)
         if settled[0] == "missing" or raw is None:
-            raise ApprovalNotFound(_not_found(approval_id))
+            raise ApprovalNotFound(not_found(approval_id))
         if settled[0] != "ok":
             raise ApprovalDecided(decided_sentence(approval_id, settled[0], settled[1] or None))
         return PendingApproval.loads(raw)

@@ -16,13 +16,14 @@ from typing import Any, TypeVar
 from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionsError, ToolInputError, ToolOutcome, Toolset, TurnTool
+from connections.serving import shown_arguments
 
-from ..approvals import ApprovalGate
+from ..approvals import ApprovalAbandoned, ApprovalGate
 from ..auth.chain import Principal
 from ..errors import CallRefused
-from ..http.request_ids import current_request_id
+from ..http.request_ids import own_request_id, peer_facts, peer_request_id
 from ..limits import Limiter
-from ..policy import Decision, PolicyGate, tool_target
+from ..policy import PolicyGate, Refusal, tool_target
 from ._record import AuditRecord, argument_digest
 from ._trail import AuditTrail
 
@@ -53,6 +54,17 @@ def _who(principal: Principal | str) -> tuple[str, str | None]:
     if isinstance(principal, str):
         return principal, None
     return principal.id, principal.oauth.issuer if principal.oauth is not None else None
+
+
+def _record(principal: Principal | str, surface: str, target: str, connection: str | None) -> AuditRecord:
+    """A new record of a call by `principal`: who (id, issuer, display name, subject) and which request (the
+    gateway's own id, the peer's beside it)."""
+    who, issuer = _who(principal)
+    record = AuditRecord(who, surface, target, issuer=issuer, connection=connection)
+    if isinstance(principal, Principal):
+        record.name, record.subject = principal.display, principal.subject
+    record.request_id, record.peer_request_id = own_request_id(), peer_request_id()
+    return record
 
 
 class CallGuard:
@@ -127,18 +139,17 @@ class CallGuard:
     ) -> T:
         """`call()` once the call of tool `name` is admitted, and its audit record. Raises `CallRefused`
         (recorded as `refused`) and whatever `call` raises (recorded as `failed`)."""
-        who, issuer = _who(principal)
-        record = AuditRecord(who, surface or self.mcp_surface, name, issuer=issuer, connection=connection)
+        record = _record(principal, surface or self.mcp_surface, name, connection)
         record.served_as = served_as
-        record.request_id = current_request_id()
         record.policies = list(policies)
         if self.trail.digest_arguments:
             record.arguments_digest = argument_digest(arguments)
         started = time.perf_counter()
         try:
-            record.approver = await self._admit(record)
+            record.approver = await self._admit(record, arguments)
         except CallRefused as exc:
-            record.decision, record.outcome, record.reason = "deny", "refused", exc.code
+            outcome = "abandoned" if isinstance(exc, ApprovalAbandoned) else "refused"
+            record.decision, record.outcome, record.reason = "deny", outcome, exc.code
             record.duration_ms = (time.perf_counter() - started) * 1000
             self.trail.write(record)
             raise
@@ -169,13 +180,13 @@ class CallGuard:
             return ()
         return self.policy.decide(principal, "tools/call", tool_target(tool), server).policies
 
-    def policy_refused(self, principal: Principal, tool: TurnTool, decision: Decision, surface: str | None) -> None:
-        """The record of a call the policy refused (the caller was answered as for an unknown tool)."""
-        who, issuer = _who(principal)
-        record = AuditRecord(who, surface or self.mcp_surface, tool.name, issuer=issuer, connection=tool.connection)
-        record.request_id = current_request_id()
-        record.decision, record.outcome, record.reason = "deny", "refused", "policy_denied"
-        record.policies = list(decision.policies)
+    def policy_refused(self, principal: Principal, refusal: Refusal, surface: str | None) -> None:
+        """The record of a request answered as for a name that does not exist: a tool, resource, template or
+        prompt the policy hides (`policy_denied`), or one that is not there (`unknown_tool`, `not_offered`)."""
+        record = _record(principal, surface or self.mcp_surface, refusal.target, refusal.connection)
+        record.method = refusal.method
+        record.decision, record.outcome, record.reason = "deny", "refused", refusal.reason
+        record.policies = list(refusal.policies)
         record.duration_ms = 0.0
         self.trail.write(record)
 
@@ -184,7 +195,7 @@ class CallGuard:
         tools = {name: self.tool(t, surface, principal) for name, t in toolset.tools.items()}
         return dataclasses.replace(toolset, tools=tools)
 
-    async def _admit(self, record: AuditRecord) -> str | None:
+    async def _admit(self, record: AuditRecord, arguments: object) -> str | None:
         if self.trail.required and not self.trail.has_room():
             raise AuditUnavailable(
                 "the audit trail cannot take another record (its queue is full) and --audit-required is set, so "
@@ -192,7 +203,18 @@ class CallGuard:
             )
         await self.limiter.admit(record.principal, record.target, record.connection)
         if self.approvals.needed(record.target, record.connection):
-            return await self.approvals.wait(
-                record.principal, record.surface, record.target, record.connection, record.request_id
+            pending = self.approvals.pending_for(
+                record.principal,
+                record.surface,
+                record.target,
+                record.connection,
+                request_id=record.request_id,
+                name=record.name,
+                subject=record.subject,
+                arguments=shown_arguments(arguments),
+                peer=peer_facts(),
+                peer_request_id=record.peer_request_id,
             )
+            record.approval = pending.audit_json()  # what the operator is shown to judge it
+            return await self.approvals.wait(pending)
         return None

@@ -23,7 +23,8 @@ _STREAM_SCAN = 20_000
 
 @dataclass(frozen=True, slots=True)
 class AuditQuery:
-    """Which records to show: every given field must match (`since` is an ISO time, compared as text)."""
+    """Which records to show: every given field must match (`since` is an ISO time, compared as text; `who` a
+    person's display name, OAuth subject or principal id, without regard to case)."""
 
     limit: int = 50
     principal: str | None = None
@@ -31,15 +32,17 @@ class AuditQuery:
     outcome: str | None = None
     surface: str | None = None
     since: str | None = None
+    who: str | None = None
 
     def matches(self, record: dict[str, Any]) -> bool:
-        for key in ("target", "outcome", "surface"):
+        for key in ("principal", "target", "outcome", "surface"):
             wanted = getattr(self, key)
             if wanted is not None and record.get(key) != wanted:
                 return False
-        # A person: the principal's id, or its display name where the record carries one (`who`).
-        if self.principal is not None and self.principal not in (record.get("principal"), record.get("who")):
-            return False
+        if self.who is not None:
+            wanted = self.who.casefold()
+            if not any(isinstance(v, str) and v.casefold() == wanted for v in _people(record)):
+                return False
         return self.since is None or str(record.get("time", "")) >= self.since
 
     @staticmethod
@@ -54,6 +57,10 @@ class AuditQuery:
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _people(record: dict[str, Any]) -> tuple[object, ...]:
+    return record.get("name"), record.get("subject"), record.get("principal")
 
 
 def _lines_backwards(path: Path) -> Iterator[bytes]:

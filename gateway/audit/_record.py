@@ -13,8 +13,8 @@ import pydantic_core
 
 __all__ = ["OUTCOMES", "AuditRecord", "Outcome", "argument_digest"]
 
-Outcome = Literal["ok", "tool_error", "refused", "failed"]
-OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed")
+Outcome = Literal["ok", "tool_error", "refused", "failed", "abandoned"]
+OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed", "abandoned")
 
 
 def argument_digest(arguments: object) -> str:
@@ -28,9 +28,12 @@ def argument_digest(arguments: object) -> str:
 class AuditRecord:
     """What the trail keeps of one call: who, where, what, how it was decided and how it ended.
 
-    Never the arguments or the result. `policies` holds the ids of the policies that made the decision
-    (empty until a policy set decides: every call is then allowed by no policy); `approver` the operator who
-    approved a held call; `reason` the refusal's or failure's code.
+    Never the result, and the arguments only as the operator was shown them to judge a held call
+    (`approval`: secret-looking values masked). `policies` holds the ids of the policies that made the
+    decision (empty until a policy set decides: every call is then allowed by no policy); `approver` the
+    operator who approved a held call; `reason` the refusal's or failure's code. `name` and `subject` are the
+    person behind an OAuth principal (its display name and `sub`); `request_id` is the gateway's own id of
+    the request, `peer_request_id` the `X-Request-Id` the peer sent.
     """
 
     principal: str
@@ -48,6 +51,10 @@ class AuditRecord:
     arguments_digest: str | None = None
     duration_ms: float = 0.0
     at: float = field(default_factory=time.time)
+    name: str | None = None
+    subject: str | None = None
+    peer_request_id: str | None = None
+    approval: dict[str, Any] | None = None
     served_as: str | None = None
     """The name a curated server showed the tool under (`target` is the real tool's; docs/curated-servers.md)."""
 
@@ -56,6 +63,8 @@ class AuditRecord:
             "time": datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
             "requestId": self.request_id,
             "principal": self.principal,
+            "name": self.name or self.principal,
+            "subject": self.subject,
             "issuer": self.issuer,
             "surface": self.surface,
             "method": self.method,
@@ -72,6 +81,10 @@ class AuditRecord:
             out["approver"] = self.approver
         if self.arguments_digest is not None:
             out["argumentsDigest"] = self.arguments_digest
+        if self.peer_request_id is not None:
+            out["peerRequestId"] = self.peer_request_id
+        if self.approval is not None:
+            out["approval"] = self.approval
         if self.served_as is not None:
             out["servedAs"] = self.served_as
         return out

@@ -37,6 +37,7 @@ def query_of(params: dict[str, str]) -> AuditQuery:
         outcome=params.get("outcome") or None,
         surface=params.get("surface") or None,
         since=since,
+        who=params.get("who") or None,
     )
 
 

@@ -59,6 +59,9 @@ async def serving_guard(
         project.connections,
         RedisApprovals(redis) if redis is not None else None,
         timeout_s=settings.approval_timeout_s,
+        separation=settings.auth_mode != "loopback-strict"
+        if settings.approval_separation is None
+        else settings.approval_separation,
     )
     guard = CallGuard(trail, Limiter(rules, storage), approvals, mcp_surface=mcp_surface)
     guard.stream_reader = redis

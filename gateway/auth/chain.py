@@ -17,7 +17,9 @@ WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding
 - oauth (`--oauth-issuer`, with or without `--bearer-token`): a static token still admits its
   principal; any other token goes to `oauth_gate.OAuthGate` (RFC 9728 metadata, JWT or introspected
   access tokens, DPoP), whose principal is `oauth:<digest of issuer and subject>` with the token's
-  `OAuthIdentity` beside it.
+  `OAuthIdentity` beside it, and a display name (`name`) from its claims: `--principal-claim`, else
+  `email`, then `name`, then `sub`. The identity stays the issuer and subject; the name is for people
+  reading approvals and audit records (personal data: never a metric label).
 
 Roles are decided here, once, and carried on the `Principal` (`role`); routes ask `roles.require_operator`,
 never look at credentials themselves. An operator acts on the gateway (the console's actions, logins,
@@ -41,13 +43,15 @@ from __future__ import annotations
 import functools
 import hmac
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from oauth._shared import printable
 
 from ..http._asgi import (
     forwarding_header,
@@ -66,7 +70,7 @@ from .oauth_gate import OAuthGate
 from .oauth_tokens import OAuthIdentity, token_digest
 from .operator_grants import OperatorGrant
 
-__all__ = ["AuthChain", "Principal", "RequestGuard", "Role", "scope_peer_uid"]
+__all__ = ["NAME_CLAIMS", "AuthChain", "Principal", "RequestGuard", "Role", "display_name", "scope_peer_uid"]
 
 logger = logging.getLogger("agent_sdk.auth")
 
@@ -84,10 +88,35 @@ class Principal:
     role: Role = "peer"
     oauth: OAuthIdentity | None = field(default=None, repr=False, compare=False)
     """For an OAuth principal: the issuer, subject, scopes, client id and claims of its token."""
+    name: str | None = field(default=None, repr=False, compare=False)
+    """For an OAuth principal: its display name (module docstring); others are shown by their id."""
 
     @property
     def is_operator(self) -> bool:
         return self.role == "operator"
+
+    @property
+    def display(self) -> str:
+        """The person as approvals, audit records and the console show them (`loopback`, `bearer:<digest>`)."""
+        return self.name or self.id
+
+    @property
+    def subject(self) -> str | None:
+        """The OAuth subject (`sub`), or None for a principal without a token."""
+        return self.oauth.subject if self.oauth is not None else None
+
+
+NAME_CLAIMS = ("email", "name", "sub")
+"""The claims a principal's display name comes from, first present first (`--principal-claim` puts its own first)."""
+
+
+def display_name(claims: Mapping[str, Any], order: tuple[str, ...] = NAME_CLAIMS) -> str | None:
+    """The first of `order` that `claims` hold as a non-empty string, made one printable line."""
+    for claim in order:
+        value = claims.get(claim)
+        if isinstance(value, str) and value.strip():
+            return printable(value.strip(), 200)
+    return None
 
 
 _ANONYMOUS = Principal("anonymous", "anonymous")
@@ -106,8 +135,9 @@ class _OAuthPrincipals:
     """Records an admitted identity's principal in the scope: made once per identity (its role from the
     operator grant), then the same one for each of the token's requests."""
 
-    def __init__(self, grant: OperatorGrant | None, most: int = 10_000) -> None:
+    def __init__(self, grant: OperatorGrant | None, most: int = 10_000, names: tuple[str, ...] = NAME_CLAIMS) -> None:
         self.grant = grant
+        self.names = names
         self.most = most
         self._made: dict[OAuthIdentity, Principal] = {}
 
@@ -117,7 +147,8 @@ class _OAuthPrincipals:
             if len(self._made) >= self.most:
                 self._made.clear()
             role: Role = "operator" if self.grant is not None and self.grant.admits(identity) else "peer"
-            principal = self._made[identity] = Principal(identity.id, "oauth", role, oauth=identity)
+            name = display_name(identity.claims, self.names) or identity.subject
+            principal = self._made[identity] = Principal(identity.id, "oauth", role, oauth=identity, name=name)
         state: dict[str, Any] = scope.setdefault("state", {})
         state["principal"] = principal
 
@@ -254,6 +285,7 @@ class AuthChain:
         operator_tokens: Iterable[SecretStr] = (),
         oauth: OAuthGate | None = None,
         operator_grant: OperatorGrant | None = None,
+        principal_claim: str | None = None,
         loopback_bound: bool = True,
         public_paths: Iterable[str] = (),
         peer_uid_of: PeerUid = scope_peer_uid,
@@ -271,7 +303,8 @@ class AuthChain:
         if (mode == "oauth") != (oauth is not None):
             raise ValueError("oauth mode needs an OAuthGate, and only oauth mode takes one")
         self.oauth = oauth
-        self._oauth_admitted = _OAuthPrincipals(operator_grant)
+        names = NAME_CLAIMS if principal_claim is None else (principal_claim, "sub")
+        self._oauth_admitted = _OAuthPrincipals(operator_grant, names=names)
         self.loopback_bound = loopback_bound
         self.public_paths = frozenset(public_paths)
         self.peer_uid_of = peer_uid_of

@@ -33,6 +33,7 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
     search = actions.add_parser("search", help="the newest records that match every filter given")
     search.add_argument("-n", type=int, default=100, help="at most this many (default 100)")
     search.add_argument("--principal", help="a principal id, e.g. bearer:3f2a9c1b7d40")
+    search.add_argument("--who", help="a person: the display name (e.g. an email) or OAuth subject of the caller")
     search.add_argument("--tool", help="a tool name")
     search.add_argument("--outcome", choices=OUTCOMES, help="how the call ended")
     search.add_argument("--surface", help="mcp/tools, mcp, http, stdio or session")
@@ -43,7 +44,9 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
 
     held = sub.add_parser("approvals", help="list, approve or deny the calls waiting for an operator")
     verbs = held.add_subparsers(dest="approvals_command", metavar="ACTION", required=True)
-    verbs.add_parser("list", help="the calls waiting, oldest first")
+    verbs.add_parser("list", help="the calls waiting, oldest first (tool, arguments, person, peer, deadline)")
+    show = verbs.add_parser("show", help="one waiting call ID, in full")
+    show.add_argument("id", help="the approval id (apr_...), from approvals list")
     for verb in ("approve", "deny"):
         one = verbs.add_parser(verb, help=f"{verb} the waiting call ID")
         one.add_argument("id", help="the approval id (apr_...), from approvals list")
@@ -69,6 +72,7 @@ def _query(args: argparse.Namespace) -> AuditQuery:
         outcome=getattr(args, "outcome", None),
         surface=getattr(args, "surface", None),
         since=since,
+        who=getattr(args, "who", None),
     )
 
 
@@ -111,6 +115,8 @@ def approvals(args: argparse.Namespace) -> int:
         with http:
             if args.approvals_command == "list":
                 response = http.get("/v1/approvals")
+            elif args.approvals_command == "show":
+                response = http.get(f"/v1/approvals/{args.id}")
             else:
                 decision = "approve" if args.approvals_command == "approve" else "deny"
                 response = http.post(f"/v1/approvals/{args.id}", json={"decision": decision})
@@ -127,6 +133,9 @@ def approvals(args: argparse.Namespace) -> int:
             print(json.dumps(pending))
         if not body["approvals"]:
             print("no calls are waiting for approval", file=sys.stderr)
+    elif args.approvals_command == "show":
+        print(json.dumps(body["approval"], indent=2, ensure_ascii=False))
     else:
-        print(f"{body['decision']} {args.id} ({body['approval']['tool']} for {body['approval']['principal']})")
+        approval = body["approval"]
+        print(f"{body['decision']} {args.id} ({approval['tool']} for {approval.get('name') or approval['principal']})")
     return 0

@@ -41,6 +41,7 @@ from oauth import (
 from oauth._shared import printable
 
 from ..errors import CliError
+from ..policy import STDIO
 from ._common import add_project_args, state_root_of
 
 __all__ = ["register", "run"]
@@ -154,17 +155,18 @@ def run(args: argparse.Namespace) -> int:
             raise CliError(
                 f"--principal is for a grants='per_principal' connection; {args.name!r} has one grant for the gateway"
             )
-        if not (args.status or args.logout):
+        if not (args.status or args.logout) and principal != STDIO.id:
             raise CliError(
                 "--principal works with --status or --logout; a principal signs in itself, through the URL the "
-                "gateway answers its call with"
+                f"gateway answers its call with (a login here is for the `serve --stdio` peer: --principal {STDIO.id})"
             )
         if not principal.strip() or len(principal) > 200:
             raise CliError("--principal needs the principal's id, e.g. bearer:1a2b3c4d5e6f7a8b")
     elif definition.grants == "per_principal" and not args.status:
         raise CliError(
             f"connection {args.name!r} has grants='per_principal': each principal signs in through the gateway; "
-            "name one with --principal ID (with --status or --logout)"
+            f"name one with --principal ID (with --status or --logout), or log in for `serve --stdio` with "
+            f"--principal {STDIO.id}"
         )
     state_root = state_root_of(args)
     try:
@@ -256,6 +258,7 @@ async def _login(args: argparse.Namespace, url: str, config: OAuthConfig, local:
             login_timeout=args.timeout,
             status=status,
             verify_client=True,
+            principal=key.principal,
         )
         issuer = printable(grant.issuer)
         if target is not None:

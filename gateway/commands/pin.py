@@ -51,6 +51,12 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         help="show a diff of each changed definition, then rewrite the lock (one connection with NAME)",
     )
     p.add_argument("--yes", action="store_true", help="write the reviewed lock without asking")
+    p.add_argument(
+        "--principal",
+        metavar="ID",
+        help="list grants='per_principal' connections as this principal, with its own grant in --state-root "
+        "(sign in through the gateway first; docs/connections.md, 'Pinning per-user connections')",
+    )
     p.set_defaults(func=pin)
 
 
@@ -69,7 +75,7 @@ def pin(args: argparse.Namespace) -> int:
         raise CliError(f"there is no {LOCK_FILE} in {project.root}; run agent-sdk pin, review it and commit it")
 
     async def listing(broker: Broker) -> Any:
-        return await pin_snapshot(broker, names)
+        return await pin_snapshot(broker, names, args.principal)
 
     found = run_with_broker(project, args, listing, what=f"listing {len(names)} connection(s)")
     if args.check:

@@ -232,6 +232,20 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         help="how long a call waits for an operator's approval (default 300; no answer is a denial); "
         "or $AGENT_SDK_APPROVAL_TIMEOUT",
     )
+    audit.add_argument(
+        "--approval-separation",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="refuse an operator approving a call it holds itself (default: on, off in loopback-strict mode, "
+        "where the one local user is every principal); or $AGENT_SDK_APPROVAL_SEPARATION=1|0",
+    )
+    audit.add_argument(
+        "--principal-claim",
+        default=None,
+        metavar="CLAIM",
+        help="with --oauth-issuer: the token claim approvals, audit records and the console show a person by "
+        "(default email, then name, then sub); or $AGENT_SDK_PRINCIPAL_CLAIM",
+    )
     p.add_argument(
         "--stdio",
         action="store_true",
@@ -290,6 +304,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             audit_required=True if getattr(args, "audit_required", False) else None,
             audit_argument_digest=True if getattr(args, "audit_argument_digest", False) else None,
             approval_timeout_s=getattr(args, "approval_timeout", None),
+            approval_separation=getattr(args, "approval_separation", None),
+            principal_claim=getattr(args, "principal_claim", None),
         )
     except ValidationError as exc:
         raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None
@@ -319,6 +335,7 @@ _FLAGS = {
     "max_connections": "--max-connections",
     "state_key_file": "--state-key-file",
     "approval_timeout_s": "--approval-timeout",
+    "principal_claim": "--principal-claim",
 }
 
 

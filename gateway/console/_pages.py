@@ -23,6 +23,7 @@ _TYPES = {
     "index.html": "text/html; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "console.css": "text/css; charset=utf-8",
+    "icon.svg": "image/svg+xml",
 }
 SHELL_PATHS = ("/", *(f"/console/{name}" for name in _TYPES if name != "index.html"))
 """The page shell: static code with no data in it (the data routes sit behind the auth chain)."""

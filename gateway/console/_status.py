@@ -137,6 +137,9 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
         cause = "per-session auth: listed for each turn with that session's headers"
     out["state"] = state
     out["cause"] = printable(cause, 500) if cause else None
+    out["optional"] = defn.optional
+    if defn.optional and state == "failing":  # `/v1/mcp/tools` lists the others without it, and logs it
+        out["leftOut"] = True
     return out
 
 

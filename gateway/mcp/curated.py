@@ -19,7 +19,7 @@ import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
 from connections import CuratedServer, TurnTool
-from connections.project._servers import Selector
+from connections.serving import Selector
 
 __all__ = ["CuratedView", "unknown_tool"]
 

@@ -28,10 +28,10 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionsError, NotOffered, TurnBuildError, UpstreamError
-from connections.serving import Merged, Offerings
+from connections.serving import Merged, Offerings, canonical_uri
 
 from ..auth.chain import Principal
-from ..policy import Target, caller_of, hidden, prompt_target, resource_target, visible_items
+from ..policy import Refusal, Target, caller_of, hidden, prompt_target, refused, resource_target, visible_items
 from ..runtime import Runtime
 
 __all__ = ["failed_closed", "offering_handlers"]
@@ -61,27 +61,36 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
         return handle
 
     async def read(ctx: ServerRequestContext[Any, Any], params: mt.ReadResourceRequestParams) -> Any:
-        _allowed(runtime_for(ctx), ctx, "resources/read", resource_target(str(params.uri)))
-        body, hint = await _guarded("resources/read", _offerings(runtime_for(ctx)).read(params.uri, _viewer(ctx)))
+        # Decided, routed and forwarded in its canonical form; decided against each template it is an instance of.
+        runtime, uri = runtime_for(ctx), canonical_uri(str(params.uri))
+        target = resource_target(uri)
+        found = _offerings(runtime)
+        templates: list[Target] = []
+        if runtime.policy.enforcing:
+            of = await _guarded("resources/read", found.templates_of(uri, _viewer(ctx)))
+            templates = [resource_target(t, template=True) for t in of]
+        _allowed(runtime, ctx, "resources/read", target, *templates)
+        body, hint = await _guarded("resources/read", found.read(uri, _viewer(ctx)), _refused(runtime, ctx, target))
         return {**body, **hint.to_json(), **_COMPLETE}
 
     async def get(ctx: ServerRequestContext[Any, Any], params: mt.GetPromptRequestParams) -> Any:
-        _allowed(runtime_for(ctx), ctx, "prompts/get", prompt_target(params.name))
-        found = _offerings(runtime_for(ctx))
-        return {
-            **await _guarded("prompts/get", found.get_prompt(params.name, params.arguments, _viewer(ctx))),
-            **_COMPLETE,
-        }
+        runtime, target = runtime_for(ctx), prompt_target(params.name)
+        _allowed(runtime, ctx, "prompts/get", target)
+        got = _offerings(runtime).get_prompt(params.name, params.arguments, _viewer(ctx))
+        return {**await _guarded("prompts/get", got, _refused(runtime, ctx, target)), **_COMPLETE}
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: mt.CompleteRequestParams) -> Any:
-        ref = params.ref
+        ref, runtime = params.ref, runtime_for(ctx)
         on = prompt_target(ref.name) if isinstance(ref, mt.PromptReference) else resource_target(ref.uri, template=True)
-        _allowed(runtime_for(ctx), ctx, "completion/complete", on)
-        found = _offerings(runtime_for(ctx))
+        _allowed(runtime, ctx, "completion/complete", on)
+        found = _offerings(runtime)
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
-        done = await _guarded("completion/complete", found.complete(params.ref, argument, context, _viewer(ctx)))
-        return {**done, **_COMPLETE}
+        done = found.complete(params.ref, argument, context, _viewer(ctx))
+        return {
+            **await _guarded("completion/complete", done, _refused(runtime, ctx, on, "completion/complete")),
+            **_COMPLETE,
+        }
 
     if offerings.offers("resources"):
         handlers["on_list_resources"] = lister("resources/list")
@@ -121,11 +130,20 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return caller_of(getattr(ctx.request, "scope", None))  # `STDIO` on `serve --stdio`
 
 
-def _allowed(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target) -> None:
-    """Raise what an item no connection offers gets (as `_guarded` answers it) when the policy hides `target`."""
-    refusal = hidden(runtime.policy, _caller(ctx), action, target)
+def _allowed(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target, *also: Target) -> None:
+    """Raise what an item no connection offers gets (as `_guarded` answers it) when the policy hides `target`
+    (or any of `also`: the templates a resource is an instance of)."""
+    refusal = hidden(runtime.policy, _caller(ctx), action, target, *also)
     if refusal is not None:
         raise MCPError(mt.INVALID_PARAMS, str(refusal), data={"error": refusal.code})
+
+
+def _refused(
+    runtime: Runtime, ctx: ServerRequestContext[Any, Any], target: Target, method: str | None = None
+) -> Callable[[], None]:
+    """Tell the audit trail that `target` was answered as one no connection offers (it is not there)."""
+    action = method or ("prompts/get" if target.type == "AgentSdk::Prompt" else "resources/read")
+    return lambda: refused(runtime.policy, _caller(ctx), Refusal(action, target.id, reason="not_offered"))
 
 
 def _viewer(ctx: ServerRequestContext[Any, Any]) -> str:
@@ -136,13 +154,16 @@ def _viewer(ctx: ServerRequestContext[Any, Any]) -> str:
     return principal.id if isinstance(principal, Principal) else "local"
 
 
-async def _guarded(method: str, work: Awaitable[Any]) -> Any:
-    """`work`'s result; its failures as the JSON-RPC errors a peer can act on (never a traceback)."""
+async def _guarded(method: str, work: Awaitable[Any], not_there: Callable[[], None] | None = None) -> Any:
+    """`work`'s result; its failures as the JSON-RPC errors a peer can act on (never a traceback). `not_there`
+    is told of a `NotOffered` (the audit trail's record of it)."""
     try:
         return await work
     except TurnBuildError as exc:
         raise failed_closed(method, exc) from None
     except NotOffered as exc:
+        if not_there is not None:
+            not_there()
         raise MCPError(mt.INVALID_PARAMS, str(exc), data={"error": exc.code}) from None
     except UpstreamError as exc:
         if exc.rpc_code is None:

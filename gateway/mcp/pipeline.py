@@ -24,6 +24,7 @@ from typing import Any, Literal, Protocol
 
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_INFO_META_KEY
 
 from connections import (
     ConnectionsError,
@@ -40,6 +41,7 @@ from connections.serving import CallChannel, CallRequest, SignInRequired, callin
 from ..audit import CallGuard, refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import CallRefused
+from ..http.request_ids import note_client
 from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
@@ -143,6 +145,8 @@ class Executor:
             services, plan.principal, plan.target, plan.params, plan.request, channel, modern=plan.modern
         )
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
+        if plan.modern:  # the peer's clientInfo, for an approval of this call to show
+            note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
         if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
             who = plan.caller if plan.caller.id == principal else principal
             if plan.view is None:
@@ -228,9 +232,12 @@ async def resolve(
     tool, toolset, problems = found if found is not None else await lookup(services, name, caller, server)
     if tool is not None:
         return tool
-    signing = next((p for p in problems if p.code == SignInRequired.code and p.connection), None)
-    if signing is not None and signing.connection is not None:  # the tool may be that connection's
-        raise SignInRequired(signing.connection, caller.id, signing.message)
+    signing = [p for p in problems if p.code == SignInRequired.code and p.connection]
+    if signing:  # the tool may be one of those connections': the one a listing or the lock says, else the first
+        owner = services.catalog.owner(name)
+        chosen = next((p for p in signing if p.connection == owner), signing[0])
+        assert chosen.connection is not None
+        raise SignInRequired(chosen.connection, caller.id, chosen.message)
     held = toolset.held_back.get(name)
     if held is not None:
         raise MCPError(mt.INVALID_PARAMS, f"Tool {name[:64]!r} is held back: {held}", data={"error": "tool_held_back"})

@@ -26,17 +26,35 @@ from urllib.parse import urlencode
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import TurnProblem
+from connections import ConnectionDefinition, TurnProblem
 from connections.serving import SignInRequired
 
+from ..policy import STDIO
 from ..settings import ServeSettings
 from ..state.request_state import RequestStates, SealedState
 
-__all__ = ["SIGN_IN_KEY", "SIGN_IN_PATH", "SignInLinks", "sign_in_answer"]
+__all__ = ["LEFT_OUT_META", "SIGN_IN_KEY", "SIGN_IN_META", "SIGN_IN_PATH", "SignInLinks", "set_aside", "sign_in_answer"]
 
 SIGN_IN_PATH = "/v1/oauth/sign-in"
 SIGN_IN_KEY = "agent-sdk/sign-in"
 """The `inputRequests` key of a sign-in elicitation (a retry's answer under it is not forwarded upstream)."""
+SIGN_IN_META = "agent-sdk/signIn"
+"""A `tools/list` result's `_meta` key: `[{connection, url}]`, the per-user connections its caller has not
+signed in to (their tools are not in the listing; a call of one answers with the same way in)."""
+LEFT_OUT_META = "agent-sdk/leftOut"
+"""A `tools/list` result's `_meta` key: the `optional=True` connections left out because they are down."""
+
+
+def set_aside(problem: TurnProblem, connections: Mapping[str, ConnectionDefinition]) -> bool:
+    """Whether a listing problem leaves its connection out of `tools/list` instead of failing it closed
+    (docs/connections.md, "A listing that survives one connection"): a per-user connection the caller has not
+    signed in to, or an `optional=True` connection that cannot be listed (not a problem of one of its tools)."""
+    if problem.connection is None:
+        return False
+    if problem.code == SignInRequired.code:
+        return True
+    defn = connections.get(problem.connection)
+    return defn is not None and defn.optional and problem.tool is None
 
 
 class SignInLinks:
@@ -55,7 +73,17 @@ class SignInLinks:
     def for_problems(self, problems: list[TurnProblem], principal: str) -> list[dict[str, str]]:
         """`[{connection, url}]` for each connection whose listing failed for want of `principal`'s sign-in."""
         names = sorted({p.connection for p in problems if p.code == SignInRequired.code and p.connection})
+        if principal == STDIO.id:  # `serve --stdio`: the command to run instead of a URL nobody listens on
+            return [{"connection": name, "command": stdio_sign_in(name)} for name in names]
         return [{"connection": name, "url": self.url(name, principal)} for name in names]
+
+
+def stdio_sign_in(connection: str) -> str:
+    """What a `serve --stdio` peer is told to do for its own grant of `connection` (no port is open for a link)."""
+    return (
+        f"serve --stdio opens no sign-in page: run `agent-sdk mcp oauth {connection} --principal {STDIO.id}` in the "
+        "project's folder (or with --dir), then call again"
+    )
 
 
 def _message(connection: str) -> str:
@@ -73,6 +101,9 @@ def sign_in_answer(
 ) -> dict[str, Any]:
     """The answer to a `tools/call` that failed with `exc` (module docstring): a `CallToolResult` or an
     `InputRequiredResult`, as JSON. Raises `MCPError` -32042 for a 2025-11-25 peer that can open a URL."""
+    if exc.principal == STDIO.id:  # `serve --stdio` listens on no port: a URL would lead nowhere
+        text = f"{exc.code}: {exc}; {stdio_sign_in(exc.connection)}"
+        return {"content": [{"type": "text", "text": text}], "isError": True, "resultType": "complete"}
     url = links.url(exc.connection, exc.principal)
     elicitation = capabilities.get("elicitation")
     can_open = isinstance(elicitation, Mapping) and isinstance(elicitation.get("url"), Mapping)

@@ -29,6 +29,7 @@ from connections.serving import tracing_enabled
 from ..app import default_broker
 from ..audit import serving_guard
 from ..policy import PolicyGate, turn_toolset
+from ..reloads import serving_reloads
 from ..runners._select import make_runner
 from ..runtime import Runtime
 from ..sessions import SessionService
@@ -93,7 +94,9 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
         started = time.perf_counter()
         try:
             async with stdio_server(stdout=stdout) as (read, write), anyio.create_task_group() as watcher:
-                watcher.start_soon(runtime.policy.watch, settings.policy_reload_s)  # reload on change
+                watcher.start_soon(
+                    serving_reloads(settings.policy_reload_s, runtime.policy.reload, project, broker, runtime).run
+                )  # gateway/reloads.py
                 await server.run(read, write, server.create_initialization_options())
                 watcher.cancel_scope.cancel()
         finally:

@@ -45,12 +45,12 @@ from mcp.server.subscriptions import (
 from mcp.shared.exceptions import MCPError
 
 from connections import ConnectionDefinition, ConnectionsError, HostMcp, NotOffered
-from connections.serving import Change, ListingCache, Offerings
+from connections.serving import Change, ListingCache, Offerings, canonical_uri, not_offered
 
 from ..policy import PolicyGate, caller_of, hidden, resource_target
 from .peers.caps import MAX_STREAMS, MAX_URIS, AtCap, PerPrincipal
 
-__all__ = ["Subscriptions", "refuse_hidden", "subscription_handlers", "viewer"]
+__all__ = ["Subscriptions", "subscription_handlers", "viewer"]
 
 logger = logging.getLogger("agent_sdk.mcp")
 
@@ -89,7 +89,7 @@ def _event(change: Change) -> ServerEvent:
         return ResourcesListChanged()
     if change.kind == "prompts":
         return PromptsListChanged()
-    return ResourceUpdated(uri=change.uri or "")
+    return ResourceUpdated(uri=canonical_uri(change.uri or ""))  # as the peers subscribed it
 
 
 class Subscriptions:
@@ -129,15 +129,32 @@ class Subscriptions:
     async def owner(self, uri: str, viewer: str) -> str:
         """The advertised connection that offers resource `uri`. Raises `MCPError` (-32602) otherwise."""
         if self._offerings is None:
-            raise MCPError(mt.INVALID_PARAMS, f"no advertised connection offers resource {uri[:200]!r}")
+            raise MCPError(mt.INVALID_PARAMS, not_offered("resource", canonical_uri(uri)))
         try:
             return await self._offerings.owner_of_resource(uri, viewer)
         except NotOffered as exc:
             raise MCPError(mt.INVALID_PARAMS, str(exc)) from None
 
-    async def hold(self, uris: list[str], viewer: str, stack: AsyncExitStack) -> None:
-        """Keep each of `uris` subscribed at its owning upstream until `stack` closes (counted per replica)."""
+    async def refuse_hidden(self, policy: PolicyGate, ctx: ServerRequestContext[Any, Any], uris: list[str]) -> None:
+        """Raise, as `owner` does for a URI no connection offers, for one the policy hides from the peer: each
+        decided in its canonical form (`resource_target`), and on every template it is an instance of."""
+        caller = caller_of(getattr(ctx.request, "scope", None))
         for uri in uris:
+            templates: list[str] = []
+            if policy.enforcing and self._offerings is not None:
+                try:
+                    templates = await self._offerings.templates_of(uri, viewer(ctx))
+                except ConnectionsError as exc:  # the template listing failed closed
+                    raise MCPError(mt.INTERNAL_ERROR, f"{exc.code}: {exc}", data={"error": exc.code}) from None
+            of = [resource_target(t, template=True) for t in templates]
+            refusal = hidden(policy, caller, "resources/subscribe", resource_target(uri), *of)
+            if refusal is not None:
+                raise MCPError(mt.INVALID_PARAMS, str(refusal))
+
+    async def hold(self, uris: list[str], viewer: str, stack: AsyncExitStack) -> None:
+        """Keep each of `uris` subscribed at its owning upstream until `stack` closes (counted per replica), in
+        its canonical form (`canonical_uri`)."""
+        for uri in map(canonical_uri, uris):
             connection = await self.owner(uri, viewer)
             key = (connection, uri)
             async with self._lock:
@@ -186,14 +203,17 @@ def subscription_handlers(runtime_for: RuntimeFor) -> dict[str, Any]:
         subscriptions = runtime_for(ctx).subscriptions
         if subscriptions is None:  # the server was built with the handler, so the runtime has them
             raise MCPError(mt.INTERNAL_ERROR, "subscriptions are not set up on this gateway")
-        uris = list(params.notifications.resource_subscriptions or ())
+        uris = [canonical_uri(u) for u in params.notifications.resource_subscriptions or ()]
+        if uris:  # the filter in canonical form: decided, held upstream and matched against updates as one
+            wanted = params.notifications.model_copy(update={"resource_subscriptions": uris})
+            params = params.model_copy(update={"notifications": wanted})
         if len(uris) > MAX_URIS:
             raise AtCap(
                 f"subscriptions/listen refused: the filter names {len(uris)} resources and one stream follows at "
                 f"most {MAX_URIS}; split them over several streams"
             )
         principal = viewer(ctx)
-        refuse_hidden(runtime_for(ctx).policy, ctx, uris)  # as a resource no connection offers
+        await subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, uris)  # as a resource no connection offers
         async with AsyncExitStack() as stack:
             stack.enter_context(subscriptions.streams.holding(principal))
             await subscriptions.hold(uris, principal, stack)
@@ -206,12 +226,3 @@ def viewer(ctx: ServerRequestContext[Any, Any]) -> str:
     """The peer's principal (as `mcp_call_stream.principal_id` reads it; that module sits above `runtime`)."""
     scope: Any = getattr(ctx.request, "scope", None) or {}  # no scope on `serve --stdio`
     return getattr(scope.get("state", {}).get("principal"), "id", None) or "anonymous"
-
-
-def refuse_hidden(policy: PolicyGate, ctx: ServerRequestContext[Any, Any], uris: list[str]) -> None:
-    """Raise, as `Subscriptions.owner` does for a URI no connection offers, for one the policy hides from the peer."""
-    caller = caller_of(getattr(ctx.request, "scope", None))
-    for uri in uris:
-        refusal = hidden(policy, caller, "resources/subscribe", resource_target(uri))
-        if refusal is not None:
-            raise MCPError(mt.INVALID_PARAMS, str(refusal))

@@ -70,7 +70,22 @@ async def call_tool(
     on a connection that could not be listed: `missing_tool`), `InvalidToolInput`,
     `InvalidContinuationToken`, `SessionNotFound`, `Forbidden`, `SessionBusy`, and the guard's `CallRefused`
     (`RateLimited`, `ApprovalDenied`, ...: docs/audit.md). `surface` names the route in the audit trail.
+    The listing and the call both act for the caller (`acting_for`): a `grants="per_principal"` connection
+    is listed and called with the caller's own grant, as on `/v1/mcp/tools`.
     """
+    with acting_for(principal if isinstance(principal, str) else principal.id):
+        return await _call_tool(runtime, principal, name, arguments, session_id, token, surface)
+
+
+async def _call_tool(
+    runtime: Runtime,
+    principal: str | Principal,
+    name: str,
+    arguments: object,
+    session_id: object,
+    token: object,
+    surface: str,
+) -> dict[str, Any]:
     live, info = await bind_session(runtime, principal, session_id, token)
     caller = as_principal(principal, principal if isinstance(principal, str) else principal.id)
     tool, toolset, problems = await callable_tool(
@@ -93,8 +108,7 @@ async def call_tool(
     started = time.perf_counter()
     outcome: ToolOutcome
     try:
-        with acting_for(principal if isinstance(principal, str) else principal.id):
-            outcome = await tool.call(dict(arguments))
+        outcome = await tool.call(dict(arguments))
     except ToolInputError as exc:
         raise InvalidToolInput(str(exc)) from None
     except CallRefused:

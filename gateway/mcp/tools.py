@@ -11,6 +11,7 @@ Results are JSON, not shaped for a protocol version yet: the caller shapes them 
 from __future__ import annotations
 
 import json
+import logging
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -23,24 +24,26 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
 from connections import TurnBuildError, TurnTool, acting_for
-from connections.serving import Offerings, tracing_enabled
+from connections.serving import Offerings, SignInRequired, tracing_enabled
 
 from ..auth.chain import Principal
 from ..policy import caller_of, visible_tools
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
-from .call_stream import call_request, peer_of, principal_id
+from .call_stream import call_request, peer_of
 from .curated import CuratedView
 from .instructions import InstructionsMiddleware
 from .offerings import failed_closed, offering_handlers
 from .peers.streams import subscribe_handlers
 from .pipeline import CallPlan, target_of, view_target
 from .session_answer import declared_at_initialize, session_answer
-from .sign_in import SignInLinks
+from .sign_in import LEFT_OUT_META, SIGN_IN_META, SignInLinks, set_aside
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_list_result", "tools_server"]
+
+logger = logging.getLogger(__name__)
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
@@ -71,17 +74,21 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
 
 
 async def tools_list_result(runtime: Runtime, caller: Principal, view: CuratedView | None = None) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools` (or through curated server `view`): listed live, fail-closed, as
-    `caller` may see it (the policy's filter). Raises `MCPError` naming the connections that could not be
-    listed, never a shorter list."""
-    try:
-        with acting_for(caller.id):
-            toolset = await runtime.catalog.live()
-    except TurnBuildError as exc:
+    """`tools/list` on `/v1/mcp/tools` (or through curated server `view`): listed live, as `caller` may see
+    it (the policy's filter). Fails closed (raises `MCPError` naming the connections that could not be listed,
+    never a shorter list) unless every connection left out is set aside (`set_aside`): a per-user connection
+    `caller` has not signed in to (named with its sign-in URL in `_meta`), or an `optional=True` one that is
+    down (named in a log line)."""
+    with acting_for(caller.id):
+        toolset, problems = await runtime.catalog.collect(None)
+    project = runtime.project.connections
+    aside = [p for p in problems if set_aside(p, project)]
+    if len(aside) < len(problems):
+        exc = TurnBuildError(problems)
         refusal = failed_closed("tools/list", exc)
         signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
         if signs:
-            urls = "; ".join(f"sign in to {s['connection']} at {s['url']}" for s in signs)
+            urls = "; ".join(s.get("command") or f"sign in to {s['connection']} at {s['url']}" for s in signs)
             data = {**(refusal.error.data or {}), "signIn": signs}
             raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
         raise refusal from None
@@ -89,7 +96,22 @@ async def tools_list_result(runtime: Runtime, caller: Principal, view: CuratedVi
     listed = sorted(toolset, key=lambda t: t.name) if view is None else view.listed(toolset)
     tools = [_mcp_tool(t) for t in listed]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
-    return {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
+    result: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
+    signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(aside, caller.id)
+    left_out = sorted({p.connection for p in aside if p.code != SignInRequired.code and p.connection})
+    for name in left_out:
+        logger.warning(
+            "tools/list: optional connection %r left out of the listing: %s",
+            name,
+            next(str(p) for p in aside if p.connection == name),
+            extra={"event": "listing_left_out", "connection": name},
+        )
+    if signs or left_out:
+        result["_meta"] = {
+            **({SIGN_IN_META: signs} if signs else {}),
+            **({LEFT_OUT_META: left_out} if left_out else {}),
+        }
+    return result
 
 
 def _http_runtime(ctx: ServerRequestContext[Any, Any]) -> Runtime:
@@ -123,8 +145,8 @@ def tools_server(
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        principal = principal_id(scope or {})
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
+        principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
         meta = dumped.get("_meta")
         modern = isinstance(meta, Mapping) and PROTOCOL_VERSION_META_KEY in meta

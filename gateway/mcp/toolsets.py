@@ -58,6 +58,9 @@ class ToolCatalog:
     """Advertised tool -> its connection, from the last listing (kept past `ttl`: it only picks what to list)."""
     _owned: dict[str, tuple[float, Toolset]] = field(default_factory=dict[str, tuple[float, Toolset]])
     """Connection -> when a call listed it alone, and that listing (reused for `ttl` like the full one)."""
+    _seen: dict[str, str] = field(default_factory=dict[str, str])
+    """Advertised tool -> its connection, from every listing so far (any caller's): picks which per-user
+    connection a caller who can list none of them is asked to sign in to (`owner`)."""
     _lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def live(self) -> Toolset:
@@ -101,6 +104,14 @@ class ToolCatalog:
             toolset, problems = await self.collect(None)
         return toolset.get(name), toolset, problems
 
+    def owner(self, name: str) -> str | None:
+        """The connection that offers tool `name` as far as any listing so far, or `mcp.lock`, says (None: unknown)."""
+        seen = self._seen.get(name)
+        if seen is not None:
+            return seen
+        pins = self.builder.pins
+        return pins.owner(name) if pins is not None else None
+
     def changed(self, connection: str, change: Change) -> None:
         """A `ListingCache` watcher: an upstream's tools changed, so the reused listing must not serve a call."""
         if change.kind == "tools":
@@ -129,6 +140,7 @@ class ToolCatalog:
         self._stamp = self.clock()
         self._owned.clear()
         self._owners = {t.name: t.connection for t in toolset if t.connection is not None}
+        self._seen.update(self._owners)
 
 
 _NOT_LISTED: dict[str, type[ConnectionNotListed]] = {

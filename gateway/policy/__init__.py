@@ -5,8 +5,17 @@ compiled once and reloaded when it changes. `PolicyGate.decide(principal, action
 one decision point; the surfaces call it where each method resolves its target.
 """
 
-from ._decide import Decision, PolicyGate
-from ._enforce import as_principal, callable_tool, hidden, may_call, turn_toolset, visible_items, visible_tools
+from ._decide import Decision, PolicyGate, Refusal
+from ._enforce import (
+    as_principal,
+    callable_tool,
+    hidden,
+    may_call,
+    refused,
+    turn_toolset,
+    visible_items,
+    visible_tools,
+)
 from ._entities import (
     GATEWAY,
     STDIO,
@@ -27,6 +36,7 @@ __all__ = [
     "Decision",
     "PolicyError",
     "PolicyGate",
+    "Refusal",
     "Target",
     "as_principal",
     "callable_tool",
@@ -36,6 +46,7 @@ __all__ = [
     "may_call",
     "policy_diagnostics",
     "prompt_target",
+    "refused",
     "require",
     "resource_target",
     "schema_text",

@@ -21,14 +21,12 @@ from pathlib import Path
 import cedarpy
 from cachetools import LRUCache
 
-from connections import TurnTool
-
 from ..auth.chain import Principal
 from ..reloads import file_stamp
 from ._entities import GATEWAY, Target, principal_json
 from ._source import POLICY_FILE, CompiledPolicy, PolicyError, compile_policy
 
-__all__ = ["Decision", "PolicyGate"]
+__all__ = ["Decision", "PolicyGate", "Refusal"]
 
 logger = logging.getLogger("agent_sdk.policy")
 
@@ -49,6 +47,19 @@ class Decision:
 _OPEN = Decision(True, (), enforced=False)
 
 
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A request answered as for a name that does not exist (a hidden or unknown tool, resource, template or
+    prompt): what the audit trail records of it. `reason` is `policy_denied` (with the `policies` that
+    decided), `unknown_tool`, `tool_held_back` or `not_offered`."""
+
+    method: str
+    target: str
+    connection: str | None = None
+    policies: tuple[str, ...] = ()
+    reason: str = "policy_denied"
+
+
 class PolicyGate:
     """The compiled policy of one project (or none) and its decisions."""
 
@@ -57,9 +68,9 @@ class PolicyGate:
         self._compiled = compiled
         self._stamp = file_stamp(path) if path is not None else None
         self._decisions: LRUCache[tuple[str, str, str, str], Decision] = LRUCache(maxsize=16384)
-        self.on_denied_call: Callable[[Principal, TurnTool, Decision, str | None], None] | None = None
-        """Told of each `tools/call` the policy refuses (the principal, the tool, the decision, the surface):
-        the audit trail's record of a refusal (`gateway/audit`), set by the app."""
+        self.on_denied_call: Callable[[Principal, Refusal, str | None], None] | None = None
+        """Told of each request answered as for a name that does not exist (the principal, the refusal, the
+        surface): the audit trail's record of it (`gateway/audit`), set by the app."""
 
     @classmethod
     def for_project(cls, root: Path) -> PolicyGate:

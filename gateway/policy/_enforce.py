@@ -13,9 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, TypeVar
 
 from connections import NotOffered, SessionInfo, Toolset, TurnProblem, TurnTool
+from connections.serving import not_offered
 
 from ..auth.chain import Principal
-from ._decide import PolicyGate
+from ._decide import PolicyGate, Refusal
 from ._entities import Target, prompt_target, resource_target, tool_target
 
 __all__ = [
@@ -24,6 +25,7 @@ __all__ = [
     "callable_tool",
     "hidden",
     "may_call",
+    "refused",
     "turn_toolset",
     "visible_items",
     "visible_tools",
@@ -63,30 +65,49 @@ async def callable_tool(
 ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
     """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
     hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
-    problems), so that the refusal of a hidden tool is the refusal of an unknown one, word for word."""
+    problems), so that the refusal of a hidden tool is the refusal of an unknown one, word for word. Both are
+    told to the audit trail (`refused`), an unknown name as `unknown_tool` (or `tool_held_back`)."""
     tool, toolset, problems = await catalog.tool(name, session)
-    if not gate.enforcing:
-        return tool, toolset, problems
-    if tool is not None:
+    if tool is not None and gate.enforcing:
         decision = gate.decide(principal, "tools/call", tool_target(tool), server)
         if decision.allowed:
             return tool, toolset, problems
-        if gate.on_denied_call is not None:  # the audit trail records the refusal (the caller sees an unknown tool)
-            gate.on_denied_call(principal, tool, decision, surface)
+        refused(gate, principal, Refusal("tools/call", tool.name, tool.connection, decision.policies), surface)
         # found without a listing (an authored tool, a reused one): list as for an unknown name
         toolset, problems = await catalog.collect(session)
+        return None, visible_tools(gate, principal, toolset, server)[0], problems
+    if tool is None and not problems:  # not a listing that failed: a name no listing holds
+        reason = "tool_held_back" if name in toolset.held_back else "unknown_tool"
+        refused(gate, principal, Refusal("tools/call", name[:200], reason=reason), surface)
+    if not gate.enforcing:
+        return tool, toolset, problems
     return None, visible_tools(gate, principal, toolset, server)[0], problems
 
 
-def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target) -> NotOffered | None:
-    """The refusal for a resource or prompt the policy hides from `principal`: the very sentence of one that
-    no advertised connection offers (`connections.Offerings`), so that hiding it says nothing; else None."""
-    if gate.decide(principal, action, target).allowed:
-        return None
-    what = {"AgentSdk::Prompt": "prompt", "AgentSdk::Resource": "resource"}.get(target.type, "item")
-    if target.type == "AgentSdk::Resource" and action == "completion/complete":
-        what = "resource template"
-    return NotOffered(f"no advertised connection offers {what} {target.id[:200]!r}")
+def refused(gate: PolicyGate, principal: Principal, refusal: Refusal, surface: str | None = None) -> None:
+    """Tell the audit trail (`gate.on_denied_call`) of a request answered as for a name that does not exist."""
+    if gate.on_denied_call is not None:
+        gate.on_denied_call(principal, refusal, surface)
+
+
+def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target, *also: Target) -> NotOffered | None:
+    """The refusal for a resource or prompt the policy hides from `principal` (`target`, or any of `also`: the
+    templates a resource is an instance of): the very sentence of one that does not exist or that no
+    advertised connection offers (`not_offered`), so that hiding it says nothing; else None. A refusal is
+    told to the audit trail (`refused`) against `target`."""
+    for each in (target, *also):
+        decision = gate.decide(principal, action, each)
+        if not decision.allowed:
+            refused(gate, principal, Refusal(action, target.id, policies=decision.policies))
+            return NotOffered(not_offered(_kind(action, target), target.id))
+    return None
+
+
+def _kind(action: str, target: Target) -> str:
+    """What `not_offered` calls `target`: a prompt, a resource, or (for a completion) a resource template."""
+    if target.type == "AgentSdk::Prompt":
+        return "prompt"
+    return "resource template" if action == "completion/complete" else "resource"
 
 
 def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset, server: str = "") -> tuple[Toolset, int]:

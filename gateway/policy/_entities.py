@@ -15,6 +15,7 @@ from typing import Any
 from cachetools import LRUCache
 
 from connections import TurnTool
+from connections.serving import canonical_uri
 
 from ..auth.chain import Principal
 
@@ -97,7 +98,9 @@ def tool_target(tool: TurnTool) -> Target:
 
 
 def resource_target(uri: str, *, template: bool = False) -> Target:
-    """`AgentSdk::Resource::"<uri>"` (a template by its URI template)."""
+    """`AgentSdk::Resource::"<uri>"` (a template by its URI template), in its canonical form (RFC 3986 §6.2.2,
+    `connections/_uris.py`): every spelling of one resource is one entity."""
+    uri = canonical_uri(uri, template=template)
     return _target("Resource", uri, {"uri": uri, "template": template})
 
 

@@ -8,7 +8,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from connections import TurnTool
+from connections import TurnTool, acting_for
 
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response, read_object
@@ -52,7 +52,8 @@ async def list_tools(request: Request) -> JSONResponse:
         _live, info = await bind_session(runtime, principal_of(request), *_binding(request))
     except ApiError as exc:
         return error_response(exc)
-    toolset, problems = await runtime.catalog.collect(info)
+    with acting_for(principal_of(request).id):  # a per-person connection lists with the caller's grant
+        toolset, problems = await runtime.catalog.collect(info)
     toolset = visible_tools(runtime.policy, principal_of(request), toolset)[0]  # the policy's filter
     return JSONResponse(
         {
@@ -69,7 +70,8 @@ async def describe_tool(request: Request) -> JSONResponse:
     name: str = request.path_params["name"]
     try:
         _live, info = await bind_session(runtime, principal_of(request), *_binding(request))
-        toolset, problems = await runtime.catalog.collect(info)
+        with acting_for(principal_of(request).id):
+            toolset, problems = await runtime.catalog.collect(info)
         toolset = visible_tools(runtime.policy, principal_of(request), toolset)[0]  # hidden: as unknown
         tool = toolset.get(name)
         if tool is None:

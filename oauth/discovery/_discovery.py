@@ -53,23 +53,53 @@ class Challenge:
     scope: str | None = None
     error: str | None = None
     error_description: str | None = None
+    dpop: bool = False
+    """The header also (or only) challenges the `DPoP` scheme (RFC 9449 §7.1): the resource takes DPoP-bound
+    tokens, and asks for them when it challenges nothing else."""
+    bearer: bool = True
+    """The header challenges the `Bearer` scheme (RFC 6750 §3): the resource takes unbound tokens."""
+
+
+_DPOP_SCHEME = re.compile(r"(?i)(?:^|,)\s*dpop(?=\s|,|$)")
+"""A `DPoP` challenge: the scheme name at the start of the header or after a comma (never inside a quoted
+value such as `error="use_dpop_nonce"`)."""
 
 
 def parse_www_authenticate(header: str | None) -> Challenge | None:
-    """The Bearer challenge in a `WWW-Authenticate` value, or None when there is none."""
+    """The Bearer challenge in a `WWW-Authenticate` value (else its DPoP challenge), or None when there is
+    neither."""
     if not header:
         return None
-    match = re.search(r"(?i)\bbearer\b", header)
-    if match is None:
-        return None
+    schemes = _unquoted(header)
+    dpop = _DPOP_SCHEME.search(schemes)
+    match = _BEARER_SCHEME.search(schemes)
+    if match is not None:
+        return _challenge(header[match.end() :], dpop=dpop is not None, bearer=True)
+    if dpop is not None:
+        return _challenge(header[dpop.end() :], dpop=True, bearer=False)
+    return None
+
+
+_BEARER_SCHEME = re.compile(r"(?i)(?:^|,)\s*bearer(?=\s|,|$)")
+
+
+def _unquoted(header: str) -> str:
+    """`header` with its quoted strings blanked (same length), so that a scheme name is never found inside a
+    value and positions still match `header`."""
+    return re.sub(r'"(?:[^"\\]|\\.)*"', lambda m: '"' + " " * (len(m[0]) - 2) + '"', header)
+
+
+def _challenge(rest: str, *, dpop: bool, bearer: bool) -> Challenge:
     params: dict[str, str] = {}
-    for name, quoted, bare in _PARAM.findall(header[match.end() :]):
+    for name, quoted, bare in _PARAM.findall(rest):
         params.setdefault(name.lower(), re.sub(r"\\(.)", r"\1", quoted) if quoted else bare)
     return Challenge(
         resource_metadata=params.get("resource_metadata"),
         scope=params.get("scope"),
         error=params.get("error"),
         error_description=params.get("error_description"),
+        dpop=dpop,
+        bearer=bearer,
     )
 
 
@@ -78,6 +108,7 @@ class _PrmWire(pydantic.BaseModel):
     resource: str
     authorization_servers: list[str] = pydantic.Field(min_length=1)
     scopes_supported: list[str] | None = None
+    dpop_bound_access_tokens_required: bool = False
 
 
 class _AsmWire(pydantic.BaseModel):
@@ -105,6 +136,8 @@ class ResourceMetadata:
     authorization_servers: tuple[str, ...]
     scopes_supported: tuple[str, ...] | None
     url: str
+    dpop_bound_access_tokens_required: bool = False
+    """RFC 9728 §2: the resource takes DPoP-bound tokens only (RFC 9449): a new grant for it is bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +283,7 @@ class Discovery:
                 authorization_servers=tuple(wire.authorization_servers),
                 scopes_supported=tuple(wire.scopes_supported) if wire.scopes_supported is not None else None,
                 url=url,
+                dpop_bound_access_tokens_required=wire.dpop_bound_access_tokens_required,
             )
             self._cache[cache_key] = found
             return found

@@ -21,6 +21,7 @@ import httpx2
 from .._config import OAuthConfig
 from .._exceptions import (
     AuthorizationServerUnreachable,
+    DpopMismatch,
     DpopNonceLoop,
     InsufficientScope,
     InvalidClient,
@@ -30,18 +31,15 @@ from .._exceptions import (
 )
 from .._grant import Grant, StoreKey, TokenSet, check_holder
 from .._shared import Secret
-from ..discovery._discovery import Challenge, Discovery, parse_www_authenticate
+from ..discovery._discovery import Challenge, parse_www_authenticate
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
-from ._dpop import DpopKey, nonce_demanded
-from ._interaction import Interaction
-from ._login import login
-from ._machine import machine_login
+from ._dpop import DpopKey, binding_refusal, nonce_demanded
 from ._tokens import refresh_tokens
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AuthStats", "ConnectionAuth", "LoginHandler", "connection_auth"]
+__all__ = ["AuthStats", "ConnectionAuth", "LoginHandler"]
 
 REFRESH_BUDGET = 60.0
 """Seconds a whole refresh (connect, send, answer) may take while the store's lock is held."""
@@ -94,6 +92,8 @@ class ConnectionAuth(httpx2.Auth):
         self._step_ups_in_a_row = 0
         self._grant: Grant | None = None
         self._dpop: tuple[Secret, DpopKey] | None = None
+        self._refused: Secret | None = None
+        """An access token a 401 refreshed and the resource refused again: its 401s are not refreshed on."""
         self._login_lock = anyio.Lock()
         self._http = http
         self._owns_http = http is None
@@ -144,12 +144,17 @@ class ConnectionAuth(httpx2.Auth):
                     f"(use_dpop_nonce twice in a row) for connection {self.key.connection!r}; the call was given up"
                 )
 
-        if response.status_code == 401:
+        if response.status_code == 401 and not self._refused_after_refresh(tokens):
             challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
             tokens = await self._recover(tokens, challenge)
             self.stats.retries_after_401 += 1
             self._apply(request, tokens)
             response = yield request  # one refresh, one retry: a second 401 goes back to the caller
+            if response.status_code == 401:
+                # Refused fresh: the binding, if the challenge says so; else refreshing again (on the next request
+                # of this call) would not help either.
+                await self._refuse_binding(tokens, parse_www_authenticate(response.headers.get("www-authenticate")))
+                self._refused = tokens.access_token if tokens is not None else None
 
         while response.status_code == 403:
             challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
@@ -186,6 +191,26 @@ class ConnectionAuth(httpx2.Auth):
         # RFC 9449 §7.1: a bound token travels as `DPoP`, with a proof for this very request and token.
         request.headers["Authorization"] = f"DPoP {tokens.access_token.reveal()}"
         request.headers["DPoP"] = key.proof(request.method, str(request.url), access_token=tokens.access_token)
+
+    def _refused_after_refresh(self, tokens: TokenSet | None) -> bool:
+        return tokens is not None and self._refused is not None and tokens.access_token == self._refused
+
+    async def _refuse_binding(self, tokens: TokenSet | None, challenge: Challenge | None) -> None:
+        """Raise when a 401 comes from the token's DPoP binding (`_dpop.binding_refusal`): a bound token at a
+        resource that challenges Bearer only, or a Bearer token where it challenges DPoP only. A grant that
+        `dpop=` did not force is dropped, so the next sign-in binds as the resource asks."""
+        why = binding_refusal(self.key, self.config.dpop, self._dpop_key(tokens) is not None, challenge)
+        if why is None:
+            return
+        if self.config.dpop is not None:
+            raise DpopMismatch(why)
+        async with self.store.lock(self.key):
+            current = await self._load()
+            if current is not None and current.tokens is not None and tokens is not None:
+                if current.tokens.access_token == tokens.access_token:
+                    self._grant = current.killed(DpopMismatch.error)
+                    await self.store.save(self._grant)
+        raise LoginRequired(why, self.key.principal)
 
     def _dpop_key(self, tokens: TokenSet | None) -> DpopKey | None:
         """The grant's DPoP key when `tokens` is a `DPoP` token, else None."""
@@ -301,6 +326,8 @@ class ConnectionAuth(httpx2.Auth):
         if self.key.principal:
             # A principal's own grant: the gateway asks that principal to sign in (docs/oauth.md#per-user-grants).
             why = f"was refused by the authorization server ({dead})" if dead else "is missing"
+            if dead == DpopMismatch.error:
+                why = "was bound to DPoP the other way than the server takes (dpop_mismatch)"
             return LoginRequired(
                 f"connection {name!r} needs your own sign-in: your grant for {resource} {why}; open the sign-in "
                 "URL the gateway answers with, then retry",
@@ -325,75 +352,3 @@ class ConnectionAuth(httpx2.Auth):
             self.stats.logins += 1
             self._grant = grant
             return grant
-
-
-def connection_auth(
-    connection: str,
-    resource_url: str,
-    config: OAuthConfig,
-    store: TokenStore,
-    *,
-    interaction: Interaction | None = None,
-    refresh_margin: float = 60.0,
-    max_step_ups: int = 2,
-    login_timeout: float = 300.0,
-    http: httpx2.AsyncClient | None = None,
-    principal: str = "",
-) -> ConnectionAuth:
-    """The `httpx2.Auth` for an oauth connection: `httpx2.AsyncClient(auth=connection_auth(...))`.
-
-    `config.grant == "client_credentials"`: the deployment logs in as itself whenever it needs a token
-    (`oauth/flows/_machine.py`), serving included. Otherwise, `interaction=None` (serving): never starts a login;
-    a connection without usable tokens raises
-    `LoginRequired` naming the CLI command. With an `Interaction` (`follow_redirects()`, `open_browser()`)
-    a 401 without tokens or a 403 insufficient_scope runs the login itself. `http` is the client used
-    for token and metadata requests (default: one of its own, closed by `aclose()`). `principal`: the grant
-    is that principal's own (`StoreKey.principal`; it never logs in by itself, whatever `interaction`).
-    """
-    auth: ConnectionAuth
-    discovery_box: list[Discovery] = []
-    machine = config.grant == "client_credentials"
-    chosen = None if machine or principal else interaction
-
-    async def handler_impl(challenge: Challenge | None, scopes: Sequence[str] | None) -> Grant:
-        client = auth._client  # pyright: ignore[reportPrivateUsage]
-        if not discovery_box:
-            discovery_box.append(Discovery(client))
-        finder = discovery_box[0]
-        if chosen is None:  # client credentials: the deployment logs in as itself
-            return await machine_login(
-                connection,
-                resource_url,
-                config,
-                store,
-                http=client,
-                discovery=finder,
-                challenge=challenge,
-                scopes=scopes,
-            )
-        return await login(
-            connection,
-            resource_url,
-            config,
-            store,
-            interaction=chosen,
-            http=client,
-            challenge=challenge,
-            scopes=scopes,
-            login_timeout=login_timeout,
-            discovery=finder,
-        )
-
-    handler: LoginHandler | None = handler_impl if (machine and not principal) or chosen is not None else None
-    auth = ConnectionAuth(
-        connection,
-        resource_url,
-        config,
-        store,
-        login_handler=handler,
-        refresh_margin=refresh_margin,
-        max_step_ups=max_step_ups,
-        http=http,
-        principal=principal,
-    )
-    return auth

@@ -1,12 +1,12 @@
 """RFC 9449 DPoP on the client side: a key per grant, a proof per request, and the server's nonces.
 
-Where an upstream's authorization server advertises `dpop_signing_alg_values_supported` with ES256,
-a new grant gets a key of its own (`DpopKey.generate`, P-256), kept in the grant record beside the
-tokens (the private JWK as a `Secret`, written by the same stores under the same 0600 and lock
-rules, never in a log or `repr`). Every token request for that grant and every request to the
-resource carry a proof (`proof`): `htm`, `htu` (the URL without query and fragment, §4.2), `iat`, a
-random `jti`, `ath` (the access token's SHA-256, §4.2) on resource requests, and the server's latest
-`nonce` for that origin.
+Where the upstream asks for DPoP (`binding`: the connection's `dpop=True`, the resource's RFC 9728
+`dpop_bound_access_tokens_required`, or a `DPoP` challenge in its 401), a new grant gets a key of its
+own (`DpopKey.generate`, P-256), kept in the grant record beside the tokens (the private JWK as a
+`Secret`, written by the same stores under the same 0600 and lock rules, never in a log or `repr`).
+Every token request for that grant and every request to the resource carry a proof (`proof`): `htm`,
+`htu` (the URL without query and fragment, §4.2), `iat`, a random `jti`, `ath` (the access token's
+SHA-256, §4.2) on resource requests, and the server's latest `nonce` for that origin.
 
 A server that answers `use_dpop_nonce` (a 400 at the token endpoint, a 401 `WWW-Authenticate: DPoP
 error="use_dpop_nonce"` at the resource, §8 and §9) with a `DPoP-Nonce` gets one retry with that
@@ -23,7 +23,7 @@ import hashlib
 import json
 import secrets
 import time
-from collections.abc import Iterable
+from typing import Literal
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx2
@@ -32,22 +32,60 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey
 
 from .._exceptions import AuthorizationServerUnreachable, DpopNonceLoop, StoreCorrupt
+from .._grant import StoreKey
 from .._shared import Secret
+from ..discovery._discovery import Challenge, ResourceMetadata
 
-__all__ = ["DPOP_ALG", "DpopKey", "bound_key", "dpop_post", "new_key", "nonce_demanded", "supports_dpop"]
+__all__ = ["DPOP_ALG", "Binding", "DpopKey", "binding", "bound_key", "dpop_post", "new_key", "nonce_demanded"]
 
 DPOP_ALG = "ES256"
 """The one algorithm this client signs proofs with (P-256: every DPoP server supports it in practice)."""
 
 
-def supports_dpop(algorithms: Iterable[str] | None) -> bool:
-    """Whether an authorization server's `dpop_signing_alg_values_supported` lets this client bind tokens."""
-    return algorithms is not None and DPOP_ALG in algorithms
+Binding = Literal["off", "asked", "required"]
+"""Whether a new grant's tokens are DPoP-bound (`binding`): `off` (Bearer), `asked` (a key is offered; a server
+that answers Bearer gets a Bearer grant), `required` (a Bearer answer is refused)."""
 
 
-def new_key(algorithms: Iterable[str] | None) -> DpopKey | None:
-    """A fresh key for a new grant when the server binds tokens (`supports_dpop`), else None."""
-    return DpopKey.generate() if supports_dpop(algorithms) else None
+def binding(choice: bool | None, challenge: Challenge | None, prm: ResourceMetadata | None) -> Binding:
+    """DPoP only where the upstream asks for it (docs/oauth.md, "DPoP-bound grants"): the connection's `dpop=`
+    when set (True: required, False: off); else `required` when the resource's RFC 9728 metadata says
+    `dpop_bound_access_tokens_required` or its 401 challenges DPoP and not Bearer, `asked` when it challenges
+    both, `off` otherwise: an authorization server that merely supports DPoP binds nothing, since a resource
+    that takes Bearer only (the `mcp` SDK's own auth) refuses a bound token."""
+    if choice is not None:
+        return "required" if choice else "off"
+    if prm is not None and prm.dpop_bound_access_tokens_required:
+        return "required"
+    if challenge is not None and challenge.dpop:
+        return "asked" if challenge.bearer else "required"
+    return "off"
+
+
+def binding_refusal(key: StoreKey, choice: bool | None, bound: bool, challenge: Challenge | None) -> str | None:
+    """Why a resource's 401 is about the token's binding (a sentence naming the fix), or None when it is not:
+    a `bound` token where the challenge names Bearer only, or a Bearer token where it names DPoP only."""
+    if challenge is None:
+        return None
+    where, name = key.resource, key.connection
+    if bound and not challenge.dpop:
+        said = f"connection {name!r}: {where} refused the DPoP-bound token (RFC 9449): its 401 challenges Bearer only"
+        if choice:
+            return f"{said}, so it does not take DPoP; remove dpop=True from the connection's definition"
+        again = "sign in again" if key.principal else f"log in again with `agent-sdk mcp oauth {name}`"
+        return f"{said}; {again}: the new grant is Bearer (or set dpop=False)"
+    if not bound and challenge.dpop and not challenge.bearer:
+        said = f"connection {name!r}: {where} takes DPoP-bound tokens only (RFC 9449: its 401 challenges DPoP)"
+        if choice is False:
+            return f"{said}, and the connection sets dpop=False; remove dpop=False from its definition"
+        again = "sign in again" if key.principal else f"log in again with `agent-sdk mcp oauth {name}`"
+        return f"{said}, and this grant is Bearer; {again}: the new grant is bound"
+    return None
+
+
+def new_key(bind: Binding) -> DpopKey | None:
+    """A fresh key (P-256) for a new grant unless `bind` is `off`."""
+    return None if bind == "off" else DpopKey.generate()
 
 
 def bound_key(token_type: str, key: DpopKey | None) -> Secret | None:

@@ -29,6 +29,7 @@ from .._exceptions import (
     OAuthError,
     RegistrationError,
     StateMismatch,
+    TokenError,
 )
 from .._grant import ClientRegistration, Grant, StoreKey
 from .._shared import Secret, printable
@@ -36,7 +37,7 @@ from ..discovery._discovery import Challenge, Discovery, ResourceMetadata, Serve
 from ..discovery._transport import require_secure
 from ..stores._store import TokenStore
 from ._callback import CallbackListener, loopback_listener
-from ._dpop import bound_key, new_key
+from ._dpop import Binding, binding, bound_key, new_key
 from ._interaction import Interaction
 from ._registration import register_client
 from ._tokens import exchange_code
@@ -149,11 +150,12 @@ async def redeem(
     redirect_uri: str,
     verifier: str,
     resource: str,
+    bind: Binding = "off",
 ) -> Grant:
-    """Exchange the code (PKCE verifier, RFC 8707 resource) and save the grant. A client the server no
-    longer knows (`invalid_client`) is saved as dead, so the next login registers again."""
+    """Exchange the code (PKCE verifier, RFC 8707 resource) and save the grant, DPoP-bound per `bind`. A client
+    the server no longer knows (`invalid_client`) is saved as dead, so the next login registers again."""
     try:
-        dpop = new_key(asm.dpop_signing_alg_values_supported)  # RFC 9449: a key of this grant's own
+        dpop = new_key(bind)  # RFC 9449: a key of this grant's own
         tokens = await exchange_code(
             http,
             asm.token_endpoint,
@@ -168,6 +170,12 @@ async def redeem(
         dropped = Grant(key, asm.issuer, asm.token_endpoint, client, None, resource, asm.revocation_endpoint)
         await store.save(dropped.killed(InvalidClient.error))
         raise
+    if bind == "required" and tokens.token_type != "DPoP":
+        raise TokenError(
+            f"connection {key.connection!r} needs DPoP-bound tokens (dpop=True, or its server requires them), and "
+            f"the authorization server {printable(asm.issuer)} issued a Bearer token although the request carried "
+            "a DPoP proof; nothing was saved: enable DPoP at the authorization server, or set dpop=False"
+        )
     grant = Grant(
         key,
         asm.issuer,
@@ -246,12 +254,14 @@ async def login(
     discovery: Discovery | None = None,
     status: Status | None = None,
     verify_client: bool = False,
+    principal: str = "",
 ) -> Grant:
     """Run the whole authorization-code + PKCE login for one connection and save the result in `store`.
 
     `verify_client`: before sending a person to the authorization page with a stored registration,
     check (one GET, no redirects followed) that the server still knows the client; when it answers
-    400/401 the registration is dropped and the client registers again (the CLI sets this).
+    400/401 the registration is dropped and the client registers again (the CLI sets this). `principal`: the
+    grant is that principal's own (`StoreKey.principal`; the CLI logs in so for the `serve --stdio` peer).
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StateMismatch`,
     `IssuerMismatch`, `AuthorizationDenied`, `LoginTimeout`, `TokenError`, `StoreError` (all `OAuthError`).
@@ -262,7 +272,7 @@ async def login(
     try:
         found = await discover(client_http, resource_url, challenge, discovery)
         challenge, prm, asm, resource = found.challenge, found.prm, found.asm, found.resource
-        key = StoreKey(connection, resource_url)
+        key = StoreKey(connection, resource_url, principal)
         previous = await store.load(key)
         say(f"Authorization server: {printable(asm.issuer)}")
 
@@ -298,7 +308,8 @@ async def login(
             redirect = await _await_redirect(url, listener, interaction, login_timeout)
 
         code = check_redirect(redirect, state, asm)
-        return await redeem(client_http, store, key, asm, client, code, listener.redirect_uri, verifier, resource)
+        bind = binding(config.dpop, challenge, prm)
+        return await redeem(client_http, store, key, asm, client, code, listener.redirect_uri, verifier, resource, bind)
     finally:
         if owned:
             await client_http.aclose()

@@ -24,7 +24,7 @@ from .._grant import ClientRegistration, Grant, StoreKey
 from .._shared import Secret
 from ..discovery._discovery import Challenge, Discovery, ServerMetadata
 from ..stores._store import TokenStore
-from ._dpop import bound_key, new_key
+from ._dpop import binding, bound_key, new_key
 from ._login import choose_scopes, probe_challenge
 from ._tokens import client_credentials_token
 
@@ -100,7 +100,7 @@ async def machine_login(
     resource = prm.resource if prm else resource_url
     client = machine_client(config, asm)
     scope = choose_scopes(scopes, challenge, prm, config)
-    dpop = new_key(asm.dpop_signing_alg_values_supported)  # RFC 9449: a key of this grant's own
+    dpop = new_key(binding(config.dpop, challenge, prm))  # RFC 9449: a key of this grant's own, if asked
     tokens = await client_credentials_token(http, asm.token_endpoint, client, scope=scope, resource=resource, dpop=dpop)
     kept = replace(client, client_secret=None, audience=None, assertion_alg=None)
     grant = Grant(

@@ -24,6 +24,7 @@ from .._grant import ClientRegistration, Grant, StoreKey, client_from_json, clie
 from .._shared import Secret
 from ..discovery._discovery import Challenge, ServerMetadata
 from ..stores._store import TokenStore
+from ._dpop import Binding, binding
 from ._login import authorization_url, check_redirect, choose_scopes, declared_client, discover, redeem
 from ._registration import register_client
 
@@ -43,6 +44,8 @@ class LoginStart:
     verifier: Secret
     authorization_url: str = field(repr=False)
     """Where to send the browser: PKCE S256, `state`, RFC 8707 `resource`, the chosen scopes."""
+    bind: Binding = "off"
+    """Whether the grant's tokens are to be DPoP-bound (`_dpop.binding`, decided at discovery)."""
 
     def to_json(self) -> dict[str, Any]:
         """Everything `finish_login` needs, as JSON; the verifier, `state` and any client secret are revealed
@@ -78,6 +81,7 @@ class LoginStart:
             "state": self.state.reveal(),
             "verifier": self.verifier.reveal(),
             "authorization_url": self.authorization_url,
+            "bind": self.bind,
         }
 
     @classmethod
@@ -122,6 +126,7 @@ class LoginStart:
                 state=Secret(text_field(record["state"])),
                 verifier=Secret(text_field(record["verifier"])),
                 authorization_url=text_field(record["authorization_url"]),
+                bind=_binding(record.get("bind", "off")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(
@@ -142,6 +147,12 @@ def _texts(value: object) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise TypeError("expected a list")
     return tuple(text_field(item) for item in value)
+
+
+def _binding(value: object) -> Binding:
+    if value not in ("off", "asked", "required"):
+        raise ValueError("unknown DPoP binding")
+    return value  # one of the three, checked above
 
 
 def _flag(value: object) -> bool:
@@ -184,7 +195,8 @@ async def start_login(
     state, verifier = generate_token(32), generate_token(64)
     scope = choose_scopes(None, found.challenge, found.prm, config)
     url = authorization_url(asm, client, redirect_uri, state, verifier, found.resource, scope, config)
-    return LoginStart(key, asm, client, redirect_uri, found.resource, Secret(state), Secret(verifier), url)
+    bind = binding(config.dpop, found.challenge, found.prm)
+    return LoginStart(key, asm, client, redirect_uri, found.resource, Secret(state), Secret(verifier), url, bind)
 
 
 async def finish_login(
@@ -204,4 +216,5 @@ async def finish_login(
         start.redirect_uri,
         start.verifier.reveal(),
         start.resource,
+        start.bind,
     )

@@ -10,6 +10,8 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -22,7 +24,7 @@ from anyio.streams.text import TextReceiveStream
 from tests.oauth.helpers import authorize
 from tests.peers import node20, node_module
 
-from .conftest import make_project
+from .conftest import Served, assert_clean, make_project, serve
 
 THREE = ("alice", "bob", "carol")
 PEERS = {name: f"{name}-peer-token-0123456789abcdef" for name in (*THREE, "dave", "erin", "frank")}
@@ -47,6 +49,17 @@ def per_user_project(root: Path, resource_url: str) -> Path:
         "advertise_tools=True)\n"
     )
     return make_project(root, {"docs": body}, tools=False)
+
+
+@contextmanager
+def per_user_gateway(root: Path, resource_url: str) -> Iterator[Served]:
+    """`agent-sdk serve` of `per_user_project` with the peers' tokens; its log holds none of them when it stops."""
+    served = serve(per_user_project(root / "project", resource_url), root / "state", env=peer_env())
+    try:
+        yield served
+    finally:
+        served.stop()
+    assert_clean(served.log_text(), list(PEERS.values()))
 
 
 def peer_env(**extra: str) -> dict[str, str]:

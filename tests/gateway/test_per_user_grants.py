@@ -24,15 +24,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.oauth.peers import AuthServer, ResourceServer
 
-from .conftest import Served, assert_clean, serve
+from .conftest import Served
 from .per_user import (
     OPERATOR,
     PEERS,
     THREE,
     call_body,
     modern_headers,
-    peer_env,
-    per_user_project,
+    per_user_gateway,
     principal_of,
     session_turn,
     sign_in,
@@ -47,13 +46,8 @@ CALLS = 2000
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("per-user")
-    served = serve(per_user_project(root / "project", resource.url), root / "state", env=peer_env())
-    try:
+    with per_user_gateway(tmp_path_factory.mktemp("per-user"), resource.url) as served:
         yield served
-    finally:
-        served.stop()
-    assert_clean(served.log_text(), list(PEERS.values()))
 
 
 def test_without_a_grant_a_call_fails_closed_with_a_sign_in_url_for_that_principal(gateway: Served) -> None:
@@ -187,6 +181,29 @@ async def test_a_session_turn_fails_naming_the_connection_with_the_url_and_runs_
     done = await session_turn(gateway.url, "frank", "call whoami {}", failed["session"])
     assert done["type"] == "turn.completed", done
     assert "frank" in json.dumps(done["data"])  # the turn's call ran with frank's own grant
+
+
+def test_direct_calls_and_the_catalog_act_as_the_caller_with_its_own_grant(gateway: Served) -> None:
+    # POST /v1/tools/{name} (the console's Run form) and GET /v1/tools use the caller's grant, as /v1/mcp/tools does.
+    def as_(name: str) -> httpx2.Client:
+        return httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {PEERS[name]}"})
+
+    for name in ("carol", "erin"):  # both signed in by the tests above
+        with as_(name) as http:
+            listed = http.get(f"{gateway.url}/v1/tools")
+            assert listed.status_code == 200, listed.text
+            assert "whoami" in [t["name"] for t in listed.json()["tools"]], listed.text
+            described = http.get(f"{gateway.url}/v1/tools/whoami")
+            assert described.status_code == 200 and described.json()["tool"]["connection"] == "docs", described.text
+            called = http.post(f"{gateway.url}/v1/tools/whoami", json={"input": {}})
+        assert called.status_code == 200, called.text
+        envelope = called.json()
+        assert envelope["isError"] is False, envelope
+        assert name in json.dumps(envelope["result"])  # the upstream saw the caller's own subject
+    with as_("alice") as http:  # her grant was removed: her direct call asks her to sign in, as hers
+        refused = http.post(f"{gateway.url}/v1/tools/whoami", json={"input": {}})
+    assert "names none" not in refused.text
+    assert "sign_in_required" in refused.text or "sign-in" in refused.text, refused.text
 
 
 def test_operators_see_how_many_principals_signed_in_never_who_and_each_person_their_own_state(

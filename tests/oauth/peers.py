@@ -80,10 +80,12 @@ def exchange_provider(config: dict[str, Any], *, port: int = 0) -> Iterator[Auth
 
 
 @contextmanager
-def resource_server(issuer: str, *, port: int = 0) -> Iterator[ResourceServer]:
-    """The MCP resource server in its own process, trusting `issuer`."""
+def resource_server(issuer: str, *, port: int = 0, dpop_required: bool = False) -> Iterator[ResourceServer]:
+    """The MCP resource server in its own process, trusting `issuer` (taking DPoP-bound tokens only, and saying
+    so in its RFC 9728 metadata, with `dpop_required`)."""
     port = port or free_port()
     cmd = [sys.executable, "-W", "ignore", str(HERE / "resource_server.py"), str(port), issuer]
+    cmd += ["dpop-required"] if dpop_required else []
     with _running(cmd, port, "the MCP resource server"):
         yield ResourceServer(f"http://127.0.0.1:{port}")
 
@@ -95,3 +97,12 @@ def bad_server() -> Iterator[str]:
     cmd = [sys.executable, "-W", "ignore", str(HERE / "bad_server.py"), str(port)]
     with _running(cmd, port, "the misbehaving authorization server"):
         yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def sdk_bearer_server(issuer: str, *, port: int = 0) -> Iterator[ResourceServer]:
+    """`sdk_bearer_server.py`: an MCP server behind the `mcp` SDK's own Bearer-only auth, trusting `issuer`."""
+    port = port or free_port()
+    cmd = [sys.executable, "-W", "ignore", str(HERE / "sdk_bearer_server.py"), str(port), issuer]
+    with _running(cmd, port, "the MCP SDK's Bearer-only server"):
+        yield ResourceServer(f"http://127.0.0.1:{port}")

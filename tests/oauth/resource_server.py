@@ -1,6 +1,6 @@
 """A real MCP resource server for the oauth tests: MCP's own server behind a JWT check bound to its audience.
 
-    python tests/oauth/resource_server.py PORT ISSUER
+    python tests/oauth/resource_server.py PORT ISSUER [dpop-required]
 
 - `POST /mcp`: stateless Streamable HTTP MCP (tools `echo`, `whoami`); every request needs
   `Authorization: Bearer <JWT>` signed by ISSUER's JWKS with `iss` = ISSUER, `aud` = this server's
@@ -10,6 +10,8 @@
 - A DPoP-bound token (RFC 9449: `cnf.jkt`) must come as `Authorization: DPoP` with a proof signed by
   that key for this request (`htm`, `htu`, `iat`, a `jti` not seen before, `ath`); without one it is
   refused (401 `WWW-Authenticate: DPoP error="invalid_token"`). The proof is checked with joserfc.
+- `dpop-required`: its metadata says `dpop_bound_access_tokens_required` (RFC 9728 §2) and an unbound token
+  is refused (401 `WWW-Authenticate: DPoP error="invalid_token"`); without it, both kinds are taken.
 - `POST /_control/dpop-nonce?mode=once|always|off`: `once` demands the server's current nonce in every
   proof (401 `use_dpop_nonce` with a `DPoP-Nonce` when it is missing or stale); `always` demands a new
   one on every request (a nonce loop, for the client's refusal).
@@ -48,6 +50,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 PORT = int(sys.argv[1])
 ISSUER = sys.argv[2]
+DPOP_REQUIRED = sys.argv[3:] == ["dpop-required"]
 BASE = f"http://127.0.0.1:{PORT}"
 RESOURCE = f"{BASE}/mcp"
 PRM_URL = f"{BASE}/.well-known/oauth-protected-resource/mcp"
@@ -96,6 +99,7 @@ class BearerGate:
                 "authorization_servers": [ISSUER],
                 "scopes_supported": ["mcp:tools"],
                 "bearer_methods_supported": ["header"],
+                **({"dpop_bound_access_tokens_required": True} if DPOP_REQUIRED else {}),
             }
             await _json(send, 200, meta)
             return
@@ -136,6 +140,8 @@ class BearerGate:
             self.stats["unauthorized"] += 1
             if refusal is not None:
                 challenge = f'DPoP error="invalid_token", error_description="{refusal}", algs="ES256"'
+            elif DPOP_REQUIRED:
+                challenge = f'DPoP error="invalid_token", resource_metadata="{PRM_URL}", algs="ES256"'
             else:
                 challenge = f'Bearer error="invalid_token", scope="mcp:tools", resource_metadata="{PRM_URL}"'
             await _json(send, 401, {"error": "invalid_token"}, [(b"www-authenticate", challenge.encode())])
@@ -151,6 +157,8 @@ class BearerGate:
         """RFC 9449 §7: None when the token may be used as presented, else why not (or "use_dpop_nonce")."""
         cnf = claims.get("cnf") if isinstance(claims.get("cnf"), dict) else {}
         jkt = cnf.get("jkt")
+        if jkt is None and DPOP_REQUIRED:
+            return "this resource takes DPoP-bound tokens only"
         if jkt is None:
             return "the token is not DPoP-bound: send it as Bearer" if scheme == "dpop" else None
         if scheme != "dpop" or not proof:

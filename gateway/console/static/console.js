@@ -469,20 +469,34 @@ async function decide(id, decision) {
   await refreshOperatorViews();
 }
 
+function person(a) {
+  // The display name (an email, a name, or the principal id) and, for an OAuth principal, its subject.
+  const name = a.name || a.principal;
+  return a.subject && a.subject !== name ? `${name} (sub ${a.subject})` : name;
+}
+
+function peerOf(a) {
+  const p = a.peer || {};
+  return [p.client, p.userAgent, p.session ? `session ${p.session}` : ""].filter(Boolean).join("; ");
+}
+
 function renderApprovals(list) {
+  // Every value goes in as text (`el`'s textContent): arguments and names are the caller's, never markup.
   const rows = list.map((a) =>
     el("tr", { id: `approval-${a.id}`, "data-tool": a.tool },
-      el("td", { text: a.tool }), el("td", { text: a.connection || "" }), el("td", { text: a.principal }),
+      el("td", { text: a.tool }), el("td", { text: a.connection || "" }),
+      el("td", { class: "arguments" }, el("pre", { text: JSON.stringify(a.arguments ?? {}, null, 1) })),
+      el("td", { class: "person", text: person(a) }), el("td", { class: "peer", text: peerOf(a) }),
       el("td", { text: a.surface }), el("td", { text: a.expiresAt }),
       el("td", {}, el("button", { text: "Approve", onclick: () => decide(a.id, "approve") }),
         el("button", { text: "Deny", onclick: () => decide(a.id, "deny") }))));
-  const head = el("tr", {}, ...["tool", "connection", "principal", "surface", "until", ""].map((h) => el("th", { text: h })));
+  const head = el("tr", {}, ...["tool", "connection", "arguments", "person", "peer", "surface", "until", ""].map((h) => el("th", { text: h })));
   $("approvals").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No call is waiting." }));
 }
 
 function auditQuery() {
   const query = new URLSearchParams({ limit: "20" });
-  for (const [field, param] of [["audit-person", "principal"], ["audit-tool", "tool"], ["audit-outcome", "outcome"]]) {
+  for (const [field, param] of [["audit-person", "who"], ["audit-tool", "tool"], ["audit-outcome", "outcome"]]) {
     const value = $(field).value.trim();
     if (value) query.set(param, value);
   }
@@ -490,9 +504,10 @@ function auditQuery() {
 }
 
 function renderAudit(records) {
-  const cols = ["time", ...(records.some((r) => r.who) ? ["who"] : []), "principal", "surface", "target", "outcome", "approver", "durationMs"];
-  const rows = records.map((r) => el("tr", { "data-outcome": r.outcome }, ...cols.map((c) => el("td", { text: r[c] == null ? "" : String(r[c]) }))));
-  const head = el("tr", {}, ...cols.map((h) => el("th", { text: h === "target" ? "tool" : h })));
+  const cols = ["time", "name", "surface", "target", "outcome", "approver", "durationMs"];
+  const shown = (r, c) => (c === "name" ? person(r) : r[c] == null ? "" : String(r[c]));
+  const rows = records.map((r) => el("tr", { "data-outcome": r.outcome }, ...cols.map((c) => el("td", { text: shown(r, c) }))));
+  const head = el("tr", {}, ...cols.map((h) => el("th", { text: { target: "tool", name: "person" }[h] || h })));
   $("audit").replaceChildren(rows.length ? el("table", {}, head, ...rows) : el("p", { class: "muted", text: "No calls recorded yet." }));
 }
 

@@ -42,10 +42,12 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import event_to_notification
 from starlette.types import Receive, Scope, Send
 
+from connections.serving import canonical_uri
+
 from ...errors import GatewayError
 from ...http._asgi import send_error
 from ...state.request_state import RequestStates
-from ..subscriptions import Subscriptions, refuse_hidden, viewer
+from ..subscriptions import Subscriptions, viewer
 from .caps import MAX_URIS, AtCap
 
 __all__ = ["IDLE_S", "PeerStreams", "StreamRefused", "subscribe_handlers"]
@@ -87,7 +89,8 @@ class PeerStreams:
         *,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._subscriptions = subscriptions
+        self.subscriptions = subscriptions
+        """The relay these sessions follow (its `refuse_hidden` decides a subscription)."""
         self._streams = subscriptions.streams
         self._states = request_states
         self._clock = clock
@@ -179,7 +182,7 @@ class PeerStreams:
         # The upstream subscription is made outside the lock: a slow upstream holds up only its own peer.
         held = AsyncExitStack()
         try:
-            await self._subscriptions.hold([uri], principal, held)
+            await self.subscriptions.hold([uri], principal, held)
         except BaseException:
             if not session.held and session.stream is None and self._sessions.get(checked) is session:
                 self._drop(checked)  # made for this subscribe: gone with it
@@ -201,7 +204,7 @@ class PeerStreams:
                 checked = self._checked(token, principal)
             except StreamRefused as exc:
                 raise MCPError(mt.INVALID_REQUEST, f"resources/unsubscribe refused: {exc}") from None
-            await self._subscriptions.owner(uri, principal)
+            await self.subscriptions.owner(uri, principal)
             session = self._sessions.get(checked)
             held = session.held.pop(uri, None) if session is not None else None
         if held is not None:
@@ -305,13 +308,18 @@ def subscribe_handlers(runtime_for: Callable[[ServerRequestContext[Any, Any]], A
 
     async def subscribe(ctx: ServerRequestContext[Any, Any], params: mt.SubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
-        refuse_hidden(runtime_for(ctx).policy, ctx, [str(params.uri)])  # as a resource no connection offers
-        await streams.subscribe(token, principal, str(params.uri))
+        uri = canonical_uri(str(params.uri))  # decided, held and matched against updates in canonical form
+        await streams.subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, [uri])  # as one nobody offers
+        await streams.subscribe(token, principal, uri)
         return {}
 
     async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: mt.UnsubscribeRequestParams) -> Any:
         streams, token, principal = streams_and_caller(ctx)
-        await streams.unsubscribe(token, principal, str(params.uri))
+        uri = canonical_uri(str(params.uri))
+        # One the caller could not have subscribed is answered as one no connection offers (as `owner` answers
+        # a missing one), so that unsubscribing tells no more than subscribing.
+        await streams.subscriptions.refuse_hidden(runtime_for(ctx).policy, ctx, [uri])
+        await streams.unsubscribe(token, principal, uri)
         return {}
 
     return {"on_subscribe_resource": subscribe, "on_unsubscribe_resource": unsubscribe}

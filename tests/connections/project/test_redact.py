@@ -7,7 +7,15 @@ import logging
 import pytest
 
 from connections import EnvironmentVariableMissing, UpstreamError
-from connections.serving import RedactingFilter, expand_map, redact, remember_secret, shown_command, shown_url
+from connections.serving import (
+    RedactingFilter,
+    expand_map,
+    redact,
+    remember_secret,
+    shown_arguments,
+    shown_command,
+    shown_url,
+)
 
 
 @pytest.mark.parametrize(
@@ -95,3 +103,29 @@ def test_the_log_filter_keeps_a_record_s_argument_tuple_for_formatters_that_read
     assert RedactingFilter().filter(record)
     assert record.args == ("127.0.0.1:5", "GET", "/cb?code=***", "1.1", 400)
     assert record.getMessage() == '127.0.0.1:5 - "GET /cb?code=*** HTTP/1.1" 400'
+
+
+def test_an_approval_shows_arguments_with_secret_looking_values_masked_and_long_ones_cut() -> None:
+    arguments = {
+        "doc": "42",
+        "api_key": "sk-live-0123456789",
+        "headers": {"Authorization": "Bearer abc.def.ghi", "X-Trace": "t-1"},
+        "note": "retry with Bearer eyJhbGciOi.payload.sig please",
+        "password": {"nested": "anything"},
+        "items": list(range(60)),
+        "long": "x" * 600,
+        "count": 3,
+        "flag": None,
+    }
+    shown = shown_arguments(arguments)
+    assert isinstance(shown, dict)
+    assert shown["doc"] == "42" and shown["count"] == 3 and shown["flag"] is None
+    assert shown["api_key"] == "***" and shown["password"] == "***"
+    assert shown["headers"] == {"Authorization": "***", "X-Trace": "t-1"}
+    assert shown["note"] == "retry with Bearer *** please"
+    assert shown["items"][:3] == [0, 1, 2] and shown["items"][-1] == "… 10 more" and len(shown["items"]) == 51
+    assert len(shown["long"]) == 501 and shown["long"].endswith("…")
+    deep: object = "bottom"
+    for _ in range(10):
+        deep = {"d": deep}
+    assert "bottom" not in str(shown_arguments(deep))

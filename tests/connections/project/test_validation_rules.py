@@ -268,6 +268,24 @@ RULES: dict[str, Expected] = {
         "grants='per_principal' needs oauth=True: each principal's own grant is an OAuth login; add oauth=True "
         "or remove grants",
     ),
+    "unpinned-connection": Expected(
+        "agent/mcp-connections/wiki.py", 3, "warning", "unpinned-connection",
+        "connection 'wiki' is not in mcp.lock: serve holds back every tool it lists until you review them with "
+        "agent-sdk pin --update wiki (or set pin=False)",
+    ),
+    "dpop-needs-oauth": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "dpop-needs-oauth",
+        "dpop=True binds the tokens of an OAuth grant to a key, and this connection has no oauth=...; add "
+        "oauth=True or remove dpop",
+    ),
+    "dpop-bad-value": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "bad-field-type",
+        "field 'dpop' must be True, False or None (bind to DPoP only where the upstream asks), got 'yes'",
+    ),
+    "dpop-conflict": Expected(
+        "agent/mcp-connections/docs.py", 3, "error", "dpop-conflict",
+        "dpop=False contradicts OAuthConfig(dpop=True); set it in one place",
+    ),
     "grants-with-client-credentials": Expected(
         "agent/mcp-connections/reports.py", 4, "error", "grants-with-client-credentials",
         "grants='per_principal' cannot be combined with OAuthConfig(grant='client_credentials'): a client "

@@ -222,7 +222,7 @@ async def test_no_answer_in_time_is_a_denial_and_a_late_approval_is_refused(
         )
         assert gate.needed("echo", "everything") and not gate.needed("get-sum", "everything")
         with anyio.fail_after(10), pytest.raises(ApprovalDenied, match="none came within 0 s") as denied:
-            await gate.wait("bearer:peer", "http", "echo", "everything", None)
+            await gate.wait(gate.pending_for("bearer:peer", "http", "echo", "everything"))
         approval = denied.value.extra["approval"]
         assert await gate.store.pending() == []
         with pytest.raises(ApprovalDecided, match="nobody answered before its deadline"):

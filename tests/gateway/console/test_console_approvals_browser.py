@@ -1,6 +1,7 @@
 """The console's approval and audit panels in a real browser (Debian's chromium through Playwright)
 against a real `agent-sdk serve` with server-everything behind: a call held for approval shows up, the
-operator approves it with the page's button, the call completes, and the audit panel names the approver.
+operator approves it with the page's button, the call completes, and the audit panel names the approver. The
+row shows what the operator judges: the arguments (a credential in them masked), the person and the peer.
 Screenshots go to `.artifacts/console/` (docs/audit.md)."""
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from ..conftest import Served, Upstream, make_project, serve
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(180)]
 
 SHOTS = ARTIFACTS / "console"
+SECRET = "sk-browser-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def test_an_operator_approves_a_held_call_in_the_console_and_the_audit_panel_nam
 
     def call() -> None:
         with httpx2.Client(base_url=gateway.url, timeout=120) as http:
-            answers.append(http.post("/v1/tools/echo", json={"input": {"message": "approved in the browser"}}))
+            message = f"approved in the browser, Authorization: Bearer {SECRET}"
+            headers = {"User-Agent": "console-test-peer/1.0"}
+            answers.append(http.post("/v1/tools/echo", json={"input": {"message": message}}, headers=headers))
 
     held = threading.Thread(target=call, daemon=True)
     held.start()
@@ -54,6 +58,10 @@ def test_an_operator_approves_a_held_call_in_the_console_and_the_audit_panel_nam
         row = page.locator("#approvals tr[data-tool='echo']")
         expect(row).to_be_visible(timeout=60_000)
         expect(row).to_contain_text("everything")
+        expect(row.locator("td.arguments")).to_contain_text("approved in the browser, Authorization: Bearer ***")
+        expect(row.locator("td.person")).to_have_text("loopback")  # the local user; an OAuth person by name
+        expect(row.locator("td.peer")).to_contain_text("console-test-peer/1.0")
+        assert SECRET not in page.content()
         page.screenshot(path=str(SHOTS / "approval-waiting.png"), full_page=True)
         row.get_by_role("button", name="Approve").click()
         held.join(timeout=60)

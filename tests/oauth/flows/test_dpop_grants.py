@@ -1,5 +1,6 @@
 """DPoP-bound upstream grants (RFC 9449), against oidc-provider with DPoP on (it advertises
-`dpop_signing_alg_values_supported`) and a resource server that checks every proof (`resource_server.py`):
+`dpop_signing_alg_values_supported`) and a resource server that checks every proof and says in its RFC 9728
+metadata that it takes DPoP-bound tokens only (`resource_server.py dpop-required`), so nothing is configured:
 
 - a login binds the grant to a key of its own, kept in the grant record; the upstream refuses the token
   without a proof, and the gateway's calls (and its refresh after a 401) succeed with one;
@@ -15,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -43,6 +45,13 @@ ACCESS_TOKEN_TTL = 60
 ROOT = Path(__file__).resolve().parents[3]
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 MCP_HEADERS = {"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25"}
+
+
+@pytest.fixture(scope="module")
+def resource(auth_server: AuthServer) -> Iterator[ResourceServer]:
+    """The resource server of this module: DPoP-bound tokens only, as its metadata says."""
+    with resource_server(auth_server.issuer, dpop_required=True) as server:
+        yield server
 
 
 def _post(url: str, headers: dict[str, str]) -> httpx2.Response:
@@ -147,7 +156,10 @@ async def test_a_token_endpoint_that_requires_a_dpop_nonce_gets_it_and_binds_the
     }
     monkeypatch.setenv("REPORTS_SECRET", "reports-secret-0123456789")
     oauth_config = OAuthConfig(grant="client_credentials", client_id="reports", client_secret_env="REPORTS_SECRET")
-    with exchange_provider(config, port=as_port) as server, resource_server(server.issuer, port=rs_port) as rs:
+    with (
+        exchange_provider(config, port=as_port) as server,
+        resource_server(server.issuer, port=rs_port, dpop_required=True) as rs,
+    ):
         store = FileTokenStore(tmp_path)
         auth = connection_auth("reports", rs.url, oauth_config, store)
         async with auth:
