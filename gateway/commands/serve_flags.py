@@ -252,6 +252,12 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         help="serve the server tools (what /v1/mcp/tools lists) as a stdio MCP server, for desktop clients",
     )
     p.add_argument(
+        "--server",
+        default=None,
+        metavar="NAME",
+        help="with --stdio: serve the curated server agent/servers/NAME.py instead (docs/curated-servers.md)",
+    )
+    p.add_argument(
         "--otlp-endpoint",
         default=None,
         metavar="URL",

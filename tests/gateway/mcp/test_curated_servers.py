@@ -8,21 +8,25 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.peers import node20, node_module
+from tests.peers import node20, node_bin, node_module
 
 from ..conftest import HERE, Served, Upstream, make_project, serve, url_connection
 
+AGENT_SDK = Path(sys.executable).parent / "agent-sdk"
 TS_CLIENT = HERE.parent / "fixtures" / "peers_js" / "ts_curated_client.mjs"
 
 DEMO = """\
@@ -171,3 +175,72 @@ def test_an_unknown_server_is_a_404_with_a_sentence(gateway: Served) -> None:
     )
     assert answer.status_code == 404
     assert "no curated server named 'nope'" in answer.text and "demo" in answer.text
+
+
+NOTES = """\
+from connections import define_server
+
+server = define_server(
+    instructions="Read the team's notes.",
+    tools=[
+        {
+            "connection": "files",
+            "name": "read_text_file",
+            "rename": "read_notes",
+            "description": "The team's notes.",
+            "set": {"path": NOTES_PATH},
+            "hide": ["path"],
+        },
+        {"connection": "files", "annotation": "readOnlyHint"},
+    ],
+)
+"""
+
+
+def test_serve_stdio_server_serves_a_curated_server_of_server_filesystem(tmp_path: Path) -> None:
+    notes = tmp_path / "shared" / "notes.md"
+    notes.parent.mkdir()
+    notes.write_text("ship on friday\n")
+    project = tmp_path / "project"
+    files = (
+        "from connections import define_connection\n"
+        f"connection = define_connection(command={str(node_bin('mcp-server-filesystem'))!r}, "
+        f"args=[{str(notes.parent)!r}], advertise_tools=True)\n"
+    )
+    make_project(project, {"files": files}, tools=False)
+    (project / "agent" / "servers").mkdir()
+    (project / "agent" / "servers" / "notes.py").write_text(NOTES.replace("NOTES_PATH", repr(str(notes))))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+    env["AGENT_SDK_STATE_ROOT"] = str(tmp_path / "state")
+    argv = ["serve", "--stdio", "--server", "notes", "--dir", str(project)]
+    params = StdioServerParameters(command=str(AGENT_SDK), args=argv, env=env)
+
+    async def run() -> tuple[Any, dict[str, Any], Any]:
+        with anyio.fail_after(90):
+            async with Client(stdio_client(params), mode="legacy", cache=None) as client:
+                listed = {t.name: t for t in (await client.list_tools()).tools}
+                return client, listed, await client.call_tool("read_notes", {})
+
+    client, listed, read = anyio.run(run)
+    assert "read_notes" in listed and "read_text_file" not in listed
+    assert "write_file" not in listed and "list_directory" in listed  # read-only ones only
+    assert "path" not in listed["read_notes"].input_schema.get("properties", {})
+    assert listed["read_notes"].description == "The team's notes."
+    assert not read.is_error and "ship on friday" in read.content[0].text  # the upstream got the fixed path
+
+
+def test_serve_server_without_stdio_or_with_an_unknown_name_says_what_to_do(tmp_path: Path) -> None:
+    project = make_project(tmp_path / "project", {}, tools=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+    env["AGENT_SDK_STATE_ROOT"] = str(tmp_path / "state")
+    done = subprocess.run(
+        [str(AGENT_SDK), "serve", "--stdio", "--server", "nope", "--dir", str(project)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
+    assert done.returncode != 0 and "no curated server of that name" in done.stderr
+    assert "Traceback" not in done.stderr
