@@ -215,13 +215,13 @@ def test_serve_stdio_server_serves_a_curated_server_of_server_filesystem(tmp_pat
     argv = ["serve", "--stdio", "--server", "notes", "--dir", str(project)]
     params = StdioServerParameters(command=str(AGENT_SDK), args=argv, env=env)
 
-    async def run() -> tuple[Any, dict[str, Any], Any]:
+    async def run() -> tuple[dict[str, Any], Any]:
         with anyio.fail_after(90):
             async with Client(stdio_client(params), mode="legacy", cache=None) as client:
                 listed = {t.name: t for t in (await client.list_tools()).tools}
-                return client, listed, await client.call_tool("read_notes", {})
+                return listed, await client.call_tool("read_notes", {})
 
-    client, listed, read = anyio.run(run)
+    listed, read = anyio.run(run)
     assert "read_notes" in listed and "read_text_file" not in listed
     assert "write_file" not in listed and "list_directory" in listed  # read-only ones only
     assert "path" not in listed["read_notes"].input_schema.get("properties", {})
