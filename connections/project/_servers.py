@@ -15,15 +15,15 @@ from __future__ import annotations
 import ast
 import fnmatch
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from ._names import NAME_RULE, is_valid_tool_name
 from ._problems import Problem
 
-__all__ = ["CuratedServer", "Selector", "define_server", "element_lines"]
+__all__ = ["CuratedServer", "Selector", "define_server", "element_lines", "unmatched"]
 
 _SELECTOR_FIELDS = ("connection", "name", "annotation", "rename", "title", "description", "set", "hide")
 _ITEM_FIELDS = ("connection", "name")
@@ -235,3 +235,26 @@ def element_lines(path: Path, call_line: int | None) -> dict[str, int]:
                 for i, element in enumerate(kw.value.elts):
                     lines[f"{kw.arg}[{i}]"] = element.lineno
     return lines
+
+
+class _Listed(Protocol):
+    """A listed tool, as far as a selector looks at it (a `TurnTool`)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def connection(self) -> str | None: ...
+    @property
+    def annotations(self) -> Mapping[str, Any] | None: ...
+
+
+def unmatched(server: CuratedServer, tools: Iterable[_Listed], unlisted: Iterable[str] = ()) -> list[Selector]:
+    """The entries of `server.tools` that pick none of `tools` (a listing), leaving out those whose
+    connection is in `unlisted` (it could not be listed: nothing is known of its tools)."""
+    listed = list(tools)
+    skipped = set(unlisted)
+    return [
+        s
+        for s in server.tools
+        if s.connection not in skipped and not any(s.picks(t.connection, t.name, t.annotations) for t in listed)
+    ]
