@@ -22,7 +22,7 @@ from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from tests.peers import node20, node_bin, node_module
+from tests.peers import node_bin, ts_script
 
 from ..conftest import HERE, Served, Upstream, make_project, serve, url_connection
 
@@ -78,17 +78,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> I
 
 
 def _ts(url: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    env = {**os.environ, "MCP_SDK_DIR": str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)}
-    done = subprocess.run(
-        [node20(), str(TS_CLIENT), url, tool, json.dumps(arguments)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return ts_script(TS_CLIENT, url, tool, json.dumps(arguments))
 
 
 def _audit(served: Served, count: int) -> list[dict[str, Any]]:
