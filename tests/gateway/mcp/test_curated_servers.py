@@ -1,7 +1,8 @@
 """Curated servers (`/v1/mcp/servers/<name>`) against server-everything, with the TypeScript SDK client and the
 Python SDK client in both generations: a renamed tool, an overridden description and a hidden argument end to end;
 the upstream receives the fixed value, the peer's schema lacks it, the audit names both tools, and a Cedar rule on
-`context.server` decides."""
+`context.server` decides. The gateway runs with `mcp.lock` pinned to everything's own definitions: the curated
+rename and description are not a drift (pinning checks the upstream's definition)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,17 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> I
     (project / "agent" / "servers" / "demo.py").write_text(DEMO)
     (project / "agent" / "servers" / "narrow.py").write_text(NARROW)
     (project / "agent" / "policies.cedar").write_text(POLICY)
+    # Pinned: the lock holds everything's own definitions; a curated rename or description is not a drift.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+    pinned = subprocess.run(
+        [str(AGENT_SDK), "pin", "--dir", str(project), "--state-root", str(root / "state")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=90,
+        check=False,
+    )
+    assert pinned.returncode == 0 and (project / "mcp.lock").exists(), pinned.stderr
     served = serve(project, root / "state")
     yield served
     served.stop()
