@@ -82,10 +82,19 @@ def redact(text: str) -> str:
             text = text.replace(value, MASK)
     if "ask_" in text:
         text = _KEY.sub("ask_" + MASK, text)
-    text = _SCHEME_CREDENTIAL.sub(lambda m: f"{m[1]}{m[2]}{MASK}", text)
+    text = _SCHEME_CREDENTIAL.sub(_masked_credential, text)
     if "@" in text:
         text = _URL_USERINFO.sub(lambda m: f"{m[1]}{MASK}@", text)
     return text
+
+
+def _masked_credential(match: re.Match[str]) -> str:
+    """The scheme word with its credential masked; a scope value such as `mcp:basic mcp:write` (RFC 6749 §3.3: the
+    word after a colon) passes, unless the colon ends an `Authorization:` header name."""
+    text, start = match.string, match.start()
+    if start and text[start - 1] == ":" and not text[max(0, start - 14) : start].lower().endswith("authorization:"):
+        return match[0]
+    return f"{match[1]}{match[2]}{MASK}"
 
 
 def shown_url(url: str) -> str:

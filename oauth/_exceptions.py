@@ -190,9 +190,15 @@ class DpopMismatch(OAuthError):
 
 
 class InsufficientScope(OAuthError):
-    """The resource kept answering 403 insufficient_scope after the step-up limit."""
+    """The resource answered 403 insufficient_scope and no login may run here (or the step-up limit was reached).
+
+    `principal` names whose own grant lacks the scope (`StoreKey.principal`): that principal signs in again."""
 
     error = "insufficient_scope"
+
+    def __init__(self, message: str, principal: str = "") -> None:
+        super().__init__(message)
+        self.principal = principal
 
 
 class StoreError(OAuthError):

@@ -119,6 +119,9 @@ class Grant:
     A dead grant keeps no tokens: nothing is spent twice, and the next step is a new login."""
     dpop_key: Secret | None = None
     """RFC 9449: the private JWK this grant's tokens are bound to (`flows/_dpop.py`), kept like the tokens."""
+    step_up: str | None = None
+    """The scopes the next login must ask for (space-separated): those held and those a 403 `insufficient_scope`
+    challenged (RFC 6750 §3.1, the MCP spec's step-up), kept until that login replaces this grant."""
 
     def with_tokens(self, tokens: TokenSet | None) -> Grant:
         """A copy holding `tokens` (alive again), stamped now."""
@@ -147,6 +150,7 @@ class Grant:
             "updated_at": self.updated_at,
             "dead": self.dead,
             "dpop_key": self.dpop_key.reveal() if self.dpop_key else None,
+            **({"step_up": self.step_up} if self.step_up else {}),
             "client": client_json(self.client),
             "tokens": None
             if tokens is None
@@ -204,6 +208,7 @@ class Grant:
                 updated_at=float(updated_at) if isinstance(updated_at, int | float) else 0.0,
                 dead=optional_text(record.get("dead")),
                 dpop_key=Secret(text_field(record["dpop_key"])) if record.get("dpop_key") else None,
+                step_up=optional_text(record.get("step_up")),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise StoreCorrupt(

@@ -17,7 +17,7 @@ import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
-from oauth import AuthorizationServerUnreachable, LoginRequired, OAuthError
+from oauth import AuthorizationServerUnreachable, InsufficientScope, LoginRequired, OAuthError
 
 from .._exceptions import (
     AuthorizationUnavailable,
@@ -188,7 +188,7 @@ def translate(
         )
     if isinstance(leaf, AuthorizationServerUnreachable):
         return AuthorizationUnavailable(name, f"{doing} failed: its OAuth authorization server is unreachable: {leaf}")
-    if isinstance(leaf, LoginRequired) and leaf.principal:
+    if isinstance(leaf, LoginRequired | InsufficientScope) and leaf.principal:  # a sign-in link (the step-up's scopes)
         said = str(leaf).removeprefix(f"connection {name!r} ")
         return SignInRequired(name, leaf.principal, f"{doing} failed: this connection {said}")
     if isinstance(leaf, OAuthError):

@@ -2,10 +2,11 @@
 `grant="id_jag"` (docs/oauth.md).
 
 Each call's upstream token is made from the token its caller presented to the gateway
-(`oauth.CallerGrants`: exchanged at the caller's IdP, cached per principal). The broker hands the call
-to the identity pool with that token as the identity's `Authorization` header, so every principal has
-its own clients exactly as an `auth=` callback's identity has (one upstream session each at the handshake
-versions, per-request headers on a shared 2026-07-28 client). The connection's shared pooled client
+(`oauth.CallerGrants`: exchanged at the caller's IdP, cached per subject token). The broker hands the call
+to the identity pool with that token as the identity's `Authorization` header, so every token presented
+(every principal, and each of a person's clients) has its own clients exactly as an `auth=` callback's
+identity has (one upstream session each at the handshake versions, per-request headers on a shared
+2026-07-28 client). The connection's shared pooled client
 never calls: `CallerOnly` refuses its every request, so a call without a caller (`host.mcp` from a
 server tool, a loopback or static-bearer peer) fails closed with a sentence instead of going out with
 no credential, or another's.
@@ -74,8 +75,9 @@ class CallerCredentials:
         except OAuthError as exc:
             raise _typed(defn.name, exc) from None
         tokens = made.tokens
-        # The session id is the principal: a principal's new token retires the identity of its old one.
-        owner = caller.principal if caller is not None else None
+        # One upstream identity per presented token: a person's two clients (two tokens, two exchanged tokens) are
+        # two identities that do not retire each other on every call; a token no longer used closes when idle.
+        owner = f"{caller.principal}\x00{caller.digest()[:16]}" if caller is not None else None
         return SessionHeaders({"Authorization": f"Bearer {tokens.access_token.reveal()}"}, session_id=owner)
 
 

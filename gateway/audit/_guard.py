@@ -142,8 +142,8 @@ class CallGuard:
         record = _record(principal, surface or self.mcp_surface, name, connection)
         record.served_as = served_as
         record.policies = list(policies)
-        if self.trail.digest_arguments:
-            record.arguments_digest = argument_digest(arguments)
+        if self.trail.digest_key is not None:
+            record.arguments_digest = argument_digest(arguments, self.trail.digest_key)
         started = time.perf_counter()
         try:
             record.approver = await self._admit(record, arguments)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import time
 from dataclasses import dataclass, field
@@ -17,11 +18,12 @@ Outcome = Literal["ok", "tool_error", "refused", "failed", "abandoned"]
 OUTCOMES: tuple[Outcome, ...] = ("ok", "tool_error", "refused", "failed", "abandoned")
 
 
-def argument_digest(arguments: object) -> str:
-    """SHA-256 of the arguments as canonical JSON (sorted keys, no spaces): the same call gives the same digest,
-    and nothing of the values can be read back from it. Only with `--audit-argument-digest`."""
+def argument_digest(arguments: object, key: bytes) -> str:
+    """HMAC-SHA256 under `key` (derived from the deployment's state key) of the arguments as canonical JSON
+    (sorted keys, no spaces): the same call gives the same digest in one deployment, nothing of the values can
+    be read back, and a guessed argument cannot be confirmed without the key. Only with `--audit-argument-digest`."""
     text = json.dumps(arguments, sort_keys=True, separators=(",", ":"), default=str, ensure_ascii=False)
-    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
+    return "hmac-sha256:" + hmac.new(key, text.encode(), hashlib.sha256).hexdigest()
 
 
 @dataclass(slots=True)

@@ -13,11 +13,15 @@ from ..approvals import ApprovalGate, RedisApprovals
 from ..limits import Limiter, limits_storage, load_limit_rules
 from ..settings import ServeSettings
 from ..state._redis import redis_client
+from ..state.state_key import derive_key, load_state_key
 from ._guard import CallGuard
 from ._sinks import FileSink, OtelSink, RedisSink, Sink, audit_folder
 from ._trail import AuditTrail
 
 __all__ = ["guard_counters", "serving_guard"]
+
+AUDIT_DIGEST = "audit-argument-digest"
+"""The label of the `--audit-argument-digest` HMAC key (`derive_key` of the deployment's state key)."""
 
 
 def guard_counters(guard: CallGuard, registry: CollectorRegistry | None) -> None:
@@ -51,8 +55,9 @@ async def serving_guard(
         stack.push_async_callback(redis.aclose)
         sinks.append(RedisSink(redis, max_len=settings.audit_stream_max))
     sinks.append(OtelSink())
+    digest_key = derive_key(await load_state_key(settings), AUDIT_DIGEST) if settings.audit_argument_digest else None
     trail = await stack.enter_async_context(
-        AuditTrail.running(sinks, required=settings.audit_required, digest_arguments=settings.audit_argument_digest)
+        AuditTrail.running(sinks, required=settings.audit_required, digest_key=digest_key)
     )
     storage = limits_storage(url)
     approvals = ApprovalGate(

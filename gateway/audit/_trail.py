@@ -42,14 +42,15 @@ class AuditTrail:
         *,
         capacity: int = 10_000,
         required: bool = False,
-        digest_arguments: bool = False,
+        digest_key: bytes | None = None,
         flush_s: float = FLUSH_S,
     ) -> None:
         self.sinks = list(sinks)
         self.capacity = capacity
         self.flush_s = flush_s
         self.required = required
-        self.digest_arguments = digest_arguments
+        self.digest_key = digest_key
+        """`--audit-argument-digest`: the HMAC key of each record's `argumentsDigest` (None: no digest)."""
         self.dropped = 0
         self._send: MemoryObjectSendStream[AuditRecord] | None = None
         self._receive: MemoryObjectReceiveStream[AuditRecord] | None = None
@@ -66,11 +67,11 @@ class AuditTrail:
         *,
         capacity: int = 10_000,
         required: bool = False,
-        digest_arguments: bool = False,
+        digest_key: bytes | None = None,
         flush_s: float = FLUSH_S,
     ) -> AsyncGenerator[AuditTrail]:
         """The trail with its writer task; on exit the queued records are written (bounded wait) first."""
-        trail = cls(sinks, capacity=capacity, required=required, digest_arguments=digest_arguments, flush_s=flush_s)
+        trail = cls(sinks, capacity=capacity, required=required, digest_key=digest_key, flush_s=flush_s)
         send, receive = anyio.create_memory_object_stream[AuditRecord](capacity)
         trail._send, trail._receive = send, receive
         done = anyio.Event()

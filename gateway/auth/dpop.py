@@ -32,6 +32,8 @@ from starlette.types import Scope
 
 from ..errors import StateUnavailable
 from ..http._asgi import header_values
+from ..state.state_key import derive_key
+from .jwt_limits import jwt_too_large
 from .oauth_tokens import ALGORITHMS, TokenRefused
 
 __all__ = ["DpopChecker", "DpopNonces", "MemoryJtis", "RedisJtis", "SeenJtis"]
@@ -87,7 +89,7 @@ class DpopNonces:
     seconds; a nonce of this step or the one before is valid (so one lives `period` to 2 x `period`)."""
 
     def __init__(self, key: bytes, *, period: int = 300) -> None:
-        self._key = hmac.new(key, b"agent-sdk dpop-nonce v1", hashlib.sha256).digest()
+        self._key = derive_key(key, "dpop-nonce")
         self.period = period
 
     def _make(self, step: int) -> str:
@@ -164,6 +166,9 @@ class DpopChecker:
 
     @staticmethod
     def _verified(proof: str, jkt: str) -> dict[str, Any]:
+        too_large = jwt_too_large(proof, "the DPoP proof")
+        if too_large is not None:
+            raise _invalid(too_large)
         try:
             signed = jws.extract_compact(proof.encode())
         except (JoseError, ValueError, UnicodeError):

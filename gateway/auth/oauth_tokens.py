@@ -5,7 +5,8 @@ joserfc: the `alg` must be on the allowlist (asymmetric only: never `none`, neve
 would let a public key be used as a shared secret), the signature must verify with the issuer's
 key for its `kid`, and `iss`, `exp` (required), `nbf` and `iat` hold within `leeway` seconds. The
 `aud` must name this resource (the chain passes the route's audiences, RFC 8707). Anything else is
-an opaque token and goes to RFC 7662 introspection at the issuers configured for it.
+an opaque token and goes to RFC 7662 introspection at the issuers configured for it. Before any of
+it, a token too long or nesting JSON too deep is refused (`jwt_limits`), so nothing recurses on it.
 
 A token that passed is kept (by its SHA-256 digest, never in clear) until it expires, in a bounded
 cache (cachetools' `TLRUCache`), so a peer's later requests cost a hash and a lookup, not a
@@ -21,7 +22,7 @@ import hashlib
 import json
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import cachetools
@@ -31,6 +32,7 @@ from joserfc.errors import ExpiredTokenError, InvalidClaimError, JoseError, Miss
 from oauth._shared import printable
 
 from ..errors import GatewayError
+from .jwt_limits import jwt_too_large
 from .oauth_issuers import Issuer, IssuerError, IssuerUnavailable
 
 __all__ = ["ALGORITHMS", "OAuthIdentity", "TokenRefused", "TokenVerifier", "token_digest"]
@@ -60,6 +62,8 @@ class OAuthIdentity:
     expires: float = field(repr=False)
     jkt: str | None = field(default=None, repr=False)
     """RFC 9449 §6.1 `cnf.jkt`: the token is bound to this DPoP key; a proof must come with it."""
+    keys: int | None = field(default=None, repr=False)
+    """A JWT's: the `Issuer.generation` of the keys its signature was checked with (None: introspected)."""
     id: str = field(init=False)
 
     def __post_init__(self) -> None:
@@ -149,14 +153,30 @@ class TokenVerifier:
         self.started = True
 
     def cached(self, digest: bytes) -> OAuthIdentity | None:
-        """The identity of a token admitted before and not yet expired (no I/O, no signature check)."""
-        return self._admitted.get(digest)
+        """The identity of a token admitted before, not yet expired, and `current` (no I/O, no signature check)."""
+        found = self._admitted.get(digest)
+        if found is not None and not self.current(found):
+            del self._admitted[digest]
+            return None
+        return found
+
+    def current(self, identity: OAuthIdentity) -> bool:
+        """Whether an admitted JWT's check still stands: its issuer's keys are those it was checked with, and
+        fresh. After a JWKS refresh, or past its max-age, the token is checked again (`verify`), so a token
+        signed with a key the issuer removed stops being admitted then, not when it expires."""
+        if identity.keys is None:
+            return True
+        issuer = self.issuers.get(identity.issuer)
+        return issuer is not None and issuer.vouches(identity.keys)
 
     async def verify(self, token: str, digest: bytes) -> OAuthIdentity:
         """The identity `token` speaks for; raises `TokenRefused` (audience and scope are the caller's)."""
         found = self.cached(digest)
         if found is not None:
             return found
+        too_large = jwt_too_large(token, "the token")
+        if too_large is not None:
+            raise _invalid(too_large)
         try:
             signed = jws.extract_compact(token.encode())
         except (JoseError, ValueError, UnicodeError):
@@ -192,6 +212,7 @@ class TokenVerifier:
         kid = header.get("kid")
         try:
             key = await issuer.key_for(kid if isinstance(kid, str) else None)
+            generation = issuer.generation
         except IssuerUnavailable as exc:
             raise TokenRefused(503, "temporarily_unavailable", f"the token cannot be checked now: {exc}") from None
         if key is None:
@@ -210,7 +231,7 @@ class TokenVerifier:
             raise _invalid(f"the token {reason}") from None
         except (JoseError, ValueError):
             raise _invalid("the token's signature does not verify with its issuer's key") from None
-        return _identity(issuer.issuer, claims, float(claims["exp"]) + self.leeway)
+        return replace(_identity(issuer.issuer, claims, float(claims["exp"]) + self.leeway), keys=generation)
 
     async def _introspect(self, token: str) -> OAuthIdentity:
         introspecting = [i for i in self.issuers.values() if i.introspection_endpoint is not None]

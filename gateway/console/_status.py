@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import mcp_types as mt
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -26,7 +27,7 @@ from oauth._shared import printable
 from ..auth.roles import is_operator, require_operator
 from ..errors import ApiError, InvalidRequest
 from ..http.json_answers import error_response
-from ..policy import connection_target, require
+from ..policy import connection_target, named_tool_target, require, tools_shown
 from ..runtime import principal_of, runtime_of
 from ._services import ConsoleServices, console_of, record_action
 
@@ -102,12 +103,17 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     ):
         with anyio.move_on_after(_LIST_WAIT):
             try:
-                tools = await host.list_tools(defn.name, use_cache=True)
+                listed = await host.list_tools(defn.name, use_cache=True)
+                tools = _shown(request, defn.name, listed)
                 out["tools"] = [
                     {"name": t.name, "description": printable(t.description or "", 500), "inputSchema": t.input_schema}
                     for t in tools
                 ]
-                out["drift"] = _drift(runtime.builder.pins, defn, tools)
+                drift = _drift(runtime.builder.pins, defn, listed)
+                if drift is not None and len(tools) < len(listed):  # of the tools shown only
+                    names = {t.name for t in tools}
+                    drift = [d for d in drift if d["tool"] is None or d["tool"] in names]
+                out["drift"] = drift
             except ConnectionsError as exc:
                 error = exc
     status = host.status(defn.name)
@@ -141,6 +147,21 @@ async def _one(request: Request, defn: ConnectionDefinition) -> dict[str, Any]:
     if defn.optional and state == "failing":  # `/v1/mcp/tools` lists the others without it, and logs it
         out["leftOut"] = True
     return out
+
+
+def _shown(request: Request, connection: str, tools: list[mt.Tool]) -> list[mt.Tool]:
+    """The tools of `connection` the policy shows the caller (`tools_shown`: all to an operator); its drift is
+    told of these only, so a hidden tool is named nowhere in the answer."""
+    targets = [
+        named_tool_target(
+            t.name,
+            connection,
+            t.annotations.model_dump(mode="json", by_alias=True, exclude_none=True) if t.annotations else None,
+        )
+        for t in tools
+    ]
+    shown = tools_shown(runtime_of(request).policy, principal_of(request), targets, operators_see_all=True)
+    return [t for t, ok in zip(tools, shown, strict=True) if ok]
 
 
 def _drift(pins: PinGuard | None, defn: ConnectionDefinition, tools: list[Any]) -> list[dict[str, Any]] | None:

@@ -43,6 +43,7 @@ __all__ = [
     "is_loopback_address",
     "is_loopback_name",
     "is_mcp_path",
+    "json_depth",
     "json_error",
     "loads_bounded",
     "loads_stored",
@@ -140,14 +141,16 @@ async def send_rpc_error(
     message: str,
     data: dict[str, Any] | None = None,
     headers: Iterable[tuple[bytes, bytes]] = (),
+    *,
+    ident: str | int | None = None,
 ) -> None:
-    """A JSON-RPC 2.0 error (`id` null: the request's id is unknown or unreadable) with HTTP `status`;
-    `data.requestId` is the request's id when one is known."""
+    """A JSON-RPC 2.0 error with HTTP `status`, answering the request `ident` (null: its id is unknown or
+    unreadable); `data.requestId` is the request's id when one is known."""
     data = dict(data or {})
     if (request_id := note_error(str(data.get("error", rpc_code)))) is not None:
         data["requestId"] = request_id
     error: dict[str, Any] = {"code": rpc_code, "message": message, **({"data": data} if data else {})}
-    await _send_json(send, status, {"jsonrpc": "2.0", "id": None, "error": error}, headers)
+    await _send_json(send, status, {"jsonrpc": "2.0", "id": ident, "error": error}, headers)
 
 
 async def send_error(
@@ -218,7 +221,7 @@ def loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
         raise JsonRefused("the body is not valid UTF-8") from None
     except ValueError:
         raise JsonRefused("the body is not valid JSON") from None
-    if data.count(b"[") + data.count(b"{") > max_depth and _depth(data) > max_depth:
+    if data.count(b"[") + data.count(b"{") > max_depth and json_depth(data) > max_depth:
         raise JsonRefused(f"the JSON nests deeper than {max_depth} levels")
     if _SURROGATE_ESCAPE.search(data) and _has_lone_surrogate(value):
         raise JsonRefused("a string in the JSON holds an unpaired surrogate (\\ud800-\\udfff); send valid Unicode")
@@ -235,8 +238,9 @@ def loads_stored(raw: bytes | str) -> Any:
     return value
 
 
-def _depth(data: bytes) -> int:
-    """Deepest bracket nesting of a valid JSON text (brackets inside strings do not count)."""
+def json_depth(data: bytes) -> int:
+    """Deepest bracket nesting of a JSON text (brackets inside strings do not count), measured without
+    parsing it: no recursion, whatever it holds."""
     brackets = _STRING.sub(b"", data).translate(None, _NOT_BRACKETS).translate(_DEPTH_STEP)
     return max(accumulate(memoryview(brackets).cast("b")), default=0)  # 0xff is -1 as a signed byte
 

@@ -37,7 +37,9 @@ __all__ = [
     "content_type_refusal",
     "envelope_problem",
     "header_problem",
+    "request_id",
     "serve_batch",
+    "version_problem",
 ]
 
 BATCH_VERSION = "2025-03-26"
@@ -49,18 +51,33 @@ Handle = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def header_problem(scope: Scope) -> Problem | None:
-    """A refusal for a wrong `Content-Type` or an unknown `MCP-Protocol-Version`, else None."""
+    """A refusal for a wrong `Content-Type`, else None."""
     content_type = header(scope, b"content-type")
     if content_type is None or not content_type.lower().startswith("application/json"):
         return 415, mt.INVALID_REQUEST, content_type_refusal(content_type)
-    version = header(scope, b"mcp-protocol-version")
-    if version is not None and version not in _SPOKEN:
-        return (
-            400,
-            mt.INVALID_REQUEST,
-            f"Unsupported MCP-Protocol-Version {printable(version, 40)!r}; this server speaks {', '.join(_SPOKEN)}",
-        )
     return None
+
+
+def version_problem(scope: Scope) -> tuple[str, dict[str, Any]] | None:
+    """For an `MCP-Protocol-Version` this server does not speak: the sentence and the `data` of the spec's
+    -32022 (`UNSUPPORTED_PROTOCOL_VERSION`: `supported`, `requested`), which a client reads to pick a version it
+    shares (the `mcp` SDK's `discover` does); else None."""
+    version = header(scope, b"mcp-protocol-version")
+    if version is None or version in _SPOKEN:
+        return None
+    requested = printable(version, 40)
+    message = (
+        f"Unsupported protocol version {requested!r} in MCP-Protocol-Version; this server speaks "
+        f"{', '.join(_SPOKEN)}: send one of them"
+    )
+    return message, {"supported": list(_SPOKEN), "requested": requested}
+
+
+def request_id(raw: bytes) -> str | int | None:
+    """The id of the one JSON-RPC request in `raw`, when it has a well-formed one; None for a batch or a bad body."""
+    message = envelope_problem(raw) if not raw.lstrip().startswith(b"[") else None
+    ident = message.get("id") if isinstance(message, dict) else None
+    return ident if isinstance(ident, str | int) and not isinstance(ident, bool) else None
 
 
 def content_type_refusal(content_type: str | None) -> str:

@@ -30,7 +30,7 @@ from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import ApiError, CallRefused, InvalidRequest
 from ..http._asgi import receive_body, send_error, send_rpc_error
-from ..http.mcp_checks import envelope_problem, header_problem, serve_batch
+from ..http.mcp_checks import envelope_problem, header_problem, request_id, serve_batch, version_problem
 from ..policy import require
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import install_server_spans
@@ -207,6 +207,12 @@ def session_manager(server: Server[Any], max_body_bytes: int) -> StreamableHTTPS
     )
 
 
+_NO_SESSION = (
+    "this Mcp-Session-Id was not issued by this gateway to this caller, it expired, or its DELETE ended it: "
+    "initialize again, without it"
+)
+
+
 def curated_managers(project: Project, max_body_bytes: int) -> dict[str, StreamableHTTPSessionManager]:
     """A session manager per curated server (`servers/<name>`): its own SDK server (name, version,
     instructions) for what the lane does not answer; the lane and the executor are the one every endpoint has.
@@ -218,21 +224,30 @@ def curated_managers(project: Project, max_body_bytes: int) -> dict[str, Streama
 
 
 async def _session_route(scope: Scope, receive: Receive, send: Send, method: str) -> bool:
-    """A handshake-era session's `GET` stream or `DELETE` (`mcp/peers/streams.py`); False (405) without a session id,
-    or where nothing is relayed (no subscriptions on this gateway)."""
+    """A handshake-era session's `GET` stream (`mcp/peers/streams.py`) or `DELETE`, which ends the session for good
+    (`RequestStates.end_session`); 404 for a session that is not live. False (405) without a session id, and for a
+    GET where nothing is relayed (no subscriptions on this gateway)."""
     token = session_header(scope)
-    streams = scope["state"]["runtime"].streams
-    if token is None or streams is None:
+    if token is None:
         return False
+    runtime: Runtime = scope["state"]["runtime"]
     principal = principal_id(scope)
-    if method == "GET":
+    streams = runtime.streams
+    if method == "GET" and streams is None:
+        return False
+    if not await runtime.request_states.live_session(token, principal):
+        await send_error(scope, send, 404, "session_not_found", _NO_SESSION)
+        return True
+    if method == "GET" and streams is not None:
         await streams.serve(scope, receive, send, token, principal)
         return True
-    try:
-        await streams.delete(token, principal)
-    except StreamRefused as exc:
-        await send_error(scope, send, exc.status, "session_refused", str(exc))
-        return True
+    if streams is not None:
+        try:
+            await streams.delete(token, principal)
+        except StreamRefused as exc:
+            await send_error(scope, send, exc.status, "session_refused", str(exc))
+            return True
+    await runtime.request_states.end_session(token, principal)
     await send({"type": "http.response.start", "status": 204, "headers": []})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     return True
@@ -295,7 +310,18 @@ class McpEndpoint:
         raw = await receive_body(receive)
         if raw is None:
             return  # the client went away
+        unsupported = version_problem(scope)
+        if unsupported is not None:  # the spec's code and data, answering the request's own id
+            text, data = unsupported
+            await send_rpc_error(send, 400, mt.UNSUPPORTED_PROTOCOL_VERSION, text, data, ident=request_id(raw))
+            return
         runtime: Runtime = scope["state"]["runtime"]
+        session = session_header(scope) if self.lane else None
+        if session is not None and not await runtime.request_states.live_session(session, principal_id(scope)):
+            # Streamable HTTP: an ended or unknown session is 404, so the client starts a new one (docs/http-api.md).
+            await send_rpc_error(send, 404, mt.INVALID_REQUEST, _NO_SESSION, {"error": "session_not_found"},
+                                 ident=request_id(raw))  # fmt: skip
+            return
         manager = runtime.mcp[key]
         if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
             await serve_batch(manager.handle_request, scope, raw, send)

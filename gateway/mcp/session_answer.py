@@ -87,13 +87,26 @@ async def session_answer(ctx: ServerRequestContext[Any, Any]) -> AsyncGenerator[
     """A `SessionAnswer` for the block's call; every notification it took is written when the block ends."""
     send, receive = anyio.create_memory_object_stream[dict[str, Any]](QUEUED)
     answer = SessionAnswer(ctx, send)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(answer._forward, receive)  # pyright: ignore[reportPrivateUsage]
-        try:
-            with answer.scope:
-                yield answer
-        finally:
-            send.close()
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(answer._forward, receive)  # pyright: ignore[reportPrivateUsage]
+            try:
+                with answer.scope:
+                    yield answer
+            finally:
+                send.close()
+    except BaseExceptionGroup as group:
+        # The task group wraps what the call raised (a refusal's or an upstream's `MCPError`): the SDK would
+        # answer the group as code 0 "unhandled errors in a TaskGroup" (-32603 at 2026-07-28), so the peer
+        # gets the one error inside, with its own code, sentence and `data`, on every path that answers here.
+        raise _sole(group) from None
+
+
+def _sole(exc: BaseException) -> BaseException:
+    """The one exception inside nested single-member groups; `exc` itself when it holds more than one."""
+    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
+        exc = exc.exceptions[0]
+    return exc
 
 
 def declared_at_initialize(ctx: ServerRequestContext[Any, Any]) -> dict[str, Any]:

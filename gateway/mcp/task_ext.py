@@ -27,9 +27,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 from mcp.shared.inbound import ERROR_CODE_HTTP_STATUS
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_types import (
+    CLIENT_CAPABILITIES_META_KEY,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    MISSING_REQUIRED_CLIENT_CAPABILITY,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.types import Scope, Send
 
@@ -77,7 +84,10 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]]
     rejection = ladder_rejection(body, headers)
     if rejection is not None:
-        await _write(send, ident, error=(rejection.code, rejection.message))
+        await _write(send, ident, error=(rejection.code, rejection.message, rejection.data))
+        return True
+    if method != "tools/call" and not _declares_tasks(params):  # the extension's methods need its declaration
+        await _write(send, ident, error=_undeclared(str(method)))
         return True
     principal = caller_of(scope)
     try:
@@ -100,11 +110,11 @@ async def serve_task_extension(runtime: Runtime, scope: Scope, send: Send, body:
             else:
                 result = await _status(runtime, task, params["taskId"])
     except Refused as exc:
-        await _write(send, ident, error=(exc.code, exc.message))
+        await _write(send, ident, error=(exc.code, exc.message, None))
     except MCPError as exc:
-        await _write(send, ident, error=(exc.error.code, exc.error.message))
+        await _write(send, ident, error=(exc.error.code, exc.error.message, None))
     except ConnectionsError as exc:
-        await _write(send, ident, error=(INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500)))
+        await _write(send, ident, error=(INTERNAL_ERROR, printable(f"{exc.code}: {exc}", 500), None))
     else:
         await _write(send, ident, result=result)
     return True
@@ -148,10 +158,23 @@ async def _status(runtime: Runtime, sealed: SealedTask, sealed_id: str) -> dict[
     return task
 
 
+def _undeclared(method: str) -> tuple[int, str, Any]:
+    """-32021 (missing required client capability) naming the extension, as the `mcp` SDK's
+    `require_client_extension` answers (SEP-2133): the peer learns what to declare, not that its task is unknown."""
+    required = mt.ClientCapabilities(extensions={TASKS_EXTENSION: {}})
+    data = mt.MissingRequiredClientCapabilityErrorData(required_capabilities=required)
+    message = (
+        f"{method} belongs to the {TASKS_EXTENSION!r} extension, which this request did not declare: add it to "
+        "_meta's clientCapabilities.extensions"
+    )
+    return MISSING_REQUIRED_CLIENT_CAPABILITY, message, data.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
 async def _write(
-    send: Send, ident: Any, *, result: dict[str, Any] | None = None, error: tuple[int, str] | None = None
+    send: Send, ident: Any, *, result: dict[str, Any] | None = None, error: tuple[int, str, Any] | None = None
 ) -> None:
     if error is not None:  # at 2026-07-28 an error carries the spec's HTTP status
-        await write_answer(send, error_answer(ident, *error), ERROR_CODE_HTTP_STATUS.get(error[0], 200))
+        code, message, data = error
+        await write_answer(send, error_answer(ident, code, message, data), ERROR_CODE_HTTP_STATUS.get(code, 200))
     else:
         await write_answer(send, {"jsonrpc": "2.0", "id": ident, "result": result})

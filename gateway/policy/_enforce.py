@@ -18,6 +18,7 @@ from connections.serving import not_offered
 from ..auth.chain import Principal
 from ._decide import PolicyGate, Refusal
 from ._entities import Target, prompt_target, resource_target, tool_target
+from ._meta_tools import guarded_meta_tool
 
 __all__ = [
     "Catalog",
@@ -26,6 +27,7 @@ __all__ = [
     "hidden",
     "may_call",
     "refused",
+    "tools_shown",
     "turn_toolset",
     "visible_items",
     "visible_tools",
@@ -71,7 +73,7 @@ async def callable_tool(
     if tool is not None and gate.enforcing:
         decision = gate.decide(principal, "tools/call", tool_target(tool), server)
         if decision.allowed:
-            return tool, toolset, problems
+            return guarded_meta_tool(gate, principal, tool, tools_shown), toolset, problems
         refused(gate, principal, Refusal("tools/call", tool.name, tool.connection, decision.policies), surface)
         # found without a listing (an authored tool, a reused one): list as for an unknown name
         toolset, problems = await catalog.collect(session)
@@ -110,16 +112,36 @@ def _kind(action: str, target: Target) -> str:
     return "resource template" if action == "completion/complete" else "resource"
 
 
+def tools_shown(
+    gate: PolicyGate,
+    principal: Principal,
+    targets: Sequence[Target],
+    *,
+    operators_see_all: bool = False,
+    server: str = "",
+) -> list[bool]:
+    """Which of the tools `targets` (`tool_target`, `named_tool_target`) a listing shows `principal`: those it
+    may `tools/call`, none when it may not `tools/list`, all without a policy file. Every surface that names
+    tools (MCP `tools/list`, `/v1/tools`, `/v1/connections`, `/v1/info`) asks this one question; the status
+    surfaces (`operators_see_all`) show an operator everything, as it configures the deployment. `server`: the
+    curated server the listing is for (`context.server`)."""
+    if not gate.enforcing or (operators_see_all and principal.is_operator):
+        return [True] * len(targets)
+    if not gate.decide(principal, "tools/list", server=server).allowed:
+        return [False] * len(targets)
+    return gate.visible(principal, "tools/call", targets, server)
+
+
 def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset, server: str = "") -> tuple[Toolset, int]:
     """`toolset` as `principal` may see it (through curated server `server`, "" for none), and how many tools
     the policy hid (0 without a policy file)."""
     if not gate.enforcing:
         return toolset, 0
     tools = sorted(toolset, key=lambda t: t.name)
-    shown = gate.visible(principal, "tools/call", [tool_target(t) for t in tools], server)
-    if not gate.decide(principal, "tools/list", server=server).allowed:
-        shown = [False] * len(tools)
-    kept = {t.name: t for t, ok in zip(tools, shown, strict=True) if ok}
+    shown = tools_shown(gate, principal, [tool_target(t) for t in tools], server=server)
+    kept = {
+        t.name: guarded_meta_tool(gate, principal, t, tools_shown) for t, ok in zip(tools, shown, strict=True) if ok
+    }
     return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
 
 

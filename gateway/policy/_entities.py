@@ -26,6 +26,7 @@ __all__ = [
     "Target",
     "caller_of",
     "connection_target",
+    "named_tool_target",
     "principal_json",
     "prompt_target",
     "resource_target",
@@ -77,16 +78,22 @@ def _hint(annotations: Mapping[str, Any], key: str, default: bool) -> bool:
 
 def tool_target(tool: TurnTool) -> Target:
     """`AgentSdk::Tool::"<name>"` with its connection and annotation hints (MCP's defaults where unset)."""
-    annotations = tool.annotations or {}
-    key = (tool.name, tool.connection, json.dumps(annotations, sort_keys=True, default=str) if annotations else "")
+    return named_tool_target(tool.name, tool.connection, tool.annotations)
+
+
+def named_tool_target(name: str, connection: str | None, annotations: Mapping[str, Any] | None) -> Target:
+    """`tool_target` of a tool known by its parts (a connection's raw listing, a project's authored tool):
+    `connection` None for an authored one."""
+    annotations = annotations or {}
+    key = (name, connection, json.dumps(annotations, sort_keys=True, default=str) if annotations else "")
     found = _TOOLS.get(key)
     if found is None:
         found = _target(
             "Tool",
-            tool.name,
+            name,
             {
-                "connection": tool.connection or "",
-                "authored": tool.connection is None,
+                "connection": connection or "",
+                "authored": connection is None,
                 "readOnly": _hint(annotations, "readOnlyHint", False),
                 "destructive": _hint(annotations, "destructiveHint", True),
                 "idempotent": _hint(annotations, "idempotentHint", False),

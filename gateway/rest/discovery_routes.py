@@ -11,6 +11,8 @@ with each cause (codes and counts only: it answers anyone, so it names no connec
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -18,7 +20,8 @@ from starlette.routing import Route
 
 from ..errors import StateUnavailable
 from ..info import add_undeclared, project_info
-from ..runtime import Runtime, runtime_of
+from ..policy import named_tool_target, tools_shown
+from ..runtime import Runtime, principal_of, runtime_of
 
 __all__ = ["discovery_routes"]
 
@@ -57,6 +60,7 @@ async def ready(request: Request) -> JSONResponse:
 async def info(request: Request) -> JSONResponse:
     runtime = runtime_of(request)
     doc = project_info(runtime.project)
+    _hide_tools(request, doc)
     settings = runtime.settings
     doc["runtime"] = {
         "version": "0.1.0",
@@ -95,6 +99,22 @@ async def info(request: Request) -> JSONResponse:
     if accounts is not None:
         accounts.annotate_info(doc)
     return JSONResponse(doc)
+
+
+def _hide_tools(request: Request, doc: dict[str, Any]) -> None:
+    """Drop from `doc` the authored and extension tools the policy hides from the caller (`tools_shown`: an
+    operator sees every one), from the tool list and from each extension's names."""
+    tools = doc["tools"]
+    targets = [
+        named_tool_target(t["name"], None, {"readOnlyHint": True} if t["effect"] == "read" else None) for t in tools
+    ]
+    shown = tools_shown(runtime_of(request).policy, principal_of(request), targets, operators_see_all=True)
+    hidden = {t["name"] for t, ok in zip(tools, shown, strict=True) if not ok}
+    if not hidden:
+        return
+    doc["tools"] = [t for t in tools if t["name"] not in hidden]
+    for extension in doc["extensions"]:
+        extension["tools"] = [name for name in extension["tools"] if name not in hidden]
 
 
 async def _session_count(runtime: Runtime) -> int | None:

@@ -16,6 +16,11 @@ the retry needs into the `requestState` it hands the peer, with authenticated en
   its id is claimed on use (`UsedStates`: in memory, or Redis `SET NX` with `--state-url`), so a
   replayed state is refused like a forged one.
 
+A handshake peer's `Mcp-Session-Id` is sealed the same way (`seal_session`). Its DELETE ends it for
+good: `end_session` claims the digest of the id in the same used-state store (so every replica sharing
+the Redis sees it), until the id would have expired anyway; `live_session` is then false, and every
+request that carries it is answered 404, as the Streamable HTTP transport says of an ended session.
+
 Each refusal is a JSON-RPC INVALID_PARAMS error whose message says which check failed
 (`RequestStateRefused`), never what the state held.
 """
@@ -24,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import os
 import secrets
@@ -33,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import mcp_types as mt
+from cachetools import LRUCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
@@ -80,6 +87,7 @@ class SealedTask:
 
 _LOGIN_PREFIX = "agent-sdk.login1."
 _SIGN_IN_PREFIX = "agent-sdk.signin1."
+_BROWSER_PREFIX = "agent-sdk.browser1."
 SIGN_IN_TTL_S = 600.0
 """Seconds a principal's sign-in link (`seal_sign_in`) may be opened in."""
 _AAD = b"agent-sdk requestState v1"
@@ -112,6 +120,10 @@ class UsedStates(Protocol):
 
     async def claim(self, state_id: str, expires_at: float) -> bool: ...
 
+    async def used(self, state_id: str) -> bool:
+        """Whether `state_id` was claimed and has not expired, without claiming it."""
+        ...
+
 
 class MemoryUsedStates:
     """`UsedStates` for one process: ids kept until their state would have expired anyway."""
@@ -129,6 +141,10 @@ class MemoryUsedStates:
         self._used[state_id] = expires_at
         return True
 
+    async def used(self, state_id: str) -> bool:
+        expires_at = self._used.get(state_id)
+        return expires_at is not None and expires_at > self._clock()
+
 
 class RedisUsedStates:
     """`UsedStates` shared by every replica: `SET NX` with the state's own expiry."""
@@ -140,6 +156,9 @@ class RedisUsedStates:
     async def claim(self, state_id: str, expires_at: float) -> bool:
         ttl_ms = max(1, int((expires_at - self._clock()) * 1000))
         return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
+
+    async def used(self, state_id: str) -> bool:
+        return bool(await self._redis.exists(_REDIS_USED + state_id))
 
 
 class RequestStates:
@@ -159,6 +178,8 @@ class RequestStates:
         self._used = used if used is not None else MemoryUsedStates(clock)
         self._ttl = ttl_s
         self._clock = clock
+        self._opened: LRUCache[object, dict[str, Any]] = LRUCache(maxsize=4096)
+        """Sealed `Mcp-Session-Id`s already opened, with their payload (the checks on it still run each time)."""
 
     @classmethod
     def for_one_process(cls) -> RequestStates:
@@ -195,20 +216,30 @@ class RequestStates:
             return {}  # every `tools/call` of a peer that declared neither feature: no decryption, no exception
         payload = self._session(token, principal, _SESSION_PREFIX)
         capabilities = payload.get("c") if payload is not None else None
-        return capabilities if isinstance(capabilities, dict) else {}
+        return dict(capabilities) if isinstance(capabilities, dict) else {}
 
     def holds_session(self, token: object, principal: str) -> bool:
         """Whether `token` is an `Mcp-Session-Id` this deployment sealed for `principal`, not expired
         (whatever the peer declared): the key of its GET stream and subscriptions (`gateway/mcp/peers/streams.py`)."""
-        declared = isinstance(token, str) and token.startswith(_SESSION_PREFIX)
-        prefix = _SESSION_PREFIX if declared else _BARE_SESSION_PREFIX
-        return self._session(token, principal, prefix) is not None
+        return self._session(token, principal, _session_prefix(token)) is not None
+
+    async def live_session(self, token: str, principal: str) -> bool:
+        """`holds_session`, and its DELETE has not ended it (on any replica sharing the used-state store)."""
+        return self.holds_session(token, principal) and not await self._used.used(_ended(token))
+
+    async def end_session(self, token: str, principal: str) -> bool:
+        """End `token` for good (its DELETE): False when it is not a live session of `principal`."""
+        payload = self._session(token, principal, _session_prefix(token))
+        return payload is not None and await self._used.claim(_ended(token), float(payload["e"]))
 
     def _session(self, token: object, principal: str, prefix: str) -> dict[str, Any] | None:
-        try:
-            payload = self._decrypt(token, prefix)
-        except RequestStateRefused:
-            return None
+        payload = self._opened.get(token) if isinstance(token, str) else None
+        if payload is None:
+            try:
+                payload = self._decrypt(token, prefix)
+            except RequestStateRefused:
+                return None
+            self._opened[token] = payload  # a peer sends its id on every request: opened once (about 20 us)
         expires = payload.get("e")
         if payload.get("p") != principal or not isinstance(expires, int | float) or expires < self._clock():
             return None
@@ -293,6 +324,23 @@ class RequestStates:
             )
         return connection
 
+    def seal_browser(self, access_token: str, expires: float) -> str:
+        """A browser session's cookie (`gateway/auth/browser_sessions.py`): the person's access token for this
+        gateway, sealed until `expires` (the token's own expiry), so every replica of the deployment opens it."""
+        return self._sealed(_BROWSER_PREFIX, {"t": access_token, "e": expires})
+
+    def open_browser(self, cookie: object) -> str | None:
+        """The access token a browser session's cookie holds; None for a cookie this deployment did not seal,
+        or one past its expiry."""
+        try:
+            payload = self._decrypt(cookie, _BROWSER_PREFIX)
+        except RequestStateRefused:
+            return None
+        token, expires = payload.get("t"), payload.get("e")
+        if not isinstance(token, str) or not isinstance(expires, int | float) or expires <= self._clock():
+            return None
+        return token
+
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)
         # The prefix is authenticated too: a peer session id cannot pass as a requestState, nor the reverse.
@@ -338,6 +386,16 @@ class RequestStates:
         if not isinstance(payload, dict):
             raise forged
         return payload
+
+
+def _session_prefix(token: object) -> str:
+    """The prefix a sealed `Mcp-Session-Id` carries: one that declared elicitation or sampling, or a bare one."""
+    return _SESSION_PREFIX if isinstance(token, str) and token.startswith(_SESSION_PREFIX) else _BARE_SESSION_PREFIX
+
+
+def _ended(token: str) -> str:
+    """The used-state id that marks `token` (an `Mcp-Session-Id`) ended: its digest, never the id itself."""
+    return "session:" + hashlib.sha256(token.encode()).hexdigest()
 
 
 def canonical_b64decode(body: str) -> bytes:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import hmac
 import logging
 import os
 import re
@@ -39,6 +41,7 @@ __all__ = [
     "STATE_KEY_ENV",
     "StateKeyInvalid",
     "check_state_key",
+    "derive_key",
     "forget_redis_key",
     "load_state_key",
     "new_state_key",
@@ -148,6 +151,12 @@ def _root_key(state_root: Path) -> bytes:
             f"{path} does not hold a request-state key (64 hex digits); delete it and start again to make a new "
             "one (elicitation retries and task ids sealed with the old key are then refused)"
         ) from None
+
+
+def derive_key(key: bytes, label: str) -> bytes:
+    """A 32-byte key for one use of the state key (`label`: "dpop-nonce", "audit-argument-digest"): an
+    HMAC-SHA256 of the label under it, so what one use reveals says nothing of the key or of another use."""
+    return hmac.new(key, f"agent-sdk {label} v1".encode(), hashlib.sha256).digest()
 
 
 def state_key(settings: ServeSettings) -> bytes:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import anyio
 import httpx2
@@ -160,20 +160,22 @@ class ConnectionAuth(httpx2.Auth):
             challenge = parse_www_authenticate(response.headers.get("www-authenticate"))
             if challenge is None or challenge.error != "insufficient_scope":
                 break
+            granted = (tokens.scope or "").split() if tokens else []
+            wanted = list(dict.fromkeys([*granted, *(challenge.scope or "").split()]))
             if self._login_handler is None or self._step_ups_in_a_row >= self._max_step_ups:
+                name, asked = self.key.connection, " ".join(wanted)
+                needs = (
+                    f"{self.key.resource} needs the scope {(challenge.scope or '?')[:200]!r} for connection {name!r}"
+                )
+                if self._login_handler is not None:
+                    raise InsufficientScope(f"{needs} and {self._step_ups_in_a_row} step-up logins did not satisfy it")
+                await self._remember_step_up(asked)  # the next login asks for it (Grant.step_up)
+                again = "sign in again" if self.key.principal else f"log in again with `agent-sdk mcp oauth {name}`"
                 raise InsufficientScope(
-                    f"{self.key.resource} needs the scope {(challenge.scope or '?')[:200]!r} for connection "
-                    f"{self.key.connection!r}"
-                    + (
-                        f" and {self._step_ups_in_a_row} step-up logins did not satisfy it"
-                        if self._login_handler is not None
-                        else f"; log in again with `agent-sdk mcp oauth {self.key.connection}`"
-                    )
+                    f"{needs}; {again} (or the console's login), which asks for {asked[:300]!r}", self.key.principal
                 )
             self._step_ups_in_a_row += 1
             self.stats.step_ups += 1
-            granted = (tokens.scope or "").split() if tokens else []
-            wanted = [*granted, *(challenge.scope or "").split()]
             tokens = (await self._login(challenge, wanted)).tokens
             self._apply(request, tokens)
             response = yield request
@@ -309,6 +311,14 @@ class ConnectionAuth(httpx2.Auth):
             )
             self._grant = grant
             return grant
+
+    async def _remember_step_up(self, wanted: str) -> None:
+        """Keep `wanted` on the stored grant: the next login (CLI, console, sign-in link) asks for it."""
+        async with self.store.lock(self.key):
+            current = await self._load()
+            if current is not None and current.step_up != wanted:
+                self._grant = replace(current, step_up=wanted)
+                await self.store.save(self._grant)
 
     async def _load(self) -> Grant | None:
         grant = await self.store.load(self.key)

@@ -1,4 +1,4 @@
-"""`CallerGrants`: one connection's upstream tokens made from each caller's own token, cached per principal.
+"""`CallerGrants`: one connection's upstream tokens made from each caller's own token, cached per token.
 
 For `OAuthConfig(grant="token_exchange")` the caller's access token (`presented()`) is exchanged at
 its issuer's token endpoint (RFC 8693) for one whose audience is the upstream; for `grant="id_jag"`
@@ -6,12 +6,14 @@ the same exchange asks for an ID-JAG for the upstream's authorization server, wh
 the JWT bearer grant. The caller's own token is
 never sent upstream: it goes only to the IdP that issued it.
 
-The result is kept per principal (a bounded `cachetools.TLRUCache`, in this process's memory only)
-until shortly before it expires (60 s, or a quarter of its lifetime when that is shorter), so a
-principal's calls cost one exchange per token lifetime; a miss is single-flight per principal. Other
-replicas exchange for themselves. The gateway authenticates as its own client from the environment
-(`client_id` with `client_secret_env` or `private_key_env`, `_machine.machine_client`), optionally
-with an `actor_token` (`actor_token_env`).
+The result is kept per subject token (keyed by the SHA-256 of the token the caller presented; a bounded
+`cachetools.TLRUCache`, in this process's memory only) until shortly before it expires (60 s, or a
+quarter of its lifetime when that is shorter), so a token's calls cost one exchange per upstream token
+lifetime; a miss is single-flight per token. Never per principal: two tokens of one person (two clients,
+one of which the IdP will not exchange for) are two exchanges, and a token the IdP refuses fails even
+when another of the same person's tokens was exchanged. Other replicas exchange for themselves. The
+gateway authenticates as its own client from the environment (`client_id` with `client_secret_env` or
+`private_key_env`, `_machine.machine_client`), optionally with an `actor_token` (`actor_token_env`).
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ class _Target:
     """`id_jag`: the upstream's authorization server (the ID-JAG's audience)."""
 
 
-def _keep_until(_principal: str, value: UpstreamToken, _now: float) -> float:
+def _keep_until(_key: str, value: UpstreamToken, _now: float) -> float:
     return value.keep_until
 
 
@@ -89,7 +91,7 @@ class CallerGrants:
         *,
         http: httpx2.AsyncClient,
         margin: float = 60.0,
-        max_principals: int = 10_000,
+        max_tokens: int = 10_000,
     ) -> None:
         if not is_caller_grant(config.grant):
             raise ValueError(f"grant {config.grant!r} is not a caller's own credential")
@@ -102,16 +104,16 @@ class CallerGrants:
         self._discovery = Discovery(http)
         self._target: _Target | None = None
         self._cache: cachetools.TLRUCache[str, UpstreamToken] = cachetools.TLRUCache(
-            maxsize=max_principals, ttu=_keep_until, timer=time.time
+            maxsize=max_tokens, ttu=_keep_until, timer=time.time
         )
         self._locks: weakref.WeakValueDictionary[str, anyio.Lock] = weakref.WeakValueDictionary()
 
     def __repr__(self) -> str:
         return f"CallerGrants({self.connection!r}, grant={self.config.grant!r})"
 
-    def forget(self, principal: str) -> None:
-        """Drop `principal`'s cached token (the upstream refused it): the next call exchanges again."""
-        self._cache.pop(principal, None)
+    def forget(self, caller: PresentedToken) -> None:
+        """Drop the token made from `caller`'s (the upstream refused it): its next call exchanges again."""
+        self._cache.pop(caller.digest(), None)
 
     async def token(self, caller: PresentedToken | None = None) -> UpstreamToken:
         """The upstream token for `caller` (default: the current request's, `presented()`).
@@ -126,15 +128,16 @@ class CallerGrants:
                 f"(grant={self.config.grant!r}), and this call carries none; call it as a peer signed in at the "
                 "gateway's --oauth-issuer"
             )
-        found = self._cache.get(caller.principal)
+        key = caller.digest()
+        found = self._cache.get(key)
         if found is not None:
             self.stats.cached += 1
             return found
-        lock = self._locks.get(caller.principal)
+        lock = self._locks.get(key)
         if lock is None:
-            lock = self._locks.setdefault(caller.principal, anyio.Lock())
+            lock = self._locks.setdefault(key, anyio.Lock())
         async with lock:
-            found = self._cache.get(caller.principal)
+            found = self._cache.get(key)
             if found is not None:
                 return found
             try:
@@ -143,7 +146,7 @@ class CallerGrants:
                 self.stats.failures += 1
                 raise
             self.stats.exchanges += 1
-            self._cache[caller.principal] = made
+            self._cache[key] = made
             return made
 
     async def _make(self, caller: PresentedToken) -> UpstreamToken:

@@ -70,10 +70,14 @@ def choose_scopes(
     challenge: Challenge | None,
     prm: ResourceMetadata | None,
     config: OAuthConfig,
+    previous: Grant | None = None,
 ) -> str | None:
-    """MCP auth spec "Scope Selection Strategy", with the definition's scopes as the last resort."""
+    """MCP auth spec "Scope Selection Strategy", with the definition's scopes as the last resort; a step-up that
+    `previous` records (held and challenged scopes, `Grant.step_up`) comes before the probe's challenge."""
     if requested:
         return " ".join(dict.fromkeys(requested))
+    if previous is not None and previous.step_up:
+        return previous.step_up
     if challenge is not None and challenge.scope:
         return challenge.scope
     if prm is not None and prm.scopes_supported:
@@ -128,10 +132,19 @@ class Found:
 
 
 async def discover(
-    http: httpx2.AsyncClient, resource_url: str, challenge: Challenge | None, finder: Discovery | None = None
+    http: httpx2.AsyncClient,
+    resource_url: str,
+    challenge: Challenge | None,
+    finder: Discovery | None = None,
+    *,
+    authorization_server: str | None = None,
 ) -> Found:
-    """Probe for the challenge (unless given), then the resource's and its authorization server's metadata."""
+    """Probe for the challenge (unless given), then the resource's and its authorization server's metadata.
+    `authorization_server`: the resource's server when the caller knows it already (a resource logging a
+    browser in to itself): no probe, no resource metadata, only the server's."""
     finder = finder or Discovery(http)
+    if authorization_server is not None:
+        return Found(None, None, await finder.server_metadata(authorization_server), resource_url)
     if challenge is None:
         challenge = await probe_challenge(http, resource_url)
     prm = await finder.resource_metadata(resource_url, challenge)
@@ -288,7 +301,7 @@ async def login(
             verifier = generate_token(64)
             state = generate_token(32)
             listener.expect(state)
-            scope = choose_scopes(scopes, challenge, prm, config)
+            scope = choose_scopes(scopes, challenge, prm, config, previous)
             if reused and verify_client and client is not None:
                 if not await _client_known(
                     client_http,

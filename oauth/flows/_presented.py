@@ -10,6 +10,7 @@ and the upstream grows. The token itself is a `Secret` and is never sent upstrea
 from __future__ import annotations
 
 import contextvars
+import hashlib
 from dataclasses import dataclass, field
 
 from .._shared import Secret
@@ -25,6 +26,11 @@ class PresentedToken:
     issuer: str
     token: Secret = field(repr=False)
     expires_at: float = field(repr=False)
+
+    def digest(self) -> str:
+        """SHA-256 (hex) of the token: what keeps this token's exchanged tokens apart from any other's, even
+        another of the same principal (never the token itself)."""
+        return hashlib.sha256(self.token.reveal().encode()).hexdigest()
 
 
 _PRESENTED: contextvars.ContextVar[PresentedToken | None] = contextvars.ContextVar(

@@ -171,17 +171,19 @@ async def start_login(
     http: httpx2.AsyncClient,
     challenge: Challenge | None = None,
     principal: str = "",
+    authorization_server: str | None = None,
 ) -> LoginStart:
     """Discovery and the client for a login that comes back to `redirect_uri`; with `principal`, a login
     for that principal's own grant (`StoreKey.principal`), which `finish_login` saves under its key.
+    `authorization_server`: skip the resource's discovery and log in at this issuer (`discover`).
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StoreError`."""
-    found = await discover(http, resource_url, challenge)
+    found = await discover(http, resource_url, challenge, authorization_server=authorization_server)
     asm = found.asm
     key = StoreKey(connection, resource_url, principal)
     client = declared_client(config, asm)
+    previous = await store.load(key)
     if client is None:
-        previous = await store.load(key)
         if (
             previous is not None
             and previous.issuer == asm.issuer
@@ -193,7 +195,7 @@ async def start_login(
     if client is None:
         client = await register_client(http, asm, redirect_uri, config)
     state, verifier = generate_token(32), generate_token(64)
-    scope = choose_scopes(None, found.challenge, found.prm, config)
+    scope = choose_scopes(None, found.challenge, found.prm, config, previous)
     url = authorization_url(asm, client, redirect_uri, state, verifier, found.resource, scope, config)
     bind = binding(config.dpop, found.challenge, found.prm)
     return LoginStart(key, asm, client, redirect_uri, found.resource, Secret(state), Secret(verifier), url, bind)

@@ -29,6 +29,8 @@ SECRETS = {
     "GATEWAY_UPSTREAM_SECRET": "gateway-upstream-secret-0123456789",
 }
 ELSEWHERE = "http://127.0.0.1:9/another-authorization-server"
+UNTRUSTED_CLIENT = "an untrusted client"
+"""The IdP refuses to exchange tokens issued to a client registered with this `client_name` (invalid_grant)."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ def caller_world(gateways: int = 2) -> Iterator[World]:
         "resources": {**dict.fromkeys(peers, "mcp:tools"), direct: "mcp:tools"},
         "subjectAudiences": peers,
         "refuseSubjects": ["mallory"],
+        "refuseClientNames": [UNTRUSTED_CLIENT],
         "idJagAudiences": [as_url],
         "idJagClients": {"gateway": "gateway-at-upstream", "gateway-misdirected": "gateway-at-upstream"},
         "misdirect": {"gateway-misdirected": ELSEWHERE},

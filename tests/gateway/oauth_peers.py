@@ -146,17 +146,20 @@ def revoke(issuer_url: str, token: str, *, client: str = "opaque-service") -> No
     assert answer.status_code == 200, answer.text
 
 
-def person_token(issuer_url: str, resource: str, login: str, *, scope: str = "mcp:tools") -> str:
-    """A person's access token: registration, PKCE with `resource`, the login and consent pages."""
-    registered = httpx2.post(
-        f"{issuer_url}/reg",
-        json={
-            "redirect_uris": [REDIRECT],
-            "token_endpoint_auth_method": "none",
-            "grant_types": ["authorization_code"],
-            "response_types": ["code"],
-        },
-    )
+def person_token(
+    issuer_url: str, resource: str, login: str, *, scope: str = "mcp:tools", client_name: str | None = None
+) -> str:
+    """A person's access token: registration (a new client, named `client_name` if given), PKCE with
+    `resource`, the login and consent pages."""
+    metadata = {
+        "redirect_uris": [REDIRECT],
+        "token_endpoint_auth_method": "none",
+        "grant_types": ["authorization_code"],
+        "response_types": ["code"],
+    }
+    if client_name is not None:
+        metadata["client_name"] = client_name
+    registered = httpx2.post(f"{issuer_url}/reg", json=metadata)
     assert registered.status_code == 201, registered.text
     client_id = registered.json()["client_id"]
     verifier = secrets.token_urlsafe(48)

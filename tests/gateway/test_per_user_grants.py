@@ -64,7 +64,7 @@ def test_a_sign_in_url_opened_by_another_principal_is_refused_and_stays_good_for
         url = sign_in_url_in(text_of(whoami(http, gateway.url, "carol")))
         stranger = http.get(url, headers={"authorization": f"Bearer {PEERS['bob']}"})
         assert stranger.status_code == 403
-        assert "issued to another principal" in stranger.text
+        assert "issued to someone else" in stranger.text
         forged = http.get(url[:-6] + "AAAAAA", headers={"authorization": f"Bearer {PEERS['carol']}"})
         assert forged.status_code == 400 and "not issued by this gateway" in forged.text
     assert "Signed in" in sign_in(url, "carol").text  # the stranger's attempt did not use it up
@@ -260,3 +260,25 @@ def test_the_cli_logs_out_one_principal_and_refuses_a_logout_naming_none(gateway
     holders = json.loads((gateway.state_root / "mcp-auth.json").read_text())["grants"]
     assert f"docs@{principal_of('carol')}" not in holders
     assert {f"docs@{principal_of(n)}" for n in ("dave", "erin", "frank")} <= set(holders)  # the others stay
+
+
+def test_a_403_insufficient_scope_asks_that_principal_to_sign_in_again_for_the_union(
+    gateway: Served, resource: ResourceServer
+) -> None:
+    # Step-up (RFC 6750 §3.1, issue 45 item 2): a principal whose grant lacks a scope the upstream now wants gets a
+    # sign-in link naming it, and that sign-in asks for the scopes held and the scope challenged, so the call works.
+    _signed_in(gateway, "erin")
+    resource.require_scope("mcp:admin")
+    try:
+        with httpx2.Client(timeout=30.0) as http:
+            refused = whoami(http, gateway.url, "erin")
+            assert refused["isError"] is True
+            text = text_of(refused)
+            assert "sign_in_required" in text and "'mcp:admin'" in text and "'mcp:tools mcp:admin'" in text, text
+            assert "***" not in text
+            page = sign_in(sign_in_url_in(text), "erin")
+            assert page.status_code == 200 and "Signed in" in page.text, page.text
+            answered = whoami(http, gateway.url, "erin")
+        assert (answered["isError"], answered["structuredContent"]) == (False, {"result": "erin"})
+    finally:
+        resource.require_scope(None)

@@ -11,6 +11,7 @@
 //   "resources": {"<url>": "<scope>"}, the resources it issues access tokens for (anything else: invalid_target)
 //   "subjectAudiences": ["<url>"],     token exchange: a subject token must be one of ours, for one of these
 //   "refuseSubjects": ["<sub>"],       token exchange: the IdP's policy refuses these subjects (invalid_grant)
+//   "refuseClientNames": ["<name>"],   token exchange: it refuses tokens issued to a client of that client_name
 //   "idJagAudiences": ["<issuer>"],    token exchange may issue ID-JAGs for these authorization servers
 //   "idJagClients": {"<client>": "<id>"} the client id an ID-JAG names at the audience (default: the same)
 //   "misdirect": {"<client>": "<aud>"} ID-JAGs asked for by that client are issued for that audience instead
@@ -86,6 +87,12 @@ async function tokenExchange(ctx) {
   }
   if ((config.refuseSubjects || []).includes(subject.sub)) {
     throw new errors.InvalidGrant('this subject may not act at other services');
+  }
+  if ((config.refuseClientNames || []).length) {
+    const issuedTo = subject.client_id && await ctx.oidc.provider.Client.find(subject.client_id);
+    if (issuedTo && config.refuseClientNames.includes(issuedTo.clientName)) {
+      throw new errors.InvalidGrant('tokens issued to this client may not be exchanged');
+    }
   }
   const act = params.actor_token ? { sub: client.clientId, actor_token: 'presented' } : undefined;
   if (params.requested_token_type === ID_JAG_TYPE) {

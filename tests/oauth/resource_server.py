@@ -19,6 +19,8 @@
   mid-session, as far as the client can tell).
 - `POST /_control/reject-subject?sub=S`: from now on tokens of subject S get a 401 (as a resource server that
   learned the user's grant was revoked).
+- `POST /_control/require-scope?scope=S`: from now on a token whose `scope` claim lacks S gets a 403
+  `WWW-Authenticate: Bearer error="insufficient_scope", scope="S"` (RFC 6750 §3.1; the MCP spec's step-up).
 - `GET /_control/stats`: `{"ok": n, "unauthorized": n, "tokens": distinct tokens accepted, "digests": their
   SHA-256, "subjects": {sub: requests}, "dpop": requests with a valid proof, "nonce_demands": n,
   "whoami": {subject: whoami calls answered}}`.
@@ -86,6 +88,7 @@ class BearerGate:
         self.jtis: set[str] = set()
         self.rejected: set[str] = set()
         self.nonce_mode = "off"
+        self.required_scope: str | None = None
         self.nonce = secrets.token_urlsafe(12)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -114,6 +117,10 @@ class BearerGate:
         if path == "/_control/stats":
             stats = {**self.stats, "tokens": len(self.tokens), "digests": sorted(self.tokens), "whoami": dict(CALLS)}
             await _json(send, 200, stats)
+            return
+        if path == "/_control/require-scope":
+            self.required_scope = parse_qs(scope["query_string"].decode()).get("scope", [None])[0]
+            await _json(send, 200, {"ok": True})
             return
         if path == "/_control/dpop-nonce":
             self.nonce_mode = parse_qs(scope["query_string"].decode()).get("mode", ["off"])[0]
@@ -145,6 +152,15 @@ class BearerGate:
             else:
                 challenge = f'Bearer error="invalid_token", scope="mcp:tools", resource_metadata="{PRM_URL}"'
             await _json(send, 401, {"error": "invalid_token"}, [(b"www-authenticate", challenge.encode())])
+            return
+        held = str(claims.get("scope") or "").split()
+        if self.required_scope is not None and self.required_scope not in held:
+            self.stats["insufficient_scope"] = self.stats.get("insufficient_scope", 0) + 1
+            challenge = (
+                f'Bearer error="insufficient_scope", scope="{self.required_scope}", resource_metadata="{PRM_URL}", '
+                'error_description="this call needs another scope"'
+            )
+            await _json(send, 403, {"error": "insufficient_scope"}, [(b"www-authenticate", challenge.encode())])
             return
         self.stats["ok"] += 1
         subject = str(claims.get("sub"))

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.oauth.flows.test_cli import agent_sdk
@@ -23,6 +24,7 @@ from ..caller_world import (
     JWT_BEARER,
     SECRETS,
     TOKEN_EXCHANGE,
+    UNTRUSTED_CLIENT,
     World,
     call,
     caller_connection,
@@ -34,6 +36,7 @@ from ..conftest import Served, assert_clean, make_project, serve
 from ..oauth_peers import person_token
 
 BEARER = "static-bearer-token-0123456789abcdef"
+OPERATOR = "caller-operator-token-0123456789abcdef"
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +57,7 @@ def _gateway(
         world.idp.issuer,
         "--bearer-token",
         BEARER,
-        env=SECRETS,
+        env={**SECRETS, "AGENT_SDK_OPERATOR_TOKEN": OPERATOR},
         port=world.gateway_ports[index],
     )
     try:
@@ -115,6 +118,48 @@ def test_a_subject_the_idp_refuses_fails_the_call_with_invalid_grant(world: Worl
     assert "'direct'" in message and "invalid_grant" in message, message
     assert f"{world.idp.issuer}/token refused the request" in message
     assert "mallory" not in world.direct.stats()["subjects"]
+
+
+def test_an_exchange_is_kept_per_token_so_a_refused_token_of_the_same_person_fails(
+    world: World, exchanging: Served
+) -> None:
+    resource = world.gateway_resource(0)
+    trusted = person_token(world.idp.issuer, resource, "carol")
+    assert text_of(call(exchanging.url, trusted, "whoami")) == "carol"
+    # The same person through a client the IdP will not exchange for: a new exchange, refused, and the call
+    # fails; the upstream token made from the other client's token is not reused.
+    exchanges = world.idp.stats()["grants"].get(TOKEN_EXCHANGE, 0)
+    refused = world.idp.stats()["errors"].get("invalid_grant", 0)
+    untrusted = person_token(world.idp.issuer, resource, "carol", client_name=UNTRUSTED_CLIENT)
+    answer = call(exchanging.url, untrusted, "whoami")
+    message = answer["error"]["message"] if "error" in answer else answer["result"]["content"][0]["text"]
+    assert "'direct'" in message and "invalid_grant" in message, message
+    assert world.idp.stats()["errors"]["invalid_grant"] - refused == 1
+    # The trusted token still works from its own cached exchange, and the refused one keeps failing.
+    assert text_of(call(exchanging.url, trusted, "whoami")) == "carol"
+    assert world.idp.stats()["grants"].get(TOKEN_EXCHANGE, 0) == exchanges
+    again = call(exchanging.url, untrusted, "whoami")
+    assert "invalid_grant" in (again["error"]["message"] if "error" in again else again["result"]["content"][0]["text"])
+
+
+def _identities_closed(served: Served) -> float:
+    scraped = httpx2.get(f"{served.url}/v1/metrics", headers={"Authorization": f"Bearer {OPERATOR}"}, timeout=30)
+    assert scraped.status_code == 200, scraped.text
+    lines = [line for line in scraped.text.splitlines() if line.startswith("agent_sdk_identity_clients_closed_total{")]
+    return sum(float(line.rsplit(" ", 1)[1]) for line in lines if 'connection="direct"' in line)
+
+
+def test_two_clients_of_one_person_keep_their_own_upstream_identity(world: World, exchanging: Served) -> None:
+    resource = world.gateway_resource(0)
+    laptop = person_token(world.idp.issuer, resource, "dora", client_name="laptop")
+    phone = person_token(world.idp.issuer, resource, "dora", client_name="phone")
+    closed = _identities_closed(exchanging)
+    exchanges = world.idp.stats()["grants"].get(TOKEN_EXCHANGE, 0)
+    for _ in range(3):  # alternating: neither token's upstream session is retired for the other's
+        assert text_of(call(exchanging.url, laptop, "whoami")) == "dora"
+        assert text_of(call(exchanging.url, phone, "whoami")) == "dora"
+    assert world.idp.stats()["grants"][TOKEN_EXCHANGE] - exchanges == 2  # one exchange per token
+    assert _identities_closed(exchanging) == closed
 
 
 def test_a_caller_without_an_oauth_token_is_refused_not_served_bare(exchanging: Served, world: World) -> None:

@@ -23,11 +23,13 @@ from ..conftest import Served, assert_clean
 from ..oauth_peers import Issuer, claims_for, mint, oauth_gateway, revoke, service_token
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+OPERATOR = "the-operator-token-0123456789"
 
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory: pytest.TempPathFactory, idp: Issuer) -> Iterator[Served]:
-    with oauth_gateway(tmp_path_factory.mktemp("oauth-bad"), idp.url) as served:
+    operator = {"AGENT_SDK_OPERATOR_TOKEN": OPERATOR}
+    with oauth_gateway(tmp_path_factory.mktemp("oauth-bad"), idp.url, env=operator) as served:
         yield served
     assert_clean(served.log_text())
 
@@ -149,3 +151,38 @@ def test_an_opaque_token_is_introspected_and_refused_once_revoked(gateway: Serve
     asked = idp.server.stats()["introspections"]
     assert "not active" in _refused(_call(gateway, revoked), gateway)
     assert idp.server.stats()["introspections"] == asked
+
+
+def _failures(gateway: Served) -> list[dict[str, object]]:
+    answer = httpx2.get(f"{gateway.url}/v1/failures", headers={"authorization": f"Bearer {OPERATOR}"}, timeout=30)
+    assert answer.status_code == 200, answer.text
+    return answer.json()["failures"]
+
+
+def test_oversized_and_deeply_nested_tokens_are_refused_with_a_sentence_not_a_traceback(
+    gateway: Served, idp: Issuer
+) -> None:
+    failures = len(_failures(gateway))
+    claims = claims_for(idp.url, _tools(gateway))
+    nested = "[" * 4800 + "]" * 4800  # 13 KB of JSON that makes a recursive parser overflow
+    deep_payload = _b64(json.dumps(claims).encode()[:-1] + b', "x": ' + nested.encode() + b"}")
+    header = _b64(json.dumps({"alg": "RS256", "typ": "at+jwt", "kid": "test-rs256"}).encode())
+    token = f"{header}.{deep_payload}.{_b64(b'sig')}"
+    assert 12_000 < len(token) < 16_000
+    assert "payload nests JSON more than" in _refused(_call(gateway, token), gateway)
+    deep_header = _b64(b'{"alg": "RS256", "x": ' + nested.encode() + b"}")
+    token = f"{deep_header}.{_b64(json.dumps(claims).encode())}.{_b64(b'sig')}"
+    assert "header nests JSON more than" in _refused(_call(gateway, token), gateway)
+    # A signed token whose claim nests deep is refused before its signature is checked.
+    signed = mint(idp.key, {**claims, "x": json.loads("[" * 40 + "]" * 40)})
+    assert "payload nests JSON more than" in _refused(_call(gateway, signed), gateway)
+    huge = mint(idp.key, {**claims, "padding": "x" * 20_000})
+    assert "characters long; at most" in _refused(_call(gateway, huge), gateway)
+    log = gateway.log_text()
+    assert "RecursionError" not in log and " ERROR " not in log
+    assert_clean(log)
+    # A bad token is the caller's error: /v1/failures shows the refusals (warnings naming the code), no error.
+    now = _failures(gateway)
+    added = now[: len(now) - failures]
+    refused = "refused POST /v1/mcp/tools: invalid_token"
+    assert added and all(f["level"] == "warning" and f["message"] == refused for f in added), added

@@ -112,3 +112,13 @@ def test_a_proof_replayed_to_another_replica_on_the_same_redis_is_refused(idp: I
         assert _send(url, token, proof).status_code == 200
         assert "used before" in _refused(_send(_tools(second), token, proof), "invalid_dpop_proof")
         assert _send(_tools(second), token, dpop_proof(key, "POST", url, token)).status_code == 200
+
+
+def test_a_deeply_nested_proof_is_refused_with_a_sentence(gateway: Served, bound: str, key: ECKey) -> None:
+    url = _tools(gateway)
+    proof = dpop_proof(key, "POST", url, bound)
+    head, _payload, signature = proof.split(".")
+    nested = b'{"htm": "POST", "x": ' + b"[" * 4800 + b"]" * 4800 + b"}"
+    deep = f"{head}.{base64.urlsafe_b64encode(nested).rstrip(b'=').decode()}.{signature}"
+    assert "payload nests JSON more than" in _refused(_send(url, bound, deep), "invalid_dpop_proof")
+    assert "RecursionError" not in gateway.log_text()

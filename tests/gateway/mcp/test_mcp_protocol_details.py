@@ -87,11 +87,16 @@ def test_an_unknown_protocol_version_is_refused_naming_the_ones_spoken(server: S
             headers={**HEADERS, "mcp-protocol-version": "1999-01-01"},
         )
     assert refused.status_code == 400
-    assert refused.json()["error"] == {
-        "code": -32600,
-        "message": "Unsupported MCP-Protocol-Version '1999-01-01'; this server speaks 2024-11-05, 2025-03-26, "
-        "2025-06-18, 2025-11-25, 2026-07-28",
-        "data": {"requestId": refused.headers["x-request-id"]},
+    spoken = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
+    assert refused.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {
+            "code": -32022,
+            "message": "Unsupported protocol version '1999-01-01' in MCP-Protocol-Version; this server speaks "
+            "2024-11-05, 2025-03-26, 2025-06-18, 2025-11-25, 2026-07-28: send one of them",
+            "data": {"supported": spoken, "requested": "1999-01-01", "requestId": refused.headers["x-request-id"]},
+        },
     }
     assert "_meta" not in refused.text
 

@@ -139,8 +139,9 @@ def test_a_handshake_peer_subscribes_with_its_session_id_and_is_refused_without_
     refused = _rpc(served, "resources/subscribe", {"uri": WATCHED})
     assert "result" not in refused and refused["error"]["code"] == mt.INVALID_REQUEST
     assert "Mcp-Session-Id" in refused["error"]["message"] and "GET /v1/mcp/tools" in refused["error"]["message"]
-    forged = _rpc(served, "resources/subscribe", {"uri": WATCHED}, {"Mcp-Session-Id": session[:-4] + "AAAA"})
-    assert "result" not in forged and "not issued by this gateway" in forged["error"]["message"]
+    # An id this gateway did not seal is an unknown session: 404, so the client starts a new one (issue 45.4).
+    forged = _post(served, "resources/subscribe", {"uri": WATCHED}, {"Mcp-Session-Id": session[:-4] + "AAAA"})
+    assert forged.status_code == 404 and "not issued by this gateway" in forged.json()["error"]["message"]
     no_uri = _rpc(served, "resources/subscribe", {}, with_session)["error"]  # the schema's error, not a crash
     assert no_uri["code"] == mt.INVALID_PARAMS
 
@@ -177,8 +178,9 @@ def test_another_principals_session_id_is_refused_and_delete_ends_the_stream(two
     alice, bob = {"Authorization": f"Bearer {ALICE}"}, {"Authorization": f"Bearer {BOB}"}
     session = _session(two_principals, alice)
     alices = {"Mcp-Session-Id": session}
-    refused = _rpc(two_principals, "resources/subscribe", {"uri": WATCHED}, {**bob, **alices})
-    assert "result" not in refused and "not issued by this gateway to this caller" in refused["error"]["message"]
+    refused = _post(two_principals, "resources/subscribe", {"uri": WATCHED}, {**bob, **alices})
+    assert refused.status_code == 404, refused.text  # another caller's session is unknown to this one
+    assert "not issued by this gateway to this caller" in refused.json()["error"]["message"]
     with two_principals.client(bob) as http:
         assert http.get("/v1/mcp/tools", headers={"Accept": "text/event-stream", **alices}).status_code == 404
         assert http.delete("/v1/mcp/tools", headers=alices).status_code == 404
@@ -196,6 +198,8 @@ def test_another_principals_session_id_is_refused_and_delete_ends_the_stream(two
                     await _until_closed(second)
 
     anyio.run(run)
+    ended = _post(two_principals, "resources/subscribe", {"uri": WATCHED}, {**alice, **alices})
+    assert ended.status_code == 404 and "its DELETE ended it" in ended.json()["error"]["message"]
 
 
 def test_the_typescript_sdk_client_gets_resource_updates_and_list_changes_on_its_get_stream(served: Served) -> None:
