@@ -26,7 +26,7 @@ from ._pin_guard import pinnable
 from ._pins import LOCK_FILE, read_lock
 from ._problems import Problem
 from ._sandbox import Sandbox, project_sandbox_default
-from ._servers import CuratedServer, element_lines
+from ._servers import CuratedServer, loaded_server
 from ._tools import ServerTool
 from ._validation import connection_problems
 
@@ -287,25 +287,11 @@ class _Loading:
         module = self._import(path, "servers")
         if module is None:
             return
-        found = _unique(v for v in vars(module).values() if isinstance(v, CuratedServer))
-        if len(found) != 1:
-            self.diag(
-                path,
-                None,
-                f"defines {len(found)} curated servers; a file in servers/ defines exactly one: "
-                "`server = define_server(...)` (from connections import define_server)",
-                "no-definition" if not found else "many-definitions",
-            )
-            return
-        server = found[0]
-        assert isinstance(server, CuratedServer)
-        line = server.line if server.source == path else None
-        problems = [*server.problems, *_unknown_connections(server, self.conn_sources)]
-        lines = element_lines(path, line) if problems else {}
-        for p in problems:
-            self.diag(path, lines.get(p.where or "", line), p.message, p.code, p.severity)
-        if not any(p.severity == "error" for p in problems):
-            self.project.servers[path.stem] = server.named(path.stem, path)
+        server, problems = loaded_server(_unique(iter(vars(module).values())), path, self.conn_sources)
+        for line, p in problems:
+            self.diag(path, line, p.message, p.code, p.severity)
+        if server is not None:
+            self.project.servers[path.stem] = server
 
     def _report(self, path: Path, line: int | None, problems: tuple[Problem, ...] | list[Problem]) -> bool:
         for problem in problems:
@@ -385,19 +371,6 @@ class _Loading:
             self.project.extensions[namespace].tools.append(name)
         if not failed:
             self.project.tools[name] = tool.named(name, path)
-
-
-def _unknown_connections(server: CuratedServer, defined: dict[str, Path]) -> list[Problem]:
-    return [
-        Problem(
-            "unknown-connection",
-            f"{s.where} picks from connection {s.connection!r}, which this project does not define; "
-            f"the connections are {sorted(defined)}",
-            where=s.where,
-        )
-        for s in (*server.tools, *server.resources, *server.prompts)
-        if s.connection is not None and s.connection not in defined
-    ]
 
 
 def _unique(items: Iterator[object]) -> list[object]:

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 from ._names import NAME_RULE, is_valid_tool_name
 from ._problems import Problem
 
-__all__ = ["CuratedServer", "Selector", "define_server", "element_lines", "unmatched"]
+__all__ = ["CuratedServer", "Selector", "define_server", "element_lines", "loaded_server", "unmatched"]
 
 _SELECTOR_FIELDS = ("connection", "name", "annotation", "rename", "title", "description", "set", "hide")
 _ITEM_FIELDS = ("connection", "name")
@@ -258,3 +258,34 @@ def unmatched(server: CuratedServer, tools: Iterable[_Listed], unlisted: Iterabl
         for s in server.tools
         if s.connection not in skipped and not any(s.picks(t.connection, t.name, t.annotations) for t in listed)
     ]
+
+
+def loaded_server(
+    values: Iterable[object], path: Path, defined: Mapping[str, object]
+) -> tuple[CuratedServer | None, list[tuple[int | None, Problem]]]:
+    """The curated server among a definition file's module-level `values` (named after `path`) when it has
+    no error, and every problem with its line; `defined`: the project's connections, by name."""
+    found = [v for v in values if isinstance(v, CuratedServer)]
+    if len(found) != 1:
+        message = (
+            f"defines {len(found)} curated servers; a file in servers/ defines exactly one: "
+            "`server = define_server(...)` (from connections import define_server)"
+        )
+        return None, [(None, Problem("no-definition" if not found else "many-definitions", message))]
+    server = found[0]
+    line = server.line if server.source == path else None
+    unknown = [
+        Problem(
+            "unknown-connection",
+            f"{s.where} picks from connection {s.connection!r}, which this project does not define; "
+            f"the connections are {sorted(defined)}",
+            where=s.where,
+        )
+        for s in (*server.tools, *server.resources, *server.prompts)
+        if s.connection is not None and s.connection not in defined
+    ]
+    problems = [*server.problems, *unknown]
+    lines = element_lines(path, line) if problems else {}
+    placed = [(lines.get(p.where or "", line), p) for p in problems]
+    ok = not any(p.severity == "error" for p in problems)
+    return (server.named(path.stem, path) if ok else None), placed
