@@ -76,6 +76,7 @@ from .call_stream import (
     until_gone,
 )
 from .curated import CuratedView
+from .discovery import META_NAMES, unwrapped
 from .lane_checks import ladder_rejection, param_rejection, rejected
 from .peers.calls import Peer
 from .pipeline import CallPlan, lookup, target_of, view_target
@@ -157,6 +158,8 @@ async def serve_lane(
     requested = _header(scope, _PROTOCOL_VERSION)
     modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
     params: dict[str, Any] | None = body.get("params")
+    if method == "tools/call" and view is None:  # discovery's `call_tool` is the named tool's own (discovery.py)
+        params = unwrapped(runtime.discovery, params)
     headers: list[tuple[str, str]] = []
     found: tuple[Any, ...] | None = None  # the catalog's answer for the tool, looked up once
     try:
@@ -229,9 +232,11 @@ async def _lookup(runtime: Runtime, params: Any, caller: Principal, view: Curate
     name = params.get("name") if isinstance(params, Mapping) else None
     if not isinstance(name, str):
         return None
-    if view is None:
-        return await lookup(runtime, name, caller)
-    return await lookup(runtime, view.real_name(name), caller, view.name)
+    if view is not None:
+        return await lookup(runtime, view.real_name(name), caller, view.name)
+    if runtime.discovery is not None and name in META_NAMES:  # the view's own (`target_of`): no catalog tool
+        return None
+    return await lookup(runtime, name, caller)
 
 
 def _plan(

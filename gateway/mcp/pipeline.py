@@ -28,6 +28,7 @@ from mcp_types import CLIENT_INFO_META_KEY
 
 from connections import (
     ConnectionsError,
+    Project,
     ToolInputError,
     ToolOutcome,
     Toolset,
@@ -47,9 +48,11 @@ from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
 from .call_stream import JsonAnswer
 from .curated import CuratedView, unknown_tool
+from .discovery import DiscoveryView, MetaTool
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
+from .visible import visible_listing
 
 __all__ = [
     "AnswerMode",
@@ -110,6 +113,12 @@ class ExecutorServices(InputServices, Protocol):
     @property
     def settings(self) -> ServeSettings: ...
 
+    @property
+    def discovery(self) -> DiscoveryView | None: ...
+
+    @property
+    def project(self) -> Project: ...
+
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
 Wrapper = Callable[[CallPlan, CallChannel, Execute], Awaitable[dict[str, Any]]]
@@ -147,7 +156,7 @@ class Executor:
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
         if plan.modern:  # the peer's clientInfo, for an approval of this call to show
             note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
-        if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
+        if services.guard is not None and not isinstance(tool, (_SignInFirst, MetaTool)):  # audit, limits, approval
             who = plan.caller if plan.caller.id == principal else principal
             if plan.view is None:
                 tool = services.guard.tool(tool, None, who)
@@ -251,7 +260,16 @@ async def target_of(
 ) -> TurnTool:
     """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
     `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
-    missing mid-call (`sign_in.py`)."""
+    missing mid-call (`sign_in.py`). In discovery mode, `search_tools` and `describe_tool` are the view's
+    meta-tools over what `caller` may see (`discovery.py`)."""
+    view = services.discovery
+
+    async def visible() -> Toolset:
+        return (await visible_listing(services, caller, "tools/call"))[0]
+
+    meta = view.tool(name, visible) if view is not None else None
+    if meta is not None:
+        return meta
     try:
         return await resolve(services, name, caller, found, server)
     except SignInRequired as exc:
