@@ -56,13 +56,19 @@ def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
 
 
 async def visible_listing(
-    services: ListingServices, caller: Principal, method: str = "tools/list", *, signed_out: bool = False
+    services: ListingServices,
+    caller: Principal,
+    method: str = "tools/list",
+    server: str = "",
+    *,
+    signed_out: bool = False,
 ) -> tuple[Toolset, list[TurnProblem]]:
     """The live toolset as `caller` may see it (the policy's filter), and the problems of the connections set
     aside (`set_aside`: a per-user one `caller` has not signed in to, an `optional=True` one that is down).
     Any other problem fails it closed: raises `MCPError` naming the connections that could not be listed (with
-    a sign-in link where one helps), never a shorter list. `signed_out`: with the tools `mcp.lock` pins for
-    each per-user connection set aside (`signed_out_tools`), before the policy like the rest."""
+    a sign-in link where one helps), never a shorter list. `server`: the curated server it is for
+    (`context.server`). `signed_out`: with the tools `mcp.lock` pins for each per-user connection set aside
+    (`signed_out_tools`), before the policy like the rest."""
     with acting_for(caller.id):
         toolset, problems = await services.catalog.collect(None)
     aside = [p for p in problems if set_aside(p, services.project.connections)]
@@ -77,7 +83,7 @@ async def visible_listing(
         raise refusal from None
     if signed_out:
         toolset = signed_out_tools(services, caller, toolset, aside)
-    return visible_tools(services.policy, caller, toolset)[0], aside
+    return visible_tools(services.policy, caller, toolset, server)[0], aside
 
 
 def signed_out_tools(
