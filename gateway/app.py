@@ -34,6 +34,8 @@ from connections.serving import Offerings, tracing_enabled
 
 from .accounts.routes import AccountGate, AccountServices, BridgeSecret, account_managers, account_routes
 from .audit import guard_counters, serving_guard
+from .auth.browser_sessions import SIGN_OUT_PATH as BROWSER_SIGN_OUT
+from .auth.browser_sessions import START_PATH as BROWSER_START
 from .auth.chain import AuthChain, RequestGuard
 from .auth.oauth_gate import OAuthGate, oauth_gate
 from .auth.operator_grants import OperatorGrant
@@ -331,6 +333,8 @@ def create_app(
             "/v1/ready",
             CALLBACK_PATH,
             *(SHELL_PATHS if settings.auth_mode == "bearer" else ()),
+            # A browser's sign-in with the IdP starts here; the shell's script and style carry no data.
+            *((BROWSER_START, BROWSER_SIGN_OUT, *SHELL_PATHS[1:]) if settings.oauth_issuers else ()),
         ),
     )
     # The hub API (API keys) and the account bridge (per-boot secret) authenticate for themselves;

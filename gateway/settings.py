@@ -126,6 +126,9 @@ class ServeSettings(BaseModel):
     operator_claims: tuple[str, ...] = ()
     """`--operator-claim NAME=VALUE`: an OAuth token whose claim NAME is VALUE (or a list holding it) is an
     operator's (`operator_grants`)."""
+    oidc_client_id: str | None = None
+    """`--oidc-client-id`: the client the gateway signs browsers in with at its `--oauth-issuer` (its secret, if
+    any, in `AGENT_SDK_OIDC_CLIENT_SECRET`); default: one it registers itself (`console/_browser.py`)."""
 
     @field_validator("operator_claims")
     @classmethod
@@ -316,6 +319,8 @@ class ServeSettings(BaseModel):
             values["oauth_scopes"] = tuple(s for s in env["AGENT_SDK_OAUTH_SCOPE"].split() if s)
         if env.get("AGENT_SDK_OPERATOR_SCOPE"):
             values["operator_scopes"] = tuple(s for s in env["AGENT_SDK_OPERATOR_SCOPE"].split() if s)
+        if env.get("AGENT_SDK_OIDC_CLIENT_ID"):
+            values["oidc_client_id"] = env["AGENT_SDK_OIDC_CLIENT_ID"].strip()
         if env.get("AGENT_SDK_OPERATOR_CLAIM"):
             claims = env["AGENT_SDK_OPERATOR_CLAIM"].split(",")
             values["operator_claims"] = tuple(c.strip() for c in claims if c.strip())

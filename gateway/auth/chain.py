@@ -19,7 +19,9 @@ WebSocket, and, from a `--trusted-proxy` peer, the client address its forwarding
   access tokens, DPoP), whose principal is `oauth:<digest of issuer and subject>` with the token's
   `OAuthIdentity` beside it, and a display name (`name`) from its claims: `--principal-claim`, else
   `email`, then `name`, then `sub`. The identity stays the issuer and subject; the name is for people
-  reading approvals and audit records (personal data: never a metric label).
+  reading approvals and audit records (personal data: never a metric label). A browser without
+  `Authorization` is admitted by its session cookie, and a page it opens without one leads to the IdP
+  (`browser_sessions`).
 
 Roles are decided here, once, and carried on the `Principal` (`role`); routes ask `roles.require_operator`,
 never look at credentials themselves. An operator acts on the gateway (the console's actions, logins,
@@ -66,6 +68,7 @@ from ..http.mcp_checks import content_type_refusal
 from ..http.protocol import PEER_UID
 from ..http.proxies import PROXIED_BY, TrustedProxies
 from ..http.tcp_peers import own_uid, peer_uid
+from .browser_sessions import browser_token, to_sign_in, token_page, wants_page
 from .oauth_gate import OAuthGate
 from .oauth_tokens import OAuthIdentity, token_digest
 from .operator_grants import OperatorGrant
@@ -339,6 +342,12 @@ class AuthChain:
         # is read and the token digested once for both.
         scheme, _, token = (header(scope, b"authorization") or "").partition(" ")
         scheme, token = scheme.lower(), token.strip()
+        if not token and (token := browser_token(scope) or ""):
+            scheme = "bearer"  # a signed-in browser's session cookie (`browser_sessions`): its sealed token
+        elif not token and token_page(scope):
+            return self.app(scope, receive, send)  # the shell, whose page asks for a static operator token
+        elif not token and wants_page(scope):
+            return to_sign_in(scope, send)  # a page opened without a credential: sign the person in
         digest = token_digest(token) if token else b""
         if self._tokens and scheme == "bearer" and token and (principal := self._static(digest)) is not None:
             state: dict[str, Any] = scope.setdefault("state", {})

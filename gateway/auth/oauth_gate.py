@@ -34,6 +34,7 @@ from oauth._shared import Secret
 from ..http._asgi import header, refuse, send_error
 from ..settings import ServeSettings
 from ..state.state_key import state_key
+from .browser_sessions import SIGN_IN_PATH
 from .dpop import DpopChecker, DpopNonces, MemoryJtis, SeenJtis
 from .oauth_issuers import Issuer
 from .oauth_resource import METADATA_PATH, ProtectedResource, Route
@@ -248,6 +249,8 @@ def oauth_gate(
         scopes=everywhere,
         route_scopes=per_route,
         audiences=settings.oauth_audiences,
+        # A per-user sign-in link is opened with whatever token the peer holds: the one its 401 named.
+        any_resource=(SIGN_IN_PATH,),
     )
     nonces = DpopNonces(state_key(settings)) if settings.dpop_nonce else None
     dpop = DpopChecker(settings.resource_url(), seen or MemoryJtis(), nonces=nonces)

@@ -46,7 +46,8 @@ class Route:
 class ProtectedResource:
     """`public_url`: the gateway's external base URL. `scopes`: required on every route; `route_scopes`:
     path prefix -> scopes also required there. `dpop_algs`: the DPoP algorithms accepted (empty: none).
-    `audiences`: further `aud` values accepted on every route."""
+    `audiences`: further `aud` values accepted on every route; `any_resource`: paths where a token for any of the
+    gateway's resources fits."""
 
     def __init__(
         self,
@@ -57,9 +58,12 @@ class ProtectedResource:
         route_scopes: Mapping[str, Sequence[str]] | None = None,
         dpop_algs: Sequence[str] = (),
         audiences: Sequence[str] = (),
+        any_resource: Sequence[str] = (),
     ) -> None:
         self.public_url = public_url.rstrip("/")
         self.audiences = frozenset(audiences)
+        self.any_resource = frozenset(any_resource)
+        """Paths a token for any of the gateway's resources fits (a sign-in link opened with a peer's own token)."""
         self.issuers = tuple(issuers)
         self.scopes = tuple(scopes)
         self.route_scopes = dict(route_scopes or {})
@@ -100,6 +104,8 @@ class ProtectedResource:
         endpoint = next((e for e in _ENDPOINTS if path == e or path.startswith(e + "/")), "")
         base = {self.public_url, self.public_url + "/", *self.audiences}
         audiences = frozenset({*base, self.public_url + endpoint} if endpoint else base)
+        if path in self.any_resource:
+            audiences = audiences | {self.public_url + e for e in _ENDPOINTS}
         found = Route(
             self.public_url + endpoint, audiences, self._scopes_for(path), self.public_url + METADATA_PATH + endpoint
         )

@@ -18,6 +18,7 @@ from ..errors import CliError
 from ..state._redis import redis_client, safe_url
 from ..stores import STATE_URL_ENV
 from ._common import add_project_args, state_root_of
+from .operator_login import missing_credential, operator_token
 
 __all__ = ["approvals", "audit", "register"]
 
@@ -102,14 +103,15 @@ def audit(args: argparse.Namespace) -> int:
 
 def _gateway(args: argparse.Namespace) -> httpx2.Client:
     base = args.url or os.environ.get(_GATEWAY_ENV) or "http://127.0.0.1:3000"
-    token = os.environ.get("AGENT_SDK_OPERATOR_TOKEN", "").split(",")[0].strip()
+    token = operator_token(base)
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     return httpx2.Client(base_url=base.rstrip("/"), headers=headers, timeout=30)
 
 
 def approvals(args: argparse.Namespace) -> int:
     """`list`: one JSON object a line; `approve`/`deny`: the decision. The operator's token comes from
-    `AGENT_SDK_OPERATOR_TOKEN` (never a flag: `ps` shows flags). Raises `CliError` with the gateway's sentence."""
+    `AGENT_SDK_OPERATOR_TOKEN` (never a flag: `ps` shows flags), else `agent-sdk login --gateway`. Raises
+    `CliError` with the gateway's sentence."""
     http = _gateway(args)
     try:
         with http:
@@ -126,6 +128,8 @@ def approvals(args: argparse.Namespace) -> int:
         body = response.json()
     except ValueError:
         raise CliError(f"the gateway answered {response.status_code} without JSON; is --url a gateway?") from None
+    if response.status_code == 401 or body.get("error") == "operator_required":
+        raise CliError(missing_credential(str(http.base_url), "authorization" in http.headers))
     if response.status_code != 200:
         raise CliError(f"{body.get('error', response.status_code)}: {body.get('message', '')}")
     if args.approvals_command == "list":

@@ -1,4 +1,5 @@
 """`agent-sdk login [--url HUB]`: configure the account hub that `account=True` connections use.
+(`agent-sdk login --gateway URL`: an operator's credential for a gateway, `operator_login.py`.)
 
 The API key is read from `--key-file`, stdin (piped) or a hidden prompt, never from a flag value
 (shell history, `ps`). Plain `http://` to a hub that is not on loopback needs `--allow-http`.
@@ -39,6 +40,7 @@ from oauth._shared import Secret, printable
 
 from ..errors import CliError
 from ._keyring_backend import describe_keyring
+from .operator_login import login_gateway
 
 __all__ = ["login", "register"]
 
@@ -51,6 +53,14 @@ def register(sub: argparse._SubParsersAction[Any]) -> None:  # pyright: ignore[r
         "or a hidden prompt, checked against the hub, and stored in the OS keyring.",
     )
     p.add_argument("--url", help="the hub's base URL, e.g. https://hub.example.com (default: the one saved)")
+    p.add_argument(
+        "--gateway",
+        metavar="URL",
+        help="instead: sign in as an operator of the gateway at URL with its OAuth identity provider (a browser "
+        "login) and keep the credential for the commands that act on it (docs/console.md)",
+    )
+    p.add_argument("--scope", action="append", default=[], help="with --gateway: a scope to ask for (repeatable)")
+    p.add_argument("--no-browser", action="store_true", help="with --gateway: print the sign-in URL, do not open it")
     action = p.add_mutually_exclusive_group()
     action.add_argument("--status", action="store_true", help="show what is configured (never the key)")
     action.add_argument("--logout", action="store_true", help="delete the saved key and URL")
@@ -126,7 +136,9 @@ def _check(url: str, key: Secret) -> tuple[str | None, list[str]]:
 
 
 def login(args: argparse.Namespace) -> int:
-    """Store (or show, or forget) the hub URL and API key."""
+    """Store (or show, or forget) the hub URL and API key; with `--gateway`, sign in as that gateway's operator."""
+    if args.gateway is not None:
+        return login_gateway(args.gateway, scopes=args.scope, browser=not args.no_browser)
     try:
         if args.logout:
             forgotten = forget_account_login()

@@ -131,6 +131,14 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         "is an operator's (repeatable); or $AGENT_SDK_OPERATOR_CLAIM (comma-separated)",
     )
     p.add_argument(
+        "--oidc-client-id",
+        default=None,
+        metavar="ID",
+        help="with --oauth-issuer: the client registered at the IdP for browser sign-in, redirect URI "
+        "<public URL>/v1/oauth/callback (its secret in $AGENT_SDK_OIDC_CLIENT_SECRET); default: the gateway "
+        "registers one itself; or $AGENT_SDK_OIDC_CLIENT_ID",
+    )
+    p.add_argument(
         "--allow-anonymous",
         action="store_true",
         default=None,
@@ -286,6 +294,7 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             dpop_nonce=getattr(args, "dpop_nonce", None),
             operator_scopes=tuple(args.operator_scope) if getattr(args, "operator_scope", None) else None,
             operator_claims=tuple(args.operator_claim) if getattr(args, "operator_claim", None) else None,
+            oidc_client_id=getattr(args, "oidc_client_id", None),
             runner=args.runner,
             hub=args.hub,
             access_log=args.access_log,
@@ -326,6 +335,7 @@ _FLAGS = {
     "dpop_nonce": "--dpop-nonce",
     "operator_scopes": "--operator-scope",
     "operator_claims": "--operator-claim",
+    "oidc_client_id": "--oidc-client-id",
     "runner": "--runner",
     "max_body_bytes": "AGENT_SDK_MAX_BODY_BYTES",
     "trusted_proxies": "--trusted-proxy",

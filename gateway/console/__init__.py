@@ -3,7 +3,7 @@ and failures, and lets an operator run a tool, restart a connection or log in to
 (docs/console.md). Every datum comes from documented JSON routes.
 """
 
-from ._login import CALLBACK_PATH
+from ._binding import CALLBACK_PATH
 from ._pages import SHELL_PATHS
 from ._routes import console_routes
 from ._services import ConsoleServices

@@ -25,11 +25,6 @@ differs: this route instead of a loopback listener.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import html
-from urllib.parse import parse_qsl, urlsplit
-
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
@@ -44,28 +39,18 @@ from ..errors import ApiError, InvalidRequest, StateUnavailable
 from ..http.json_answers import error_response
 from ..policy import connection_target, require
 from ..runtime import principal_of, runtime_of
-from ..state.pending_logins import LOGIN_TTL
-from ._pages import CSP
+from ._binding import CALLBACK_PATH, bind_browser, cookie_name, redirect_uri_of, same_browser
+from ._browser import BROWSER_LOGIN, finish_browser
+from ._pages import page
 from ._services import ConsoleServices, console_of, record_action, signed_in
 from ._status import ConnectionNotFound
 
-__all__ = ["CALLBACK_PATH", "login_routes"]
-
-CALLBACK_PATH = "/v1/oauth/callback"
+__all__ = ["login_routes"]
 
 
 class LoginFailed(ApiError):
     status = 502
     code = "login_failed"
-
-
-def redirect_uri_of(request: Request) -> str:
-    """The callback at the origin the browser sees: its `Origin` (the request guard checked it is this
-    server's own; behind a TLS proxy it says `https`, which the socket cannot), else scheme and `Host`."""
-    origin = request.headers.get("origin")
-    if origin:
-        return f"{origin.rstrip('/')}{CALLBACK_PATH}"
-    return f"{request.url.scheme}://{request.headers.get('host', '')}{CALLBACK_PATH}"
 
 
 def _oauth_definition(defn: ConnectionDefinition | None, name: str) -> ConnectionDefinition:
@@ -96,33 +81,6 @@ async def begin_route(request: Request) -> Response:
     answer = JSONResponse({"ok": True, "connection": name, "authorizationUrl": authorization_url})
     bind_browser(answer, services, authorization_url, redirect_uri)
     return answer
-
-
-def bind_browser(answer: Response, services: ConsoleServices, authorization_url: str, redirect_uri: str) -> None:
-    """Set the cookie that only the browser which started this login brings back to the callback (module
-    docstring), on `answer`."""
-    state = dict(parse_qsl(urlsplit(authorization_url).query)).get("state", "")
-    answer.set_cookie(
-        _cookie_name(state),
-        services.sealer.seal_login({"browser": state}),
-        max_age=int(LOGIN_TTL),
-        path=CALLBACK_PATH,
-        secure=redirect_uri.startswith("https:"),
-        httponly=True,
-        samesite="lax",  # sent on the authorization server's redirect back (a top-level GET)
-    )
-
-
-def _cookie_name(state: str) -> str:
-    """One cookie per started login, named by a digest of its `state` (a browser may start several)."""
-    return "agent-sdk-login-" + hashlib.sha256(state.encode()).hexdigest()[:16]
-
-
-def _same_browser(request: Request, services: ConsoleServices, state: str) -> bool:
-    """Whether this redirect brings back the cookie the login's start set (module docstring)."""
-    opened = services.sealer.open_login(request.cookies.get(_cookie_name(state)))
-    bound = opened.get("browser") if opened is not None else None
-    return isinstance(bound, str) and bool(state) and hmac.compare_digest(bound.encode(), state.encode())
 
 
 async def logout_route(request: Request) -> Response:
@@ -177,19 +135,6 @@ async def _begin(services: ConsoleServices, name: str, url: str, config: OAuthCo
     return started.authorization_url
 
 
-_PAGE = (
-    '<!doctype html><html lang="en"><meta charset="utf-8"><title>agent-sdk login</title>'
-    '<link rel="stylesheet" href="/console/console.css"><main class="callback">'
-    '<h1>{title}</h1><p id="login-result">{message}</p><p><a href="/">Back to the console</a></p></main></html>'
-)
-
-
-def page(status: int, title: str, message: str) -> Response:
-    body = _PAGE.format(title=html.escape(title), message=html.escape(message))
-    headers = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer"}
-    return Response(body, status_code=status, media_type="text/html", headers=headers)
-
-
 async def callback(request: Request) -> Response:
     params = dict(request.query_params)
     for value in (params.get("code"), params.get("state")):
@@ -205,16 +150,17 @@ async def callback(request: Request) -> Response:
         "This redirect matches no login started from the console in this browser (it expired, was used "
         "already, or was started elsewhere); start the login again from the console.",
     )
-    if not _same_browser(request, services, state):
+    then = same_browser(request, services, state)
+    if then is None:
         return unmatched  # checked first: a stranger's redirect does not use up the operator's login
-    answer = await _finish(request, services, state, params, unmatched)
+    answer = await _finish(request, services, state, params, unmatched, then)
     if answer.status_code != 503:  # the login is over, whatever the outcome (503: the store is away, retry)
-        answer.delete_cookie(_cookie_name(state), path=CALLBACK_PATH)
+        answer.delete_cookie(cookie_name(state), path=CALLBACK_PATH)
     return answer
 
 
 async def _finish(
-    request: Request, services: ConsoleServices, state: str, params: dict[str, str], unmatched: Response
+    request: Request, services: ConsoleServices, state: str, params: dict[str, str], unmatched: Response, then: str
 ) -> Response:
     try:
         pending = await services.pending.take(state)
@@ -222,6 +168,8 @@ async def _finish(
         return page(503, "Login not completed", str(exc))
     if pending is None:
         return unmatched
+    if pending.key.connection == BROWSER_LOGIN:  # a person signing in to the gateway itself
+        return await finish_browser(request, pending, params, then)
     try:
         await finish_login(pending, params, services.store, http=services.http)
     except OAuthError as exc:
@@ -231,7 +179,7 @@ async def _finish(
         services.forget_tokens(name, pending.key.principal or None)
     if pending.key.principal:  # a principal's own grant (sign_in.py): that principal's next call uses it
         signed_in(name)
-        return page(200, "Signed in", f"Connection {name} is signed in with your own account; retry your call.")
+        return page(200, "Signed in", f"Signed in to {name}; go back to your agent.")
     try:
         runtime_of(request).host.mcp.restart(name)
     except (UnknownConnection, ValueError):

@@ -6,6 +6,7 @@ and requests from this server's own origin only (`img-src data:` for a tool's im
 
 from __future__ import annotations
 
+import html
 from collections.abc import Awaitable, Callable
 from importlib.resources import files
 
@@ -13,7 +14,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-__all__ = ["CSP", "SHELL_PATHS", "page_routes"]
+from oauth._shared import printable
+
+__all__ = ["CSP", "SHELL_PATHS", "page", "page_routes"]
 
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
@@ -39,6 +42,38 @@ def _headers(media: str) -> dict[str, str]:
     }
 
 
+_PAGE = (
+    '<!doctype html><html lang="en"><meta charset="utf-8"><title>agent-sdk login</title>'
+    '<link rel="stylesheet" href="/console/console.css"><main class="callback">'
+    '<h1>{title}</h1><p id="login-result">{message}</p><p><a href="/">Back to the console</a></p></main></html>'
+)
+
+
+def page(status: int, title: str, message: str) -> Response:
+    body = _PAGE.format(title=html.escape(title), message=html.escape(message))
+    headers = {"content-security-policy": CSP, "cache-control": "no-store", "referrer-policy": "no-referrer"}
+    return Response(body, status_code=status, media_type="text/html", headers=headers)
+
+
+def _not_an_operator(request: Request) -> Response | None:
+    """On an OAuth gateway, the page a signed-in person who is not an operator gets instead of the console."""
+    principal = getattr(request.state, "principal", None)
+    if principal is None or principal.kind != "oauth" or principal.is_operator or principal.oauth is None:
+        return None
+    settings = request.state.runtime.settings
+    grants = [f"--operator-claim {c}" for c in settings.operator_claims]
+    grants += [f"--operator-scope {s}" for s in settings.operator_scopes]
+    how = f"those this gateway names with {' or '.join(grants)}" if grants else "those with an --operator-token"
+    return page(
+        403,
+        "Not an operator",
+        f"You are signed in as {printable(principal.display, 120)}, who is not an operator of this "
+        f"gateway. The console acts on the gateway, so it is for operators: {how}. Ask whoever runs the gateway "
+        "to add you; your agent's tools keep working with your own sign-in."
+        + (" An operator with an --operator-token opens /?operator-token instead." if settings.operator_tokens else ""),
+    )
+
+
 def page_routes() -> list[Route]:
     """The shell's routes; each file is read once, here."""
     static = files("gateway.console").joinpath("static")
@@ -52,7 +87,13 @@ def page_routes() -> list[Route]:
 
         return endpoint
 
+    shell = serve("index.html")
+
+    async def index(request: Request) -> Response:
+        refusal = _not_an_operator(request)
+        return refusal if refusal is not None else await shell(request)
+
     return [
-        Route("/", serve("index.html"), methods=["GET"]),
+        Route("/", index, methods=["GET"]),
         *(Route(f"/console/{name}", serve(name), methods=["GET"]) for name in _TYPES if name != "index.html"),
     ]

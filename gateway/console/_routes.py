@@ -6,6 +6,7 @@ from starlette.routing import Route
 
 from ..approvals._routes import approval_routes
 from ..audit._routes import audit_routes
+from ._browser import browser_routes
 from ._failures import failure_routes
 from ._login import login_routes
 from ._operator_views import operator_view_routes
@@ -22,6 +23,7 @@ def console_routes() -> list[Route]:
         *status_routes(),
         *login_routes(),
         *sign_in_routes(),
+        *browser_routes(),
         *failure_routes(),
         *operator_view_routes(),
         *audit_routes(),

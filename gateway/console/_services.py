@@ -24,6 +24,7 @@ from ..settings import ServeSettings
 from ..state.pending_logins import PendingLogins
 from ..state.request_state import RequestStates
 from ..stores import serving_pending_logins, token_store
+from ._clients import BrowserClients
 from ._recent import RecentRecords
 
 __all__ = ["ACTION_EVENT", "ConsoleServices", "console_of", "record_action", "signed_in"]
@@ -41,6 +42,8 @@ class ConsoleServices:
     failures: RecentRecords = field(default_factory=RecentRecords)
     log: RecentRecords = field(default_factory=lambda: RecentRecords(200, logging.INFO, skip=("agent_sdk.access",)))
     actions: RecentRecords = field(default_factory=lambda: RecentRecords(50, logging.INFO, event=ACTION_EVENT))
+    browser_clients: BrowserClients = field(default_factory=BrowserClients)
+    """The client the browser sign-in registered at the IdP (`_browser.py`): a registration, never tokens."""
     forget_tokens: Callable[[str, str | None], None] | None = None
     """The broker's `forget_tokens` (a logout drops the grant its connection holds in memory), set by the app."""
 

@@ -1,6 +1,8 @@
 """`GET /v1/oauth/sign-in?ticket=...`: a principal opens the sign-in link the gateway answered it with.
 
-The route sits behind the auth chain like every peer route, so the request names who opens the link; the
+The route sits behind the auth chain like every peer route, so the request names who opens the link (on an
+OAuth gateway a browser is signed in with the IdP first, `gateway/auth/browser_sessions.py`, and a peer's own
+MCP token fits too); the
 ticket (`RequestStates.seal_sign_in`) names whom it was issued to and which connection. Another principal
 is refused (403) and the link stays good for its owner; a forged, expired or used ticket is refused (400).
 Otherwise the login starts as the console's does (`_login.py`: discovery, the client, PKCE, `state`, the
@@ -22,7 +24,8 @@ from ..errors import StateUnavailable
 from ..mcp.sign_in import SIGN_IN_PATH
 from ..runtime import principal_of, runtime_of
 from ..state.request_state import RequestStateRefused
-from ._login import bind_browser, page, redirect_uri_of
+from ._binding import bind_browser, redirect_uri_of
+from ._pages import page
 from ._services import console_of
 
 __all__ = ["sign_in_routes"]
@@ -34,8 +37,14 @@ async def sign_in_route(request: Request) -> Response:
     try:
         connection = await services.sealer.open_sign_in(request.query_params.get("ticket"), principal)
     except RequestStateRefused as exc:
-        status = 403 if "another principal" in exc.reason else 400
-        return page(status, "Sign-in refused", f"This sign-in link cannot be used: {exc.reason}.")
+        if "another principal" in exc.reason:
+            return page(
+                403,
+                "Sign-in refused",
+                "This sign-in link was issued to someone else: each link belongs to the person whose agent "
+                "received it. Call the tool again from your own agent to get your own link.",
+            )
+        return page(400, "Sign-in refused", f"This sign-in link cannot be used: {exc.reason}.")
     defn = runtime_of(request).project.connections.get(connection)
     if defn is None or defn.grants != "per_principal" or defn.oauth is None or defn.url is None:
         return page(400, "Sign-in refused", f"Connection {printable(connection, 64)!r} takes no per-user sign-in.")

@@ -29,13 +29,13 @@ from mcp.shared.exceptions import MCPError
 from connections import ConnectionDefinition, TurnProblem
 from connections.serving import SignInRequired
 
+from ..auth.browser_sessions import SIGN_IN_PATH
 from ..policy import STDIO
 from ..settings import ServeSettings
 from ..state.request_state import RequestStates, SealedState
 
 __all__ = ["LEFT_OUT_META", "SIGN_IN_KEY", "SIGN_IN_META", "SIGN_IN_PATH", "SignInLinks", "set_aside", "sign_in_answer"]
 
-SIGN_IN_PATH = "/v1/oauth/sign-in"
 SIGN_IN_KEY = "agent-sdk/sign-in"
 """The `inputRequests` key of a sign-in elicitation (a retry's answer under it is not forwarded upstream)."""
 SIGN_IN_META = "agent-sdk/signIn"

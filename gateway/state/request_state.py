@@ -87,6 +87,7 @@ class SealedTask:
 
 _LOGIN_PREFIX = "agent-sdk.login1."
 _SIGN_IN_PREFIX = "agent-sdk.signin1."
+_BROWSER_PREFIX = "agent-sdk.browser1."
 SIGN_IN_TTL_S = 600.0
 """Seconds a principal's sign-in link (`seal_sign_in`) may be opened in."""
 _AAD = b"agent-sdk requestState v1"
@@ -322,6 +323,23 @@ class RequestStates:
                 "it was already used (each sign-in link opens once): retry the call for a new one"
             )
         return connection
+
+    def seal_browser(self, access_token: str, expires: float) -> str:
+        """A browser session's cookie (`gateway/auth/browser_sessions.py`): the person's access token for this
+        gateway, sealed until `expires` (the token's own expiry), so every replica of the deployment opens it."""
+        return self._sealed(_BROWSER_PREFIX, {"t": access_token, "e": expires})
+
+    def open_browser(self, cookie: object) -> str | None:
+        """The access token a browser session's cookie holds; None for a cookie this deployment did not seal,
+        or one past its expiry."""
+        try:
+            payload = self._decrypt(cookie, _BROWSER_PREFIX)
+        except RequestStateRefused:
+            return None
+        token, expires = payload.get("t"), payload.get("e")
+        if not isinstance(token, str) or not isinstance(expires, int | float) or expires <= self._clock():
+            return None
+        return token
 
     def _sealed(self, prefix: str, payload: Mapping[str, Any]) -> str:
         nonce = os.urandom(12)

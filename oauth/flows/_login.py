@@ -132,10 +132,19 @@ class Found:
 
 
 async def discover(
-    http: httpx2.AsyncClient, resource_url: str, challenge: Challenge | None, finder: Discovery | None = None
+    http: httpx2.AsyncClient,
+    resource_url: str,
+    challenge: Challenge | None,
+    finder: Discovery | None = None,
+    *,
+    authorization_server: str | None = None,
 ) -> Found:
-    """Probe for the challenge (unless given), then the resource's and its authorization server's metadata."""
+    """Probe for the challenge (unless given), then the resource's and its authorization server's metadata.
+    `authorization_server`: the resource's server when the caller knows it already (a resource logging a
+    browser in to itself): no probe, no resource metadata, only the server's."""
     finder = finder or Discovery(http)
+    if authorization_server is not None:
+        return Found(None, None, await finder.server_metadata(authorization_server), resource_url)
     if challenge is None:
         challenge = await probe_challenge(http, resource_url)
     prm = await finder.resource_metadata(resource_url, challenge)

@@ -171,12 +171,14 @@ async def start_login(
     http: httpx2.AsyncClient,
     challenge: Challenge | None = None,
     principal: str = "",
+    authorization_server: str | None = None,
 ) -> LoginStart:
     """Discovery and the client for a login that comes back to `redirect_uri`; with `principal`, a login
     for that principal's own grant (`StoreKey.principal`), which `finish_login` saves under its key.
+    `authorization_server`: skip the resource's discovery and log in at this issuer (`discover`).
 
     Raises `InsecureTransport`, `DiscoveryError`, `PkceUnsupported`, `RegistrationError`, `StoreError`."""
-    found = await discover(http, resource_url, challenge)
+    found = await discover(http, resource_url, challenge, authorization_server=authorization_server)
     asm = found.asm
     key = StoreKey(connection, resource_url, principal)
     client = declared_client(config, asm)

@@ -48,8 +48,15 @@ const staticClients = [
   { client_id: 'jwt-service', client_secret: 'jwt-secret-0123456789', grant_types: ['client_credentials'], redirect_uris: [], response_types: [] },
 ];
 
+// OIDC_GROUPS (JSON, e.g. {"carol": ["gateway-admins"]}): a `groups` claim in each listed account's access
+// tokens, as a company IdP sends (the gateway's `--operator-claim groups=...`).
+const groups = JSON.parse(process.env.OIDC_GROUPS || '{}');
+// OIDC_CLIENTS (JSON list): more static clients, e.g. a gateway's pre-registered browser sign-in client.
+staticClients.push(...JSON.parse(process.env.OIDC_CLIENTS || '[]'));
+
 const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
+  extraTokenClaims: (_ctx, token) => (token.accountId && groups[token.accountId] ? { groups: groups[token.accountId] } : undefined),
   clients: staticClients,
   features: {
     devInteractions: { enabled: true },

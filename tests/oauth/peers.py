@@ -21,8 +21,10 @@ HERE = Path(__file__).resolve().parent
 
 
 @contextmanager
-def _running(cmd: list[str], port: int, what: str) -> Iterator[subprocess.Popen[bytes]]:
-    with running(cmd, port=port, cwd=ROOT, what=what) as proc:
+def _running(
+    cmd: list[str], port: int, what: str, env: dict[str, str] | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    with running(cmd, port=port, cwd=ROOT, what=what, env=env) as proc:
         yield proc
 
 
@@ -60,16 +62,27 @@ class ResourceServer:
 
 
 @contextmanager
-def oidc_provider(access_token_ttl: int, *, port: int = 0, key_file: Path | None = None) -> Iterator[AuthServer]:
+def oidc_provider(
+    access_token_ttl: int,
+    *,
+    port: int = 0,
+    key_file: Path | None = None,
+    groups: dict[str, list[str]] | None = None,
+    clients: list[dict[str, Any]] | None = None,
+) -> Iterator[AuthServer]:
     """oidc-provider with PKCE required, DCR, RFC 8707 JWT access tokens and refresh-token rotation.
 
-    `port` and `key_file` let a test restart it as the same server that forgot every registration."""
+    `port` and `key_file` let a test restart it as the same server that forgot every registration; `groups`:
+    a `groups` claim in the access tokens of those accounts; `clients`: more static clients (oidc-provider's
+    client metadata)."""
     port = port or free_port()
     package = node_module("oidc-provider", "package.json").parent
     cmd = [str(node22()), str(HERE / "oidc_provider.mjs"), str(port), str(access_token_ttl), str(package)]
     if key_file is not None:
         cmd.append(str(key_file))
-    with _running(cmd, port, "oidc-provider"):
+    with _running(
+        cmd, port, "oidc-provider", {"OIDC_GROUPS": json.dumps(groups or {}), "OIDC_CLIENTS": json.dumps(clients or [])}
+    ):
         yield AuthServer(f"http://127.0.0.1:{port}")
 
 
