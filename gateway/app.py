@@ -93,6 +93,7 @@ async def default_broker(
             child_env=child_env,
             fast_calls=settings.fast_calls,
             start_limit=settings.start_limit,
+            sandbox_hidden=[str(p.resolve()) for p in (settings.state_root, settings.state_key_file) if p is not None],
         ) as broker:
             if settings.warm:
                 broker.warm()

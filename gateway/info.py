@@ -12,7 +12,7 @@ from typing import Any
 from connections import ConnectionDefinition, Project
 from connections.serving import redact, shown_command, shown_url
 
-__all__ = ["add_undeclared", "connection_info", "project_info", "undeclared_warning"]
+__all__ = ["add_undeclared", "connection_info", "project_info", "sandbox_info", "undeclared_warning"]
 
 
 def connection_info(defn: ConnectionDefinition, *, show_args: bool = False) -> dict[str, Any]:
@@ -34,11 +34,29 @@ def connection_info(defn: ConnectionDefinition, *, show_args: bool = False) -> d
         out["command"] = shown_command(defn.command)
         if show_args:
             out["args"] = [redact(a) for a in defn.args]
+        out["sandbox"] = sandbox_info(defn)
     if defn.description:
         out["description"] = defn.description
     if defn.linkable:
         out["linkable"] = True
     return out
+
+
+def sandbox_info(defn: ConnectionDefinition) -> dict[str, Any] | None:
+    """How a stdio child is sandboxed (docs/connections.md, "Sandboxed stdio servers"); None: the gateway's rights."""
+    sandbox = defn.sandboxed
+    if sandbox is None:
+        return None
+    return {
+        "by": "bubblewrap",
+        "writable": list(sandbox.writable),
+        "readable": list(sandbox.readable),
+        "network": sandbox.network,
+        "maxProcesses": sandbox.max_processes,
+        "maxOpenFiles": sandbox.max_open_files,
+        "maxMemoryMb": sandbox.max_memory_mb,
+        "summary": sandbox.describe(),
+    }
 
 
 def project_info(project: Project, *, show_args: bool = False) -> dict[str, Any]:

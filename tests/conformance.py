@@ -229,14 +229,16 @@ def http_upstream(era: Era = "both") -> Generator[str]:
         yield f"http://127.0.0.1:{port}/mcp"
 
 
-def connection_definition(*, url: str | None = None, stdio: Era | None = None, protocol: str = "auto") -> str:
-    """A definition file for the upstream: over HTTP at `url`, or as a stdio child speaking era `stdio`;
-    it advertises what `ADVERTISED_FIELDS` says."""
+def connection_definition(
+    *, url: str | None = None, stdio: Era | None = None, protocol: str = "auto", sandbox: bool = False
+) -> str:
+    """A definition file for the upstream: over HTTP at `url`, or as a stdio child speaking era `stdio`
+    (under bubblewrap with `sandbox`); it advertises what `ADVERTISED_FIELDS` says."""
     if url is not None:
         target = f"url={url!r}"
     else:
         command, *args = upstream_command("stdio", stdio or "both")
-        target = f"command={command!r}, args={args!r}"
+        target = f"command={command!r}, args={args!r}" + (", sandbox=True" if sandbox else "")
     fields = "".join(f", {key}={value!r}" for key, value in ADVERTISED_FIELDS.items())
     return (
         "from connections import define_connection\n\n"

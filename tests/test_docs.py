@@ -223,6 +223,7 @@ def test_the_commands_that_need_no_server_run(tmp_path: Path) -> None:
 _OTHER_PROGRAMS_FLAGS = {
     "--async-auth", "--calls", "--config", "--era", "--fastmcp", "--header", "--headless", "--mb", "--now",
     "--only", "--suite", "--transport", "--upstream",
+    "--die-with-parent", "--runs",  # bubblewrap's (docs/connections.md), bench_sandbox_start's
 }  # fmt: skip
 
 

@@ -38,11 +38,12 @@ from ._fast_calls import FastCalls, fast_calls_apply, install_fast_calls
 from ._identity import HeadersPerCall, IdentityAuth
 from ._input_requests import client_callbacks
 from ._keepalive import DrainingTransport
+from ._sandbox import stdio_child
 from ._tool_results import holds_long_text
 from ._tracing import TracedDispatcher, Upstream, tracing_enabled
 from ._transports._http1 import shared_ssl_context
 from ._transports._http1_connection import IDLE_REUSE_S
-from ._transports._stdio import StdioChild, stdio_transport
+from ._transports._stdio import StdioChild
 from ._wire import SdkWire, Wire
 
 __all__ = [
@@ -186,14 +187,11 @@ async def open_client(
     all_headers: dict[str, str] = {}
     if defn.kind == "stdio":
         assert defn.command is not None
-        transport: AbstractAsyncContextManager[Any] = stdio_transport(
-            defn.command,
+        transport: AbstractAsyncContextManager[Any] = stdio_child(
+            defn,
             expand_args(defn.name, defn.args, env_source),
             env=child_environment(defn, env_source) | (dict(child_env or {}) if _bridged(defn) else {}),
-            cwd=defn.cwd,
-            errlog=None,
             on_spawn=children.append,
-            max_message_bytes=defn.max_result_bytes,
             on_stderr=_child_stderr(defn.name),
         )
     else:

@@ -27,6 +27,7 @@ from .._uris import canonical_entry, canonical_uri
 from ._field_values import FIELD_TYPES, offer, offered, servers_value, shown, str_list, str_map, template_problems
 from ._limits import DEFAULT_IDENTITY_IDLE_TIMEOUT, DEFAULT_MAX_IDENTITIES, DEFAULT_MAX_RESULT_BYTES, Timeouts
 from ._problems import Problem
+from ._sandbox import Sandbox, sandbox_value
 
 __all__ = [
     "AuthCallback",
@@ -105,6 +106,9 @@ class ConnectionDefinition:
     trace_content: bool = False
     """Put its tool calls' arguments and results on their trace spans (off by default: they may hold user
     data; docs/operations.md, "Tracing")."""
+    sandbox: Sandbox | bool | None = None
+    """stdio: run the child under bubblewrap with these grants (False: never; None: the project's default,
+    `agent/sandbox.toml`, applied by the loader; docs/connections.md, "Sandboxed stdio servers")."""
     name: str = ""
     source: Path | None = None
     line: int | None = None
@@ -118,6 +122,11 @@ class ConnectionDefinition:
         if self.command is not None:
             return "stdio"
         return "sse" if self.transport == "sse" else "http"
+
+    @property
+    def sandboxed(self) -> Sandbox | None:
+        """The grants of a sandboxed stdio child, or None when it runs with the gateway's own rights."""
+        return self.sandbox if isinstance(self.sandbox, Sandbox) and self.command is not None else None
 
     @property
     def attached(self) -> bool:
@@ -207,6 +216,7 @@ def define_connection(
     trace_content: bool = False,
     upstream_sessions: str = "shared",
     grants: str = "gateway",
+    sandbox: bool | Sandbox | Mapping[str, Any] | None = None,
     dpop: bool | None = None,
     optional: bool = False,
     **unknown: Any,
@@ -371,6 +381,8 @@ def define_connection(
             )
         oauth_config = replace(oauth_config, dpop=dpop)
 
+    clean_sandbox = sandbox_value(sandbox, problems)
+
     return ConnectionDefinition(
         url=url,
         transport=chosen_transport,
@@ -405,6 +417,7 @@ def define_connection(
         trace_content=trace_content,
         upstream_sessions=upstream_sessions,  # checked above
         grants=grants,  # checked above
+        sandbox=clean_sandbox,
         dpop=dpop,
         optional=optional,
         source=origin,

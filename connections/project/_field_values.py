@@ -53,6 +53,7 @@ FIELD_TYPES: dict[str, str] = {
     "identity_idle_timeout": "a positive number of seconds",
     "upstream_sessions": "'shared' or 'per_principal'",
     "grants": "'gateway' or 'per_principal'",
+    "sandbox": "True, False, a Sandbox(...) or a dict of its fields",
     "dpop": "True, False or None (bind to DPoP only where the upstream asks)",
     "min_log_level": "one of 'debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'",
 }

@@ -25,6 +25,7 @@ from ._names import NAME_RULE, check_name, is_valid_tool_name
 from ._pin_guard import pinnable
 from ._pins import LOCK_FILE, read_lock
 from ._problems import Problem
+from ._sandbox import Sandbox, project_sandbox_default
 from ._tools import ServerTool
 from ._validation import connection_problems
 
@@ -87,6 +88,8 @@ class _Loading:
         self.conn_sources: dict[str, Path] = {}
         self.tool_sources: dict[str, Path] = {}
         self.tag = hashlib.sha1(str(root).encode()).hexdigest()[:10]
+        self.sandbox_default, sandbox_diags = project_sandbox_default(root)
+        self.project.diagnostics.extend(sandbox_diags)
 
     def diag(self, path: Path, line: int | None, message: str, code: str, severity: str = "error") -> None:
         self.project.diagnostics.append(Diagnostic(path, line, severity, message, code))  # type: ignore[arg-type]
@@ -314,7 +317,30 @@ class _Loading:
                 message = f"server {defn.name!r}: {message}"
             self.diag(path, defn.line, f"{message}; create it or fix cwd", "bad-cwd")
             return defn, True
-        return replace(defn, cwd=str(cwd)), False
+        sandbox = Sandbox() if defn.sandbox is None and self.sandbox_default else defn.sandbox
+        if isinstance(sandbox, Sandbox):
+            sandbox, missing = self._granted(sandbox)
+            for where in missing:
+                message = f"sandbox grants {where!r}, which does not exist (resolved against the project folder)"
+                if path.suffix == ".json":
+                    message = f"server {defn.name!r}: {message}"
+                self.diag(path, defn.line, f"{message}; create it or remove it from the grant", "bad-sandbox")
+            if missing:
+                return defn, True
+        return replace(defn, cwd=str(cwd), sandbox=sandbox), False
+
+    def _granted(self, sandbox: Sandbox) -> tuple[Sandbox, list[str]]:
+        """`sandbox` with its paths absolute (a relative one is under the project folder), and those missing."""
+        missing: list[str] = []
+
+        def resolved(paths: tuple[str, ...]) -> tuple[str, ...]:
+            out = tuple(str((self.root / Path(p).expanduser()).resolve()) for p in paths)
+            missing.extend(p for p, r in zip(paths, out, strict=True) if not Path(r).exists())
+            return out
+
+        granted = replace(sandbox, writable=resolved(sandbox.writable), readable=resolved(sandbox.readable))
+        hidden = tuple(str((self.root / Path(p).expanduser()).resolve()) for p in sandbox.hidden)  # may not exist yet
+        return replace(granted, hidden=hidden), missing
 
     def _add_tool(self, tool: ServerTool, path: Path, name: str, namespace: str | None) -> None:
         line = tool.line if tool.source == path else None

@@ -36,6 +36,7 @@ _OWN = {
     "traceContent": "trace_content",
     "upstreamSessions": "upstream_sessions",
     "grants": "grants",
+    "sandbox": "sandbox",
 }
 
 

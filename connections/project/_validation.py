@@ -179,8 +179,9 @@ def connection_problems(defn: ConnectionDefinition, *, in_host_folder: bool) -> 
         )
     if defn.headers and defn.url is None:
         yield Problem("headers-need-url", "headers=... only apply to url connections; remove them or use url=...")
-    if defn.command is None and (defn.args or defn.env or defn.cwd is not None):
-        given = ", ".join(n for n, v in (("args", defn.args), ("env", defn.env), ("cwd", defn.cwd)) if v)
+    if defn.command is None and (defn.args or defn.env or defn.cwd is not None or defn.sandbox):
+        stdio_only = (("args", defn.args), ("env", defn.env), ("cwd", defn.cwd), ("sandbox", defn.sandbox))
+        given = ", ".join(n for n, v in stdio_only if v)
         yield Problem("stdio-fields-need-command", f"{given} only apply to command=... connections; remove them")
     if defn.transport == "sse" and defn.url is None:
         yield Problem("transport-needs-url", "transport='sse' only applies to url connections")

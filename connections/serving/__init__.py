@@ -41,6 +41,7 @@ from ..client._clients import STDERR_LOGGER as STDERR_LOGGER
 from ..client._listing_cache import DEFAULT_LISTING_TTL as DEFAULT_LISTING_TTL
 from ..client._listing_cache import ListingCache as ListingCache
 from ..client._passthrough import UpstreamResult as UpstreamResult
+from ..client._sandbox import sandbox_unavailable as sandbox_unavailable
 from ..client._session_runner import ConnectionStatus as ConnectionStatus
 from ..client._tasks import TASK_METHODS as TASK_METHODS
 from ..client._tool_results import holds_long_text as holds_long_text
@@ -138,6 +139,7 @@ __all__ = [
     "read_lock",
     "redact",
     "remember_secret",
+    "sandbox_unavailable",
     "save_account_login",
     "saved_hub_url",
     "set_client_observer",

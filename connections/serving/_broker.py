@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from types import TracebackType
@@ -18,6 +18,7 @@ from oauth import ConnectionAuth, LoginRequired, TokenStore, connection_auth
 from ..account._account import AccountConnections
 from ..client._listing_cache import DEFAULT_LISTING_TTL
 from ..client._passthrough import UpstreamResult
+from ..client._sandbox import hide_from_sandboxes
 from ..client._upstream_changes import Change
 from ..host._host import HostMcp
 from ..pool._caller_auth import CallerCredentials, CallerOnly, by_caller
@@ -54,7 +55,8 @@ class Broker:
     stdio children that opt in with `bridge=True` (the gateway hands its account bridge's URL
     and secret down this way). `fast_calls=False` keeps pooled calls on the SDK's HTTP transport
     (docs/clients.md). At most `start_limit` stdio children start at once (default: the number of
-    cores); `warm()` starts them all now.
+    cores); `warm()` starts them all now. A sandboxed stdio child never sees `sandbox_hidden` (the gateway's
+    state root and key file) nor another connection's writable grants (`Sandbox.hidden`).
     """
 
     def __init__(
@@ -67,7 +69,10 @@ class Broker:
         child_env: Mapping[str, str] | None = None,
         fast_calls: bool = True,
         start_limit: int | None = None,
+        sandbox_hidden: Iterable[str] = (),
     ) -> None:
+        self._sandbox_hidden = tuple(sandbox_hidden)
+        project.connections.update(hide_from_sandboxes(project.connections, self._sandbox_hidden))
         self.project = project
         self.environ: Mapping[str, str] = dict(os.environ) if environ is None else dict(environ)
         self._store = token_store
@@ -157,7 +162,9 @@ class Broker:
 
         Raises `ValueError` (and changes nothing) when the reload adds, removes or changes a connection whose
         clients are kept per identity, per principal or per account: those are read once, at start."""
-        old, new = self.project.connections, project.connections
+        # The same hiding as at start: a reloaded sandbox never sees more, and an unchanged one compares equal.
+        new = {**project.connections, **hide_from_sandboxes(project.connections, self._sandbox_hidden)}
+        old = self.project.connections
         fixed = sorted(
             name
             for name in set(old) | set(new)

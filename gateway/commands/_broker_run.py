@@ -37,7 +37,11 @@ def run_with_broker(
 
     async def main() -> _T:
         # The local path, reading through to the deployment store for grants moved there with --store.
-        async with LocalStore(state_root_of(args)) as store, Broker(project, token_store=store) as broker:
+        state_root = state_root_of(args)  # hidden from sandboxed children, as `serve` hides its own
+        async with (
+            LocalStore(state_root) as store,
+            Broker(project, token_store=store, sandbox_hidden=[str(state_root)]) as broker,
+        ):
             return await operation(broker)
 
     try:

@@ -13,14 +13,19 @@ Connections with per-session `auth` are listed per session and are not checked h
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Mapping
 from pathlib import Path
 
+import anyio
+
 from connections import Broker, Diagnostic, Project, TurnProblem
+from connections.serving import sandbox_unavailable
 
 from ..info import undeclared_warning
 from ._broker_run import run_with_broker
 
-__all__ = ["online_diagnostics", "unchecked_connections", "undeclared_capabilities"]
+__all__ = ["online_diagnostics", "sandbox_diagnostics", "unchecked_connections", "undeclared_capabilities"]
 
 _TOOL_PROBLEMS = {"collision": "tool-collision", "invalid_tool_name": "invalid-upstream-tool-name"}
 
@@ -28,6 +33,23 @@ _TOOL_PROBLEMS = {"collision": "tool-collision", "invalid_tool_name": "invalid-u
 def unchecked_connections(project: Project) -> list[str]:
     """Advertised connections `--online` cannot list without a session (per-session `auth`)."""
     return sorted(d.name for d in project.connections.values() if d.advertise_tools and d.auth is not None)
+
+
+def sandbox_diagnostics(project: Project, environ: Mapping[str, str]) -> list[Diagnostic]:
+    """Say (on stderr) which stdio connections are sandboxed and how; an error on each when bubblewrap cannot
+    sandbox them here (they would fail closed under `serve`)."""
+    sandboxed = {n: s for n, d in sorted(project.connections.items()) if (s := d.sandboxed) is not None}
+    if not sandboxed:
+        return []
+    for name, sandbox in sandboxed.items():
+        print(f"sandboxed: {name}: {sandbox.describe()}", file=sys.stderr)
+    problem = anyio.run(sandbox_unavailable, environ)
+    if problem is None:
+        return []
+    return [
+        Diagnostic(*_place(project, name), "error", f"connection {name!r}: {problem}", "sandbox-unavailable")
+        for name in sandboxed
+    ]
 
 
 def online_diagnostics(project: Project, args: argparse.Namespace) -> list[Diagnostic]:

@@ -17,7 +17,7 @@ from ..info import add_undeclared, project_info
 from ..limits import LimitsFileError, load_limit_rules
 from ..policy import policy_diagnostics
 from ._common import add_project_args
-from ._online_check import online_diagnostics, unchecked_connections, undeclared_capabilities
+from ._online_check import online_diagnostics, sandbox_diagnostics, unchecked_connections, undeclared_capabilities
 from ._progress import waiting
 
 __all__ = ["info", "load", "register", "validate"]
@@ -84,6 +84,7 @@ def validate(args: argparse.Namespace) -> int:
     unset = unset_variables(project, os.environ, strict=args.strict)
     found = [*project.diagnostics, *policy_diagnostics(project.root), *unset, *account.warnings]
     if args.online and project.ok:
+        found += sandbox_diagnostics(project, os.environ)
         found += online_diagnostics(project, args)
         if unchecked := unchecked_connections(project):
             print(f"not listed (per-session auth, listed per session): {', '.join(unchecked)}", file=sys.stderr)
@@ -138,6 +139,7 @@ def info(args: argparse.Namespace) -> int:
                 ("advertised", c["advertiseTools"]),
                 ("oauth", c["oauth"]),
                 ("auth", c["hasAuth"]),
+                ("sandboxed", c.get("sandbox") is not None),
             )
             if on
         ]
@@ -147,6 +149,8 @@ def info(args: argparse.Namespace) -> int:
             if c.get("connectors") is not None:
                 target += " -> " + (", ".join(c["connectors"]) or "(none linked)")
         print(f"  {c['name']:<24} {c['kind']:<8} {target:<40} {' '.join(flags)}".rstrip())
+        if c.get("sandbox") is not None:
+            print(f"  {'':<24} sandbox: {c['sandbox']['summary']}")
     print("\ntools:")
     if not doc["tools"]:
         print("  (none)")

@@ -168,7 +168,7 @@ def test_a_bad_agent_sdk_key_is_an_error_naming_the_server_and_the_known_keys(tm
     assert [(d.line, d.severity, d.message) for d in project.diagnostics] == [
         (2, "error", "server 'a': unknown key 'advertise' in \"agent-sdk\"; use advertisePrompts, "
          "advertiseResources, advertiseTools, allowTools, denyPrompts, denyResources, denyTools, description, grants, "
-         "hostOnly, oauth, pin, protocol, timeouts, traceContent, upstreamSessions"),
+         "hostOnly, oauth, pin, protocol, sandbox, timeouts, traceContent, upstreamSessions"),
         (3, "error", "server 'b': \"agent-sdk\" must be an object such as {\"advertiseTools\": true}"),
         (4, "error", "server 'c': field 'advertise_tools' must be True or False, got 'yes'"),
     ]  # fmt: skip
