@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -51,7 +52,14 @@ from .replicas import STATE_KEY, RedisServer, nginx_front, redis_server
 
 pytestmark = [pytest.mark.peers, pytest.mark.timeout(300)]
 
-GROUPS = {"alice": ["engineering"], "bob": ["engineering"], "dave": ["support"], "carol": ["gateway-admins"]}
+GROUPS = {
+    "alice": ["engineering"],
+    "bob": ["engineering"],
+    "erin": ["engineering"],
+    "dave": ["support"],
+    "carol": ["gateway-admins"],
+}
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "team.md"
 CLAIM = "groups=gateway-admins"
 SIGNED_IN = "Signed in to docs; go back to your agent."
 SEEN: list[str] = []
@@ -94,7 +102,7 @@ def team(tmp_path_factory: pytest.TempPathFactory, everything: Upstream) -> Iter
 
 def _project(root: Path, docs: ResourceServer, everything: Upstream) -> Path:
     head = "from connections import define_connection\n\n"
-    return make_project(
+    project = make_project(
         root,
         {
             "docs": f"{head}connection = define_connection(url={docs.url!r}, oauth=True, grants='per_principal', "
@@ -104,6 +112,15 @@ def _project(root: Path, docs: ResourceServer, everything: Upstream) -> Path:
         },
         tools=False,
     )
+    (project / "agent" / "policies.cedar").write_text(_policy_in_the_docs())
+    return project
+
+
+def _policy_in_the_docs() -> str:
+    """The Cedar policy by group docs/team.md gives, as an operator copies it."""
+    found = re.search(r"```cedar\n(.*?)```", DOCS.read_text(), re.S)
+    assert found is not None, "docs/team.md lost its policy"
+    return found[1]
 
 
 def _token(team: Team, person: str) -> str:
@@ -232,8 +249,9 @@ def test_a_person_on_mcp_remote_signs_in_twice_in_chromium_the_gateway_then_docs
         for line in stderr:  # keep draining: a full pipe would stall mcp-remote
             lines.append(line)
 
-    async def calls() -> tuple[str, str]:
+    async def calls() -> tuple[str, str, list[str]]:
         first = second = ""
+        names: list[str] = []
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(anyio.to_thread.run_sync, gateway_login)
             with anyio.fail_after(150):
@@ -242,12 +260,14 @@ def test_a_person_on_mcp_remote_signs_in_twice_in_chromium_the_gateway_then_docs
                     link = sign_in_url_in(first)
                     await anyio.to_thread.run_sync(_signs_in, team, tmp_path / "dave", link, "dave")
                     second = await _text_or_error(client)
+                    names = sorted(t.name for t in (await client.list_tools()).tools)
             errlog.close()
-        return first, second
+        return first, second, names
 
-    first, second = anyio.run(calls)
+    first, second, names = anyio.run(calls)
     assert "sign in" in first.lower(), first
     assert second == "dave", "".join(lines)[-3000:]
+    assert names == ["echo", "whoami"]  # the policy by group: support calls the tools of docs only
 
 
 async def _text_or_error(client: Client) -> str:
