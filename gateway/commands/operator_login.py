@@ -41,8 +41,10 @@ __all__ = ["OPERATOR_LOGIN", "OPERATOR_TOKEN_ENV", "login_gateway", "missing_cre
 OPERATOR_LOGIN = "agent-sdk:operator"
 """The `StoreKey.connection` of an operator's grant for a gateway (no connection name has a colon)."""
 OPERATOR_TOKEN_ENV = "AGENT_SDK_OPERATOR_TOKEN"
-_CONFIG = OAuthConfig(scopes=("openid",), client_name="agent-sdk CLI")
-"""`openid`: a person signing in (OpenID Connect), when neither `--scope` nor the gateway names scopes."""
+_CONFIG = OAuthConfig(scopes=("openid",), client_name="agent-sdk CLI", dpop=False)
+"""`openid`: a person signing in (OpenID Connect), when neither `--scope` nor the gateway names scopes. `dpop=False`:
+the commands send `Authorization: Bearer` and make no proofs, so the grant is Bearer even though the gateway's 401
+challenges DPoP beside Bearer (which would otherwise bind it)."""
 
 
 class _BearerOnly(Discovery):

@@ -161,6 +161,7 @@ def _opened(profile: Path, url: str, idp: str, person: str) -> Iterator[Page]:
 
 def _signs_in(team: Team, profile: Path, link: str, person: str) -> None:
     assert link.startswith(f"{team.front}/v1/oauth/sign-in?ticket="), link
+    SEEN.append(parse_qs(urlsplit(link).query)["ticket"][0])
     with _opened(profile, link, team.idp, person) as page:
         expect(page.locator("#login-result")).to_have_text(SIGNED_IN, timeout=30_000)
 
@@ -178,7 +179,7 @@ def _call(team: Team, token: str, tool: str, arguments: dict[str, Any]) -> dict[
     }
     with httpx2.Client(timeout=120.0) as http:
         answer = http.post(f"{team.front}/v1/mcp/tools", json=body, headers=headers)
-    assert answer.status_code == 200, answer.text
+    assert answer.status_code == 200 and "result" in answer.json(), answer.text
     return answer.json()["result"]
 
 
@@ -329,3 +330,57 @@ def _pin(team: Team, *args: str) -> subprocess.CompletedProcess[str]:
     command = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "pin", *where, *args]
     env = {**os.environ, "AGENT_SDK_STATE_URL": team.redis.url, "AGENT_SDK_STATE_KEY": STATE_KEY}
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
+
+
+def test_the_operators_cli_signs_in_with_the_idp_and_approves_a_held_call(team: Team, tmp_path: Path) -> None:
+    config = tmp_path / "config"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
+    env["AGENT_SDK_CONFIG_DIR"] = str(config)
+    cli = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()"]
+    login = [*cli, "login", "--gateway", team.front, "--no-browser"]
+    with subprocess.Popen(login, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as proc:
+        assert proc.stderr is not None
+        url = next((line.strip() for line in proc.stderr if "/auth?" in line), None)
+        assert url is not None, "agent-sdk login printed no URL"
+        with _opened(tmp_path / "carol", url, team.idp, "carol"):
+            pass  # chromium delivered the code to the CLI's loopback listener
+        out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    assert f"signed in to {team.front}" in out
+
+    token = _token(team, "bob")  # bob signed in to docs through the TypeScript SDK
+    answers: list[dict[str, Any]] = []
+    held = threading.Thread(
+        target=lambda: answers.append(_call(team, token, "echo", {"text": "delete doc 7"})), daemon=True
+    )
+    held.start()
+    listed: dict[str, Any] = {}
+    with httpx2.Client(timeout=10.0) as http:  # the held call, as the replicas see it (any of them, through Redis)
+        for _ in range(200):
+            waiting = http.get(f"{team.front}/v1/approvals", headers={"authorization": f"Bearer {_carol_token(team)}"})
+            assert waiting.status_code == 200, waiting.text
+            if waiting.json()["approvals"]:
+                listed = waiting.json()["approvals"][0]
+                break
+            held.join(timeout=0.05)
+    assert listed.get("arguments") == {"text": "delete doc 7"}, listed
+    shown = subprocess.run([*cli, "approvals", "list", "--url", team.front], env=env, capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert listed["id"] in shown.stdout and "delete doc 7" in shown.stdout and "bob" in shown.stdout, shown.stdout
+    approve = [*cli, "approvals", "approve", listed["id"], "--url", team.front]
+    approved = subprocess.run(approve, env=env, capture_output=True, text=True)
+    assert approved.returncode == 0, approved.stderr
+    held.join(timeout=60)
+    assert answers and "delete doc 7" in text_of(answers[0]), answers
+    for output in (out, err, shown.stdout, shown.stderr, approved.stdout, approved.stderr):
+        assert not any(seen in output for seen in SEEN)
+
+
+def _carol_token(team: Team) -> str:
+    if not _CAROL:
+        _CAROL.append(person_token(team.idp, team.front, "carol"))  # an operator's token for the gateway itself
+        SEEN.append(_CAROL[0])
+    return _CAROL[0]
+
+
+_CAROL: list[str] = []
