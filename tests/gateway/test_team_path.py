@@ -314,6 +314,9 @@ def test_the_console_under_oauth_approves_a_held_call_showing_its_arguments_and_
 
 def test_pin_check_is_green_with_the_per_person_connection(team: Team) -> None:
     alice = _principal(team, "alice")  # signed in to docs in the first test
+    local = _pin(team, "--yes", "--principal", alice, state_url=False)  # her grant is in Redis, not the files
+    assert local.returncode == 1
+    assert "set AGENT_SDK_STATE_URL (and the deployment's state key)" in local.stderr, local.stderr
     written = _pin(team, "--yes", "--principal", alice)
     assert written.returncode == 0, written.stderr
     lock = json.loads((team.project / "mcp.lock").read_text())
@@ -324,11 +327,13 @@ def test_pin_check_is_green_with_the_per_person_connection(team: Team) -> None:
     assert not any(token in written.stdout + written.stderr + checked.stdout for token in SEEN)
 
 
-def _pin(team: Team, *args: str) -> subprocess.CompletedProcess[str]:
+def _pin(team: Team, *args: str, state_url: bool = True) -> subprocess.CompletedProcess[str]:
     """`agent-sdk pin` where a replica's state is, with the replicas' Redis and deployment key (docs/team.md)."""
     where = ["--dir", str(team.project), "--state-root", str(team.replicas[0].state_root)]
     command = [sys.executable, "-c", "from gateway.cli import entrypoint; entrypoint()", "pin", *where, *args]
-    env = {**os.environ, "AGENT_SDK_STATE_URL": team.redis.url, "AGENT_SDK_STATE_KEY": STATE_KEY}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
+    if state_url:
+        env.update({"AGENT_SDK_STATE_URL": team.redis.url, "AGENT_SDK_STATE_KEY": STATE_KEY})
     return subprocess.run(command, capture_output=True, text=True, timeout=120, check=False, env=env)
 
 
@@ -384,3 +389,12 @@ def _carol_token(team: Team) -> str:
 
 
 _CAROL: list[str] = []
+
+
+def test_a_token_for_another_resource_is_refused_with_the_fix(team: Team) -> None:
+    token = _token(team, "alice")  # for /v1/mcp/tools, not for the operator routes
+    with httpx2.Client(timeout=30.0) as http:
+        refused = http.get(f"{team.front}/v1/approvals", headers={"authorization": f"Bearer {token}"})
+    assert refused.status_code == 401
+    assert "is for another resource" in refused.text and "sign in again for this one" in refused.text, refused.text
+    assert "resource_metadata=" in refused.headers["www-authenticate"]
