@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import anyio
@@ -23,11 +22,9 @@ import httpx2
 from connections.serving import account_file
 from oauth import (
     ConnectionAuth,
-    Discovery,
     FileTokenStore,
     OAuthConfig,
     OAuthError,
-    ServerMetadata,
     login,
     open_browser,
     print_url,
@@ -42,18 +39,8 @@ OPERATOR_LOGIN = "agent-sdk:operator"
 """The `StoreKey.connection` of an operator's grant for a gateway (no connection name has a colon)."""
 OPERATOR_TOKEN_ENV = "AGENT_SDK_OPERATOR_TOKEN"
 _CONFIG = OAuthConfig(scopes=("openid",), client_name="agent-sdk CLI", dpop=False)
-"""`openid`: a person signing in (OpenID Connect), when neither `--scope` nor the gateway names scopes. `dpop=False`:
-the commands send `Authorization: Bearer` and make no proofs, so the grant is Bearer even though the gateway's 401
-challenges DPoP beside Bearer (which would otherwise bind it)."""
-
-
-class _BearerOnly(Discovery):
-    """Discovery that never offers DPoP: the credential is sent as `Authorization: Bearer` by commands that make
-    no DPoP proofs, so the grant must not be bound to a key (RFC 9449 §5: the client chooses)."""
-
-    async def server_metadata(self, issuer: str, *, legacy: bool = False) -> ServerMetadata:
-        found = await super().server_metadata(issuer, legacy=legacy)
-        return replace(found, dpop_signing_alg_values_supported=None)
+"""`openid`: a person signing in (OpenID Connect), when neither `--scope` nor the gateway names scopes. Never
+DPoP-bound: the commands send the credential as `Authorization: Bearer` (RFC 9449 §5: the client chooses)."""
 
 
 def _base(url: str) -> str:
@@ -80,7 +67,6 @@ def login_gateway(url: str, *, scopes: list[str], browser: bool, timeout: float 
                     store,
                     interaction=interaction,
                     http=http,
-                    discovery=_BearerOnly(http),
                     scopes=scopes or None,
                     login_timeout=timeout,
                     verify_client=True,

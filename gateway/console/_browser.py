@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
@@ -54,6 +53,7 @@ def _config(settings: ServeSettings) -> OAuthConfig:
         client_id=client_id,
         client_secret_env=OIDC_SECRET_ENV if client_id and os.environ.get(OIDC_SECRET_ENV) else None,
         client_name="agent-sdk console",
+        dpop=False,  # a session's token travels in a cookie, never with a DPoP proof (RFC 9449 §5: Bearer)
     )
 
 
@@ -75,8 +75,6 @@ async def start_route(request: Request) -> Response:
             http=services.http,
             authorization_server=settings.oauth_issuers[0],
         )
-        # A session's token travels in a cookie, never with a DPoP proof: ask for a Bearer token (RFC 9449 §5).
-        started = replace(started, server=replace(started.server, dpop_signing_alg_values_supported=None))
         await services.pending.remember(started)
     except OAuthError as exc:
         return page(
