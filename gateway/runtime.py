@@ -13,6 +13,7 @@ from connections.serving import Offerings, tracing_enabled
 
 from .audit import CallGuard
 from .auth.chain import Principal
+from .mcp.discovery import DiscoveryView
 from .mcp.peers.asks import PeerAsks
 from .mcp.peers.calls import PeerCalls
 from .mcp.peers.held import HeldCalls
@@ -63,10 +64,13 @@ class Runtime:
     """The project's Cedar policy (`agent/policies.cedar`), or none: every surface asks it (`gateway/policy/`)."""
     guard: CallGuard | None = None
     """The audit trail, rate limits and approvals every tool call passes (`gateway/audit`, docs/audit.md)."""
+    discovery: DiscoveryView | None = field(init=False)
+    """Discovery mode's view of `/v1/mcp/tools` (`gateway/mcp/discovery.py`); None when it is off."""
     executor: Executor = field(init=False)
     """Runs every peer's `tools/call` (`gateway/mcp/pipeline.py`); `executor.wrap(...)` puts a wrapper around each."""
 
     def __post_init__(self) -> None:
+        self.discovery = DiscoveryView.of(self.settings)
         self.executor = Executor(self)
         if tracing_enabled():  # decided once at start-up: off, no call pays for a span
             opted = frozenset(n for n, d in self.project.connections.items() if d.trace_content)

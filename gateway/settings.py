@@ -58,6 +58,10 @@ class ServeSettings(BaseModel):
     start_limit: int | None = Field(default=None, ge=1)
     """How many stdio children start at once (None: the number of cores); the rest queue (docs/clients.md)."""
     warm: bool = False
+    discovery: bool = False
+    """`--discovery`: `/v1/mcp/tools` and `serve --stdio` list meta-tools (docs/discovery.md)."""
+    discovery_pins: tuple[str, ...] = ()
+    """`--discovery-pin`: names or globs of tools listed beside the meta-tools in discovery mode."""
     """Start every pooled connection when the gateway starts, not at the first use."""
     trusted_proxies: tuple[str, ...] = ()
     """`--trusted-proxy`: networks (CIDR) whose `X-Forwarded-For`/`Forwarded` name the client."""

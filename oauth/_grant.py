@@ -79,6 +79,9 @@ class ClientRegistration:
     """`private_key_jwt`: the assertion's `aud` (the issuer). Not persisted."""
     assertion_alg: str | None = None
     """`private_key_jwt`: the signing algorithm (ES256, RS256, ...). Not persisted."""
+    dpop_bound: bool = False
+    """The registration response said `dpop_bound_access_tokens: true` (RFC 9449 §5.2): the authorization
+    server refuses this client a token without a DPoP proof, so its grants are bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -225,6 +228,7 @@ def client_json(client: ClientRegistration) -> dict[str, Any]:
         "token_endpoint_auth_method": client.token_endpoint_auth_method,
         "source": client.source,
         "redirect_uri": client.redirect_uri,
+        **({"dpop_bound_access_tokens": True} if client.dpop_bound else {}),
     }
 
 
@@ -240,6 +244,7 @@ def client_from_json(data: object) -> ClientRegistration:
         token_endpoint_auth_method=text_field(record.get("token_endpoint_auth_method", "none")),
         source=text_field(record.get("source", "dynamic")),
         redirect_uri=optional_text(record.get("redirect_uri")),
+        dpop_bound=record.get("dpop_bound_access_tokens") is True,
     )
 
 

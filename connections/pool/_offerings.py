@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
@@ -53,37 +52,20 @@ from ._offer_calls import (
     result_json,
 )
 from ._offer_match import NOT_FOUND, Holds, instance_of, keyed, matching
+from ._offer_merge import Merged, merged
 from ._pool import ClientPool
 
-__all__ = ["Merged", "Offerings"]
+__all__ = ["Offerings"]
 
 logger = logging.getLogger(__name__)
 
 Kind = Literal["resources", "prompts"]
-
-# method -> (the result's list field, the key two connections must not share, what the key names, deny field)
-_LISTS: dict[ListMethod, tuple[str, str, str, str]] = {
-    "resources/list": ("resources", "uri", "resource", "deny_resources"),
-    "resources/templates/list": ("resourceTemplates", "uriTemplate", "resource template", "deny_resources"),
-    "prompts/list": ("prompts", "name", "prompt", "deny_prompts"),
-}
-
 
 _PIN_KINDS: dict[ListMethod, PinKind] = {
     "resources/list": "resources",
     "resources/templates/list": "resourceTemplates",
     "prompts/list": "prompts",
 }
-
-
-@dataclass(frozen=True, slots=True)
-class Merged:
-    """One listing across every advertised connection: the items (JSON, as the upstreams sent them,
-    in connection order) and the hint of the whole (the smallest TTL; private if any part is)."""
-
-    field: str
-    items: list[dict[str, Any]]
-    freshness: Freshness
 
 
 class Offerings:
@@ -148,39 +130,9 @@ class Offerings:
     async def listing(self, method: ListMethod, viewer: str | None = None) -> Merged:
         """`method` across every advertised connection, merged. Raises `TurnBuildError` naming every
         connection that could not be listed and every collision (fail-closed)."""
-        field, key, subject, deny = _LISTS[method]
         defns = self._by_kind["prompts" if method == "prompts/list" else "resources"]
         listings, problems = await self._list_all(defns, method, viewer)
-        owners: dict[str, str] = {}
-        items: list[dict[str, Any]] = []
-        freshness: Freshness | None = None
-        for defn in defns:
-            listed = listings.get(defn.name)
-            if listed is None:
-                continue
-            freshness = listed.freshness if freshness is None else freshness.joined(listed.freshness)
-            for item in listed.items:
-                name = str(item.get(key))
-                if name in owners:
-                    again = owners[name] == defn.name
-                    problems.append(
-                        TurnProblem(
-                            "duplicate" if again else "collision",
-                            f"the upstream lists this {subject} twice"
-                            if again
-                            else f"also offered by connection {owners[name]!r}; deny it on one of them with {deny}",
-                            connection=defn.name,
-                            tool=name[:200],
-                            subject=subject,
-                        )
-                    )
-                    continue
-                owners[name] = defn.name
-                items.append(item)
-        if problems:
-            problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
-            raise TurnBuildError(problems)
-        return Merged(field, items, freshness or STALE)
+        return merged(method, defns, listings, problems)
 
     async def _list_all(
         self, defns: list[ConnectionDefinition], method: ListMethod, viewer: str | None

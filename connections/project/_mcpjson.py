@@ -36,6 +36,8 @@ _OWN = {
     "traceContent": "trace_content",
     "upstreamSessions": "upstream_sessions",
     "grants": "grants",
+    "optional": "optional",
+    "dpop": "dpop",
     "sandbox": "sandbox",
 }
 

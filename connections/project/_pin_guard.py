@@ -13,6 +13,7 @@ and stays in `held` for the console and the metrics until a listing no longer sh
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -63,8 +64,8 @@ class PinGuard:
         self._stat: tuple[int, int, int] | None = None
         self._lock: Lock | None = None
         self._broken: str | None = None
-        self._memo: dict[str, tuple[tuple[int, ...], tuple[mt.Tool, ...], Verdict]] = {}
-        self._logged: set[tuple[str, str, str, str | None]] = set()
+        self._memo: dict[tuple[str, str | None], tuple[tuple[int, ...], tuple[mt.Tool, ...], Verdict]] = {}
+        self._logged: set[tuple[str, str, str, str | None, str | None]] = set()
         self._offer_memo: dict[tuple[str, PinKind], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
         self.held_offers: dict[tuple[str, PinKind], dict[str, str]] = {}
         """(connection, kind) -> the resources, templates or prompts its latest listing holds back (key -> why)."""
@@ -82,18 +83,20 @@ class PinGuard:
         self._refresh()
         return pinnable(defn) and (self._lock is not None or self._broken is not None)
 
-    def verdict(self, defn: ConnectionDefinition, tools: Sequence[mt.Tool]) -> Verdict:
-        """The verdict on `tools`, `defn`'s listing (already filtered by its allow/deny lists)."""
+    def verdict(self, defn: ConnectionDefinition, tools: Sequence[mt.Tool], principal: str | None = None) -> Verdict:
+        """The verdict on `tools`, `defn`'s listing (already filtered by its allow/deny lists); `principal`:
+        whose listing it is, for a `grants="per_principal"` connection (each person's is checked on its own,
+        and a drift names the person whose listing to pin from)."""
         if not self.pins(defn):
             return _CLEAN
         ids = tuple(id(t) for t in tools)
-        memo = self._memo.get(defn.name)
+        memo = self._memo.get((defn.name, principal))
         if memo is not None and memo[0] == ids:
             return memo[2]
         self.checks += 1
-        verdict = self._check(defn.name, tools)
+        verdict = self._check(defn.name, tools, principal)
         # The tools are kept with their ids, so no id can be reused by another object while it is the key.
-        self._memo[defn.name] = (ids, tuple(tools), verdict)
+        self._memo[(defn.name, principal)] = (ids, tuple(tools), verdict)
         self.latest[defn.name] = verdict
         self._log(defn.name, verdict)
         return verdict
@@ -133,12 +136,13 @@ class PinGuard:
         """Connection -> how many of its tools its latest listing holds back (for the metrics)."""
         return {name: len(v.held) for name, v in self.latest.items()}
 
-    def _check(self, name: str, tools: Sequence[mt.Tool]) -> Verdict:
+    def _check(self, name: str, tools: Sequence[mt.Tool], principal: str | None) -> Verdict:
         if self._broken is not None or self._lock is None:
             reason = self._broken or f"{LOCK_FILE} cannot be read"
             return Verdict({t.name: f"{reason}; every pinned tool is held back" for t in tools}, (), reason)
         current: dict[str, dict[str, Any]] = {t.name: canonical_definition(t) for t in tools}
         found = drifts(name, "tools", self._lock.connections.get(name), current, self._lock.definitions)
+        found = [dataclasses.replace(d, principal=principal) for d in found]
         return Verdict({d.name: d.sentence() for d in found if d.held_back}, tuple(found))
 
     def _refresh(self) -> None:
@@ -169,7 +173,7 @@ class PinGuard:
 
     def _log(self, name: str, verdict: Verdict) -> None:
         for drift in verdict.drifts:
-            key = (name, f"{drift.kind}/{drift.name}", drift.change, drift.new)
+            key = (name, f"{drift.kind}/{drift.name}", drift.change, drift.new, drift.principal)
             if key in self._logged:
                 continue
             self._logged.add(key)
@@ -183,13 +187,15 @@ def pinned_names(
     listing: Sequence[mt.Tool],
     held: dict[str, str],
     problems: list[TurnProblem] | None,
+    principal: str | None = None,
 ) -> set[str]:
-    """The names in `listing` that `mcp.lock` lets through. Each tool held back goes to `held`; for a
-    turn (`problems` given) each drift, a removal too, is also a problem naming the tool."""
+    """The names in `listing` (`principal`'s, for a per-person connection) that `mcp.lock` lets through.
+    Each tool held back goes to `held`; for a turn (`problems` given) each drift, a removal too, is also a
+    problem naming the tool."""
     names = {t.name for t in listing}
     if guard is None:
         return names
-    verdict = guard.verdict(defn, listing)
+    verdict = guard.verdict(defn, listing, principal)
     if verdict.clean:
         return names
     held.update(verdict.held)

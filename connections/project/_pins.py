@@ -257,6 +257,8 @@ class Drift:
     renamed_from: str | None = None
     before: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
     after: Mapping[str, Any] | None = field(default=None, compare=False, repr=False)
+    principal: str | None = None
+    """For a `grants="per_principal"` connection: whose listing this is (the fix pins from it)."""
 
     @property
     def held_back(self) -> bool:
@@ -266,7 +268,8 @@ class Drift:
     def sentence(self, *, full: bool = False) -> str:
         """What changed, in one sentence naming the item and its connection, with the old and new digests
         (12 digits unless `full`)."""
-        return f"{_SINGULAR[self.kind]} {self.name!r} of connection {self.connection!r} {self.detail(full=full)}"
+        whose = f" (in the listing of {self.principal})" if self.principal is not None else ""
+        return f"{_SINGULAR[self.kind]} {self.name!r} of connection {self.connection!r}{whose} {self.detail(full=full)}"
 
     def detail(self, *, full: bool = False) -> str:
         """`sentence` without the item and connection (for a problem that names them already)."""
@@ -275,6 +278,8 @@ class Drift:
             return "none" if d is None else d if full else d[:12]
 
         fix = f"review it with agent-sdk pin --update {self.connection}"
+        if self.principal is not None:
+            fix += f" --principal {self.principal}"
         if self.change == "changed":
             fields = ", ".join(self.fields) or "the pinned definition is not kept in mcp.lock"
             return f"changed ({fields}): {short(self.old)} -> {short(self.new)}; {fix}"

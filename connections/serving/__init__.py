@@ -55,7 +55,7 @@ from ..client._translate import REOPEN_NOTE as REOPEN_NOTE
 from ..client._translate import transport_failure as transport_failure
 from ..client._upstream_changes import Change as Change
 from ..pool._offer_calls import Freshness as Freshness
-from ..pool._offerings import Merged as Merged
+from ..pool._offer_merge import Merged as Merged
 from ..pool._offerings import Offerings as Offerings
 from ..pool._pool import AuthFor as AuthFor
 from ..project._env_check import unset_variables as unset_variables

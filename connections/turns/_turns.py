@@ -26,7 +26,7 @@ import mcp_types as mt
 from mcp.shared.inbound import x_mcp_header_map
 
 from .._exceptions import ConnectionsError, TurnBuildError, TurnProblem
-from ..client._identity import SessionHeaders
+from ..client._identity import SessionHeaders, acting_principal
 from ..project._definitions import ConnectionDefinition
 from ..project._loader import RESERVED_TOOL_NAMES, Project
 from ..project._names import NAME_RULE, is_valid_tool_name
@@ -115,7 +115,8 @@ class TurnBuilder:
             listing = listings.get(defn.name)
             if listing is None:
                 continue
-            kept = pinned_names(self.pins, defn, listing, held, None if hold_back else problems)
+            whose = acting_principal() if defn.grants == "per_principal" else None
+            kept = pinned_names(self.pins, defn, listing, held, None if hold_back else problems, whose)
             seen: set[str] = set()
             for tool in listing:
                 if not defn.allows_tool(tool.name) or tool.name not in kept:

@@ -261,6 +261,18 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         help="serve the server tools (what /v1/mcp/tools lists) as a stdio MCP server, for desktop clients",
     )
     p.add_argument(
+        "--discovery",
+        action="store_true",
+        help="discovery mode: tools/list offers search_tools, describe_tool and call_tool (docs/discovery.md)",
+    )
+    p.add_argument(
+        "--discovery-pin",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="in discovery mode, also list the tools of this name or glob (repeatable)",
+    )
+    p.add_argument(
         "--otlp-endpoint",
         default=None,
         metavar="URL",
@@ -316,6 +328,8 @@ def settings_from_args(args: argparse.Namespace) -> ServeSettings:
             approval_timeout_s=getattr(args, "approval_timeout", None),
             approval_separation=getattr(args, "approval_separation", None),
             principal_claim=getattr(args, "principal_claim", None),
+            discovery=True if getattr(args, "discovery", False) else None,
+            discovery_pins=tuple(args.discovery_pin) if getattr(args, "discovery_pin", None) else None,
         )
     except ValidationError as exc:
         raise CliError(f"invalid serve settings: {settings_problems(exc)}") from None

@@ -75,6 +75,7 @@ from .call_stream import (
     stream_answer,
     until_gone,
 )
+from .discovery import META_NAMES, unwrapped
 from .lane_checks import ladder_rejection, param_rejection, rejected
 from .peers.calls import Peer
 from .pipeline import CallPlan, lookup, target_of
@@ -154,6 +155,8 @@ async def serve_lane(
     requested = _header(scope, _PROTOCOL_VERSION)
     modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
     params: dict[str, Any] | None = body.get("params")
+    if method == "tools/call":  # discovery mode's `call_tool` is the named tool's own call (gateway/mcp/discovery.py)
+        params = unwrapped(runtime.discovery, params)
     headers: list[tuple[str, str]] = []
     found: tuple[Any, ...] | None = None  # the catalog's answer for the tool, looked up once
     try:
@@ -217,6 +220,8 @@ async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any
     """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
     is not a string: the params schema rejects it)."""
     name = params.get("name") if isinstance(params, Mapping) else None
+    if runtime.discovery is not None and name in META_NAMES:  # the view's own (`target_of`): no catalog tool
+        return None
     return await lookup(runtime, name, caller) if isinstance(name, str) else None
 
 

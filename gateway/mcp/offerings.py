@@ -33,6 +33,7 @@ from connections.serving import Merged, Offerings, canonical_uri
 from ..auth.chain import Principal
 from ..policy import Refusal, Target, caller_of, hidden, prompt_target, refused, resource_target, visible_items
 from ..runtime import Runtime
+from .visible import failed_closed
 
 __all__ = ["failed_closed", "offering_handlers"]
 
@@ -102,17 +103,6 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
     if handlers:
         handlers["on_completion"] = complete
     return handlers
-
-
-def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
-    """A listing that failed closed (`tools/list` too): -32603 naming every connection in its message,
-    each problem in `data.problems`."""
-    names = sorted({p.connection for p in exc.problems if p.connection})
-    return MCPError(
-        mt.INTERNAL_ERROR,
-        f"{method} failed closed: connection(s) {', '.join(names) or '?'}: " + "; ".join(str(p) for p in exc.problems),
-        data={"error": exc.code, "problems": [p.to_json() for p in exc.problems]},
-    )
 
 
 def _offerings(runtime: Runtime) -> Offerings:

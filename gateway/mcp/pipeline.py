@@ -28,6 +28,7 @@ from mcp_types import CLIENT_INFO_META_KEY
 
 from connections import (
     ConnectionsError,
+    Project,
     ToolInputError,
     ToolOutcome,
     Toolset,
@@ -46,9 +47,11 @@ from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
 from .call_stream import JsonAnswer
+from .discovery import DiscoveryView, MetaTool
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
 from .toolsets import ToolCatalog, missing_tool
+from .visible import visible_listing
 
 __all__ = [
     "AnswerMode",
@@ -104,6 +107,12 @@ class ExecutorServices(InputServices, Protocol):
     @property
     def settings(self) -> ServeSettings: ...
 
+    @property
+    def discovery(self) -> DiscoveryView | None: ...
+
+    @property
+    def project(self) -> Project: ...
+
 
 Execute = Callable[[CallPlan, CallChannel], Awaitable[dict[str, Any]]]
 Wrapper = Callable[[CallPlan, CallChannel, Execute], Awaitable[dict[str, Any]]]
@@ -141,7 +150,9 @@ class Executor:
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
         if plan.modern:  # the peer's clientInfo, for an approval of this call to show
             note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
-        if services.guard is not None and not isinstance(tool, _SignInFirst):  # audit, limits, approval (docs/audit.md)
+        if services.guard is not None and not isinstance(
+            tool, (_SignInFirst, MetaTool)
+        ):  # audit, limits, approval (docs/audit.md)
             tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
 
         async def call() -> ToolOutcome:
@@ -235,7 +246,16 @@ async def resolve(services: ExecutorServices, name: str, caller: Principal, foun
 async def target_of(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
     """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
     `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
-    missing mid-call (`sign_in.py`)."""
+    missing mid-call (`sign_in.py`). In discovery mode, `search_tools` and `describe_tool` are the view's
+    meta-tools over what `caller` may see (`discovery.py`)."""
+    view = services.discovery
+
+    async def visible() -> Toolset:
+        return (await visible_listing(services, caller, "tools/call"))[0]
+
+    meta = view.tool(name, visible) if view is not None else None
+    if meta is not None:
+        return meta
     try:
         return await resolve(services, name, caller, found)
     except SignInRequired as exc:

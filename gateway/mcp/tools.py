@@ -20,25 +20,26 @@ from typing import Any
 import mcp_types as mt
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import PROTOCOL_VERSION_META_KEY
 
-from connections import TurnBuildError, TurnTool, acting_for
 from connections.serving import Offerings, SignInRequired, tracing_enabled
 
 from ..auth.chain import Principal
-from ..policy import caller_of, visible_tools
+from ..policy import caller_of
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of
+from .discovery import definition, unwrapped
 from .instructions import InstructionsMiddleware
-from .offerings import failed_closed, offering_handlers
+from .offerings import offering_handlers
 from .peers.streams import subscribe_handlers
 from .pipeline import CallPlan, target_of
 from .session_answer import declared_at_initialize, session_answer
-from .sign_in import LEFT_OUT_META, SIGN_IN_META, SignInLinks, set_aside
+from .sign_in import LEFT_OUT_META, SIGN_IN_META, SignInLinks
 from .subscriptions import subscription_handlers
 from .task_capability import TaskServer
+from .visible import visible_listing
 
 __all__ = ["SERVER_VERSION", "json_result", "tools_list_result", "tools_server"]
 
@@ -46,19 +47,6 @@ logger = logging.getLogger(__name__)
 
 SERVER_VERSION = "0.1.0"
 _COMPLETE = "complete"
-
-
-def _mcp_tool(tool: TurnTool) -> dict[str, Any]:
-    data: dict[str, Any] = {"name": tool.name, "description": tool.description, "inputSchema": dict(tool.input_schema)}
-    if tool.title:
-        data["title"] = tool.title
-    if tool.output_schema is not None:
-        data["outputSchema"] = dict(tool.output_schema)
-    if tool.annotations:
-        data["annotations"] = dict(tool.annotations)
-    if tool.execution:
-        data["execution"] = dict(tool.execution)
-    return data
 
 
 def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, Any]:
@@ -77,21 +65,9 @@ async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, An
     (raises `MCPError` naming the connections that could not be listed, never a shorter list) unless every
     connection left out is set aside (`set_aside`): a per-user connection `caller` has not signed in to (named
     with its sign-in URL in `_meta`), or an `optional=True` one that is down (named in a log line)."""
-    with acting_for(caller.id):
-        toolset, problems = await runtime.catalog.collect(None)
-    project = runtime.project.connections
-    aside = [p for p in problems if set_aside(p, project)]
-    if len(aside) < len(problems):
-        exc = TurnBuildError(problems)
-        refusal = failed_closed("tools/list", exc)
-        signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(exc.problems, caller.id)
-        if signs:
-            urls = "; ".join(s.get("command") or f"sign in to {s['connection']} at {s['url']}" for s in signs)
-            data = {**(refusal.error.data or {}), "signIn": signs}
-            raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
-        raise refusal from None
-    toolset = visible_tools(runtime.policy, caller, toolset)[0]
-    tools = [_mcp_tool(t) for t in sorted(toolset, key=lambda t: t.name)]
+    toolset, aside = await visible_listing(runtime, caller)
+    view = runtime.discovery  # discovery mode: the meta-tools and the pinned tools (docs/discovery.md)
+    tools = view.listed(toolset) if view is not None else [definition(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     result: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
     signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(aside, caller.id)
@@ -139,7 +115,7 @@ def tools_server(
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
-        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        dumped = unwrapped(served.discovery, params.model_dump(by_alias=True, mode="json", exclude_none=True))
         scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
         principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
@@ -156,8 +132,8 @@ def tools_server(
         caller = caller_of(scope)
         plan = CallPlan(
             request_id=ctx.request_id,
-            target=await target_of(served, params.name, caller),
-            arguments=params.arguments,
+            target=await target_of(served, dumped["name"], caller),
+            arguments=dumped.get("arguments"),
             params=dumped,
             principal=principal,
             caller=caller,
@@ -173,8 +149,8 @@ def tools_server(
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: mt.SetLevelRequestParams) -> Any:
         # The level is the peer's (its principal and `Mcp-Session-Id`), for its later calls (mcp/peers/calls.py).
-        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `anonymous`
-        runtime(ctx).peers.set_level(peer_of(scope) if scope else ("anonymous", None), params.level)
+        scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`, as its calls
+        runtime(ctx).peers.set_level(peer_of(scope) if scope else (caller_of(scope).id, None), params.level)
         return {}
 
     # The handlers return JSON dicts: the SDK validates and shapes them for the peer's version.

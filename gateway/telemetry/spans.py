@@ -43,6 +43,7 @@ from pydantic import ValidationError
 
 from connections.serving import tracing_enabled
 
+from ..policy import STDIO
 from .durations import record_server
 
 __all__ = [
@@ -82,7 +83,7 @@ def inbound_of_scope(scope: Mapping[str, Any], session_id: str | None, principal
 def _inbound_of_ctx(ctx: ServerRequestContext[Any, Any]) -> Inbound:
     request: Any = ctx.request
     if request is None or not hasattr(request, "scope"):  # `serve --stdio`: its one peer
-        return Inbound({}, None, "pipe", "anonymous")
+        return Inbound({}, None, "pipe", STDIO.id)  # the principal its calls and the policy name
     scope = request.scope
     principal = getattr(scope.get("state", {}).get("principal"), "id", None) or "anonymous"
     return inbound_of_scope(scope, request.headers.get("mcp-session-id"), principal)

@@ -32,7 +32,7 @@ from joserfc.errors import JoseError
 from joserfc.jwk import ECKey
 
 from .._exceptions import AuthorizationServerUnreachable, DpopNonceLoop, StoreCorrupt
-from .._grant import StoreKey
+from .._grant import ClientRegistration, StoreKey
 from .._shared import Secret
 from ..discovery._discovery import Challenge, ResourceMetadata
 
@@ -47,14 +47,19 @@ Binding = Literal["off", "asked", "required"]
 that answers Bearer gets a Bearer grant), `required` (a Bearer answer is refused)."""
 
 
-def binding(choice: bool | None, challenge: Challenge | None, prm: ResourceMetadata | None) -> Binding:
+def binding(
+    choice: bool | None, challenge: Challenge | None, prm: ResourceMetadata | None, client: ClientRegistration | None
+) -> Binding:
     """DPoP only where the upstream asks for it (docs/oauth.md, "DPoP-bound grants"): the connection's `dpop=`
     when set (True: required, False: off); else `required` when the resource's RFC 9728 metadata says
-    `dpop_bound_access_tokens_required` or its 401 challenges DPoP and not Bearer, `asked` when it challenges
-    both, `off` otherwise: an authorization server that merely supports DPoP binds nothing, since a resource
-    that takes Bearer only (the `mcp` SDK's own auth) refuses a bound token."""
+    `dpop_bound_access_tokens_required`, its 401 challenges DPoP and not Bearer, or the authorization server
+    registered the `client` with `dpop_bound_access_tokens` (it refuses it a token without a proof); `asked`
+    when the 401 challenges both, `off` otherwise: an authorization server that merely supports DPoP binds
+    nothing, since a resource that takes Bearer only (the `mcp` SDK's own auth) refuses a bound token."""
     if choice is not None:
         return "required" if choice else "off"
+    if client is not None and client.dpop_bound:
+        return "required"
     if prm is not None and prm.dpop_bound_access_tokens_required:
         return "required"
     if challenge is not None and challenge.dpop:

@@ -321,7 +321,7 @@ async def login(
             redirect = await _await_redirect(url, listener, interaction, login_timeout)
 
         code = check_redirect(redirect, state, asm)
-        bind = binding(config.dpop, challenge, prm)
+        bind = binding(config.dpop, challenge, prm, client)
         return await redeem(client_http, store, key, asm, client, code, listener.redirect_uri, verifier, resource, bind)
     finally:
         if owned:

@@ -100,7 +100,7 @@ async def machine_login(
     resource = prm.resource if prm else resource_url
     client = machine_client(config, asm)
     scope = choose_scopes(scopes, challenge, prm, config)
-    dpop = new_key(binding(config.dpop, challenge, prm))  # RFC 9449: a key of this grant's own, if asked
+    dpop = new_key(binding(config.dpop, challenge, prm, client))  # RFC 9449: a key of this grant's own, if asked
     tokens = await client_credentials_token(http, asm.token_endpoint, client, scope=scope, resource=resource, dpop=dpop)
     kept = replace(client, client_secret=None, audience=None, assertion_alg=None)
     grant = Grant(

@@ -197,7 +197,7 @@ async def start_login(
     state, verifier = generate_token(32), generate_token(64)
     scope = choose_scopes(None, found.challenge, found.prm, config, previous)
     url = authorization_url(asm, client, redirect_uri, state, verifier, found.resource, scope, config)
-    bind = binding(config.dpop, found.challenge, found.prm)
+    bind = binding(config.dpop, found.challenge, found.prm, client)
     return LoginStart(key, asm, client, redirect_uri, found.resource, Secret(state), Secret(verifier), url, bind)
 
 

@@ -22,6 +22,7 @@ class _RegistrationWire(pydantic.BaseModel):
     client_id: str = pydantic.Field(min_length=1)
     client_secret: str | None = None
     token_endpoint_auth_method: str | None = None
+    dpop_bound_access_tokens: bool | None = None
 
 
 async def register_client(
@@ -83,4 +84,5 @@ async def register_client(
         token_endpoint_auth_method=method,
         source="dynamic",
         redirect_uri=redirect_uri,
+        dpop_bound=wire.dpop_bound_access_tokens is True,
     )

@@ -4,12 +4,14 @@ A gateway with three advertised connections: `server-everything` (Streamable HTT
 connection on oidc-provider and the audience-checking MCP server) and `down` (`optional=True`, a URL nobody
 listens on). A person who has not signed in to `docs` lists the tools with the `mcp` SDK's own client, in
 both protocol generations: everything's tools are there, `docs` is named with the person's sign-in URL in
-the result's `_meta`, `down` is left out and named in the log and in `/v1/connections`. An unrelated
+the result's `_meta`, `down` is left out and named in the log and in `/v1/connections` (so is `imported`,
+down too, from `mcp.json` with `"agent-sdk": {"optional": true}`). An unrelated
 `get-sum` works; a call of `docs`'s tool answers with the sign-in link. Without `optional=True`, a
 connection that is down still fails the listing closed."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -50,8 +52,10 @@ def gateway(
 ) -> Iterator[Served]:
     root = tmp_path_factory.mktemp("listing-survives")
     down = f"http://127.0.0.1:{free_port()}/mcp"
-    served = serve(_project(root / "project", everything.url, resource.url, down, optional=True), root / "state",
-                   env=peer_env())  # fmt: skip
+    project = _project(root / "project", everything.url, resource.url, down, optional=True)
+    imported = {"url": f"http://127.0.0.1:{free_port()}/mcp", "agent-sdk": {"advertiseTools": True, "optional": True}}
+    (project / "mcp.json").write_text(json.dumps({"mcpServers": {"imported": imported}}))
+    served = serve(project, root / "state", env=peer_env())
     try:
         yield served
     finally:
@@ -81,14 +85,17 @@ async def test_a_listing_lists_the_others_names_the_missing_sign_in_and_leaves_o
     [way_in] = meta["agent-sdk/signIn"]
     assert way_in["connection"] == "docs"
     assert way_in["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
-    assert meta["agent-sdk/leftOut"] == ["down"]
+    assert meta["agent-sdk/leftOut"] == ["down", "imported"]
     assert "optional connection 'down' left out of the listing" in gateway.log_text()
+    assert "optional connection 'imported' left out of the listing" in gateway.log_text()
 
     with httpx2.Client(timeout=30.0, headers={"authorization": f"Bearer {OPERATOR}"}) as operator:
         listed = operator.get(f"{gateway.url}/v1/connections").json()["connections"]
     down = next(c for c in listed if c["name"] == "down")
     assert (down["optional"], down["state"], down.get("leftOut")) == (True, "failing", True)
     assert next(c for c in listed if c["name"] == "everything")["optional"] is False
+    imported = next(c for c in listed if c["name"] == "imported")
+    assert (imported["optional"], imported["state"], imported.get("leftOut")) == (True, "failing", True)
 
 
 def _call(gateway: Served, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:

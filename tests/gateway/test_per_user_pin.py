@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from typing import Any
 
 import httpx2
 import pytest
@@ -20,7 +21,17 @@ import pytest
 from tests.oauth.peers import ResourceServer
 
 from .conftest import Served
-from .per_user import PEERS, per_user_gateway, principal_of, sign_in, sign_in_url_in, text_of, whoami
+from .per_user import (
+    PEERS,
+    call_body,
+    modern_headers,
+    per_user_gateway,
+    principal_of,
+    sign_in,
+    sign_in_url_in,
+    text_of,
+    whoami,
+)
 
 ACCESS_TOKEN_TTL = 3600
 
@@ -73,3 +84,48 @@ def test_pin_and_pin_check_work_with_a_per_user_connection_and_each_person_is_ch
     assert (answered["isError"], answered["structuredContent"]) == (False, {"result": "bob"}), answered
     assert "held back" not in gateway.log_text()
     assert all(token not in written.stdout + written.stderr for token in PEERS.values())
+
+
+def _listed(gateway: Served, name: str) -> dict[str, dict[str, Any]]:
+    body = {**call_body("whoami"), "method": "tools/list", "params": {"_meta": call_body("whoami")["params"]["_meta"]}}
+    headers = {**modern_headers(name), "mcp-method": "tools/list"}
+    headers.pop("mcp-name")
+    with httpx2.Client(timeout=30.0) as http:
+        answer = http.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=headers)
+    assert answer.status_code == 200, answer.text
+    return {tool["name"]: tool for tool in answer.json()["result"]["tools"]}
+
+
+def _call(gateway: Served, name: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    body = call_body(tool)
+    body["params"]["arguments"] = arguments
+    with httpx2.Client(timeout=30.0) as http:
+        answer = http.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=modern_headers(name, tool))
+    assert answer.status_code in (200, 400), answer.text
+    return answer.json()
+
+
+def test_a_tool_that_drifted_for_one_person_is_held_back_for_that_person_only_and_the_hint_names_the_principal(
+    gateway: Served, resource: ResourceServer
+) -> None:
+    alice = principal_of("alice")
+    if not (gateway.state_root.parent / "project" / "mcp.lock").exists():
+        assert _whoami_signed_in(gateway, "alice")["structuredContent"] == {"result": "alice"}
+        assert _pin(gateway, "--yes", "--principal", alice).returncode == 0
+    # carol's upstream lists `echo` with another description than the one alice's listing pinned.
+    httpx2.post(f"{resource.base}/_control/describe", params={"sub": "carol", "text": "Echo, and keep a copy."})
+    assert _whoami_signed_in(gateway, "carol")["structuredContent"] == {"result": "carol"}
+
+    carol = principal_of("carol")
+    assert sorted(_listed(gateway, "carol")) == ["whoami"]
+    refused = _call(gateway, "carol", "echo", {"text": "hi"})
+    message = json.dumps(refused)
+    assert "held back" in message and f"agent-sdk pin --update docs --principal {carol}" in message, message
+
+    assert sorted(_listed(gateway, "alice")) == ["echo", "whoami"]
+    served = _call(gateway, "alice", "echo", {"text": "hi"})["result"]
+    assert (served["isError"], served["structuredContent"]) == (False, {"result": "hi"}), served
+
+    held = [line for line in gateway.log_text().splitlines() if "held back" in line]
+    assert held and all(carol in line and alice not in line for line in held), held
+    assert all(f"pin --update docs --principal {carol}" in line for line in held), held

@@ -7,7 +7,9 @@
 //
 // Everything (clients, grants) lives in memory: a restart forgets every registration. KEY_FILE keeps
 // the signing key across restarts (written on the first start), so a resource server that cached the
-// JWKS still verifies tokens issued after a restart.
+// JWKS still verifies tokens issued after a restart. OIDC_DPOP_BOUND_CLIENTS=1: every client it registers
+// gets `dpop_bound_access_tokens: true` (RFC 9449 §5.2), so a token request without a DPoP proof is
+// refused (`invalid_grant`, "DPoP proof JWT not provided").
 //
 // (ESM ignores NODE_PATH, so the test passes where .peers/ installed oidc-provider.)
 //
@@ -30,6 +32,7 @@ const accessTtl = Number(process.argv[3] || '3600');
 const issuer = `http://127.0.0.1:${port}`;
 
 const keyFile = process.argv[5];
+const dpopBoundClients = process.env.OIDC_DPOP_BOUND_CLIENTS === '1';
 let jwk;
 if (keyFile && existsSync(keyFile)) {
   jwk = JSON.parse(readFileSync(keyFile, 'utf8'));
@@ -58,6 +61,7 @@ const provider = new Provider(issuer, {
   jwks: { keys: [jwk] },
   extraTokenClaims: (_ctx, token) => (token.accountId && groups[token.accountId] ? { groups: groups[token.accountId] } : undefined),
   clients: staticClients,
+  ...(dpopBoundClients ? { clientDefaults: { grant_types: ['authorization_code'], id_token_signed_response_alg: 'RS256', response_types: ['code'], token_endpoint_auth_method: 'client_secret_basic', dpop_bound_access_tokens: true } } : {}),
   features: {
     devInteractions: { enabled: true },
     introspection: { enabled: true },

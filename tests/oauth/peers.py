@@ -69,19 +69,28 @@ def oidc_provider(
     key_file: Path | None = None,
     groups: dict[str, list[str]] | None = None,
     clients: list[dict[str, Any]] | None = None,
+    dpop_bound_clients: bool = False,
 ) -> Iterator[AuthServer]:
     """oidc-provider with PKCE required, DCR, RFC 8707 JWT access tokens and refresh-token rotation.
 
     `port` and `key_file` let a test restart it as the same server that forgot every registration; `groups`:
     a `groups` claim in the access tokens of those accounts; `clients`: more static clients (oidc-provider's
-    client metadata)."""
+    client metadata); `dpop_bound_clients`: every client it registers gets `dpop_bound_access_tokens` (no
+    token without a DPoP proof)."""
     port = port or free_port()
     package = node_module("oidc-provider", "package.json").parent
     cmd = [str(node22()), str(HERE / "oidc_provider.mjs"), str(port), str(access_token_ttl), str(package)]
     if key_file is not None:
         cmd.append(str(key_file))
     with _running(
-        cmd, port, "oidc-provider", {"OIDC_GROUPS": json.dumps(groups or {}), "OIDC_CLIENTS": json.dumps(clients or [])}
+        cmd,
+        port,
+        "oidc-provider",
+        {
+            "OIDC_GROUPS": json.dumps(groups or {}),
+            "OIDC_CLIENTS": json.dumps(clients or []),
+            "OIDC_DPOP_BOUND_CLIENTS": "1" if dpop_bound_clients else "",
+        },
     ):
         yield AuthServer(f"http://127.0.0.1:{port}")
 

@@ -19,6 +19,8 @@
   mid-session, as far as the client can tell).
 - `POST /_control/reject-subject?sub=S`: from now on tokens of subject S get a 401 (as a resource server that
   learned the user's grant was revoked).
+- `POST /_control/describe?sub=S&text=T`: from now on the `echo` tool that subject S lists is described as T
+  (an upstream whose listing depends on who lists it).
 - `POST /_control/require-scope?scope=S`: from now on a token whose `scope` claim lacks S gets a 403
   `WWW-Authenticate: Bearer error="insufficient_scope", scope="S"` (RFC 6750 §3.1; the MCP spec's step-up).
 - `GET /_control/stats`: `{"ok": n, "unauthorized": n, "tokens": distinct tokens accepted, "digests": their
@@ -87,6 +89,7 @@ class BearerGate:
         self.tokens: set[str] = set()
         self.jtis: set[str] = set()
         self.rejected: set[str] = set()
+        self.described: dict[str, str] = {}
         self.nonce_mode = "off"
         self.required_scope: str | None = None
         self.nonce = secrets.token_urlsafe(12)
@@ -112,6 +115,11 @@ class BearerGate:
             return
         if path == "/_control/reject-subject":
             self.rejected.update(parse_qs(scope["query_string"].decode()).get("sub", []))
+            await _json(send, 200, {"ok": True})
+            return
+        if path == "/_control/describe":
+            query = parse_qs(scope["query_string"].decode())
+            self.described[query["sub"][0]] = query["text"][0]
             await _json(send, 200, {"ok": True})
             return
         if path == "/_control/stats":
@@ -167,7 +175,8 @@ class BearerGate:
         self.stats["subjects"][subject] = self.stats["subjects"].get(subject, 0) + 1
         self.tokens.add(hashlib.sha256(token.encode()).hexdigest())
         SUBJECT.set(subject)
-        await self.app(scope, receive, send)
+        described = self.described.get(subject)
+        await self.app(scope, receive, send if described is None else _describing(send, described))
 
     def bound(self, claims: Any, scheme: str, token: str, proof: str, method: str) -> str | None:
         """RFC 9449 §7: None when the token may be used as presented, else why not (or "use_dpop_nonce")."""
@@ -216,6 +225,35 @@ class BearerGate:
         audience = claims.get("aud")
         audiences = audience if isinstance(audience, list) else [audience]
         return claims if RESOURCE in audiences else None
+
+
+def _describing(send: Send, text: str) -> Send:
+    """`send` with the `echo` tool of a `tools/list` answer (one JSON body) described as `text`."""
+    start: dict[str, Any] = {}
+    chunks: list[bytes] = []
+
+    async def rewritten(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            start.update(message)
+            return
+        chunks.append(message.get("body", b""))
+        if message.get("more_body"):
+            return
+        body = b"".join(chunks)
+        try:
+            answer = json.loads(body)
+            for tool in answer["result"]["tools"]:
+                if tool["name"] == "echo":
+                    tool["description"] = text
+            body = json.dumps(answer).encode()
+        except (ValueError, KeyError, TypeError):
+            pass
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return rewritten
 
 
 async def _json(send: Send, status: int, body: object, extra: list[tuple[bytes, bytes]] | None = None) -> None:

@@ -167,9 +167,31 @@ def test_a_bad_agent_sdk_key_is_an_error_naming_the_server_and_the_known_keys(tm
     project = load_project(project_with(tmp_path, text))
     assert [(d.line, d.severity, d.message) for d in project.diagnostics] == [
         (2, "error", "server 'a': unknown key 'advertise' in \"agent-sdk\"; use advertisePrompts, "
-         "advertiseResources, advertiseTools, allowTools, denyPrompts, denyResources, denyTools, description, grants, "
-         "hostOnly, oauth, pin, protocol, sandbox, timeouts, traceContent, upstreamSessions"),
+         "advertiseResources, advertiseTools, allowTools, denyPrompts, denyResources, denyTools, description, dpop, "
+         "grants, hostOnly, oauth, optional, pin, protocol, sandbox, timeouts, traceContent, upstreamSessions"),
         (3, "error", "server 'b': \"agent-sdk\" must be an object such as {\"advertiseTools\": true}"),
         (4, "error", "server 'c': field 'advertise_tools' must be True or False, got 'yes'"),
     ]  # fmt: skip
     assert project.connections == {}
+
+
+def test_optional_and_dpop_in_an_agent_sdk_key_set_the_connection_and_a_bad_value_is_a_sentence(tmp_path: Path) -> None:
+    text = (
+        '{"mcpServers": {\n'
+        '  "docs": {"url": "https://docs.example.com/mcp",\n'
+        '           "agent-sdk": {"oauth": true, "dpop": false, "optional": true, "advertiseTools": true}},\n'
+        '  "a": {"url": "https://a.example.com/mcp", "agent-sdk": {"optional": "yes"}},\n'
+        '  "b": {"url": "https://b.example.com/mcp", "agent-sdk": {"oauth": true, "dpop": "always"}},\n'
+        '  "c": {"url": "https://c.example.com/mcp", "agent-sdk": {"dpop": true}}\n'
+        "}}\n"
+    )
+    project = load_project(project_with(tmp_path, text))
+    assert [(d.line, d.code, d.message) for d in project.diagnostics] == [
+        (4, "bad-field-type", "server 'a': field 'optional' must be True or False, got 'yes'"),
+        (5, "bad-field-type", "server 'b': field 'dpop' must be True, False or None (bind to DPoP only where the "
+         "upstream asks), got 'always'"),
+        (6, "dpop-needs-oauth", "server 'c': dpop=True binds the tokens of an OAuth grant to a key, and this "
+         "connection has no oauth=...; add oauth=True or remove dpop"),
+    ]  # fmt: skip
+    docs = project.connections["docs"]
+    assert (docs.optional, docs.dpop, docs.oauth is not None and docs.oauth.dpop) == (True, False, False)

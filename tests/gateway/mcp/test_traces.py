@@ -259,7 +259,7 @@ def test_serve_stdio_traces_its_peers_calls_over_a_pipe_and_times_the_session(
         method, name = call["method"], call["name"]
         server, client, _ = _chain(receiver, call["trace_id"], call["span_id"], method, name)
         assert server.attributes["network.transport"] == "pipe"
-        assert server.attributes["agent_sdk.principal"] == "anonymous"
+        assert server.attributes["agent_sdk.principal"] == "stdio"  # serve --stdio's one peer, as the policy names it
         assert "mcp.session.id" not in server.attributes
         assert client.attributes["agent_sdk.connection"] == server.attributes["agent_sdk.connection"]
     # The stdio session ended when the peer closed stdin: its duration is exported as the process exits.
