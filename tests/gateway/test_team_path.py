@@ -40,7 +40,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from playwright.sync_api import Page, expect
 
-from tests.browser import chromium
+from tests.browser import signed_in
 from tests.conftest import free_port
 from tests.oauth.peers import ResourceServer, oidc_provider, resource_server
 from tests.peers import node20, node22, node_bin, node_module
@@ -134,28 +134,11 @@ def _principal(team: Team, person: str) -> str:
     return "oauth:" + hashlib.sha256(f"{team.idp}\n{person}".encode()).hexdigest()[:16]
 
 
-def _through_idp(page: Page, idp: str, person: str) -> None:
-    """Pass oidc-provider's login and consent pages as `person`, as often as the flow comes back to them."""
-    for _ in range(8):
-        page.wait_for_load_state()
-        if not page.url.startswith(idp):
-            return
-        if page.locator("input[name=login]").count():
-            page.fill("input[name=login]", person)
-            page.fill("input[name=password]", "any password")
-        with page.expect_navigation():
-            page.click("button[type=submit]")
-    raise AssertionError(f"still at the IdP after 8 pages: {page.url}")
-
-
 @contextmanager
 def _opened(profile: Path, url: str, idp: str, person: str) -> Iterator[Page]:
-    """A fresh chromium that opened `url` and passed the IdP's pages as `person`; its page."""
-    with chromium(profile) as browser:
-        page = browser.new_page()
-        page.goto(url)
-        _through_idp(page, idp, person)
-        SEEN.extend(c.get("value", "") for c in browser.cookies() if c.get("name") == "agent-sdk-session")
+    """`tests.browser.signed_in`, its session cookie kept for the scan of the logs."""
+    with signed_in(profile, url, idp, person) as page:
+        SEEN.extend(c.get("value", "") for c in page.context.cookies() if c.get("name") == "agent-sdk-session")
         yield page
 
 
