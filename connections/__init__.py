@@ -43,6 +43,8 @@ from .project._diagnostics import Severity as Severity
 from .project._limits import Timeouts as Timeouts
 from .project._loader import Project as Project
 from .project._loader import load_project as load_project
+from .project._servers import CuratedServer as CuratedServer
+from .project._servers import define_server as define_server
 from .project._tools import Effect as Effect
 from .project._tools import ServerTool as ServerTool
 from .project._tools import ToolContext as ToolContext
@@ -74,6 +76,7 @@ __all__ = [
     "ConnectionUnauthorized",
     "ConnectionUnavailable",
     "ConnectionsError",
+    "CuratedServer",
     "Diagnostic",
     "Effect",
     "EnvironmentVariableMissing",
@@ -105,6 +108,7 @@ __all__ = [
     "WarmProgress",
     "acting_for",
     "define_connection",
+    "define_server",
     "define_tool",
     "load_project",
 ]

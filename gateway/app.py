@@ -47,7 +47,7 @@ from .http.proxies import TrustedProxies
 from .http.request_ids import RequestIds
 from .http_observer import HttpObserver, RouteTemplates
 from .limits import load_limit_rules
-from .mcp.endpoints import McpEndpoint, agent_server, session_manager
+from .mcp.endpoints import McpEndpoint, agent_server, curated_managers, session_manager
 from .mcp.peers.caps import stream_cap
 from .mcp.peers.streams import PeerStreams
 from .mcp.sign_in import SignInLinks
@@ -118,6 +118,7 @@ def _routes() -> list[BaseRoute | Direct]:
         Direct("/v1/mcp/tools", McpEndpoint("tools", lane=True)),  # tools/call and tools/list: `mcp_lane`
         # `Route` with an ASGI app endpoint passes every method through, so McpEndpoint answers 405 itself.
         Route("/v1/mcp", McpEndpoint("agent")),
+        Route("/v1/mcp/servers/{name}", McpEndpoint("servers", curated=True)),  # docs/curated-servers.md
         *discovery_routes(),
         *tool_routes(),
         *session_routes(),
@@ -258,6 +259,7 @@ def create_app(
                     tools_server(offerings=offerings, subscriptions=subscriptions is not None), settings.max_body_bytes
                 ),
                 **account_managers(settings),
+                **curated_managers(project, settings.max_body_bytes),
             }
             for manager in managers.values():
                 await stack.enter_async_context(manager.run())

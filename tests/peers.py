@@ -6,9 +6,12 @@ message, never a skip (CI must not go green without the real component).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,3 +59,15 @@ def debian_bin(name: str) -> str:
     if found is None:
         pytest.fail(f"{name} is not installed; run `bash scripts/test` once to install it")
     return found
+
+
+def ts_script(script: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    """Run a TypeScript-SDK peer script (`tests/fixtures/peers_js/*.mjs`) with node 20 and the shared SDK; the
+    JSON document it prints (the test fails with its stderr when it exits non-zero)."""
+    sdk = str(node_module("@modelcontextprotocol", "sdk", "package.json").parent)
+    full = {**os.environ, "MCP_SDK_DIR": sdk, **(env or {})}
+    done = subprocess.run(
+        [node20(), str(script), *args], env=full, capture_output=True, text=True, timeout=90, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)

@@ -94,7 +94,7 @@ def kind(block: Block) -> str:
     if block.lang == "python":
         return (
             "definition"
-            if re.search(r"^(connection|tool) = define_(connection|tool)\(", block.text, re.M)
+            if re.search(r"^(connection|tool|server) = define_(connection|tool|server)\(", block.text, re.M)
             else "python"
         )
     if block.lang == "json":
@@ -155,6 +155,12 @@ def test_a_definition_in_the_docs_loads_and_its_auth_callback_works(block: Block
     path = tmp_path / relative
     path.parent.mkdir(parents=True)
     path.write_text(source)
+    if relative.startswith("agent/servers/"):  # a curated server picks from the connections its page defines
+        for other in ALL:
+            named_other = re.match(r"#\s*(agent/mcp-connections/[\w-]+\.py)", other.text)
+            if other.doc == block.doc and named_other:
+                (tmp_path / named_other.group(1)).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / named_other.group(1)).write_text(other.text)
     project = load_project(tmp_path)
     assert [d.format(tmp_path) for d in project.errors] == [], block.where
     options = _options(block)

@@ -26,6 +26,7 @@ from ._pin_guard import pinnable
 from ._pins import LOCK_FILE, read_lock
 from ._problems import Problem
 from ._sandbox import Sandbox, project_sandbox_default
+from ._servers import CuratedServer, loaded_server
 from ._tools import ServerTool
 from ._validation import connection_problems
 
@@ -56,6 +57,8 @@ class Project:
     tools: dict[str, ServerTool] = field(default_factory=dict[str, ServerTool])
     extensions: dict[str, Extension] = field(default_factory=dict[str, Extension])
     diagnostics: list[Diagnostic] = field(default_factory=list[Diagnostic])
+    servers: dict[str, CuratedServer] = field(default_factory=dict[str, CuratedServer])
+    """Curated servers (`agent/servers/<name>.py`, docs/curated-servers.md), those without errors."""
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -111,6 +114,8 @@ class _Loading:
                 for path in self._files(self.agent / slot):
                     self._load_file(path, slot, namespace=None)
             self._load_extensions()
+            for path in self._files(self.agent / "servers"):
+                self._load_server(path)
         finally:
             sys.path.remove(str(self.agent))
             for mod in [m for m in sys.modules if m == "lib" or m.startswith("lib.")]:
@@ -274,6 +279,19 @@ class _Loading:
             line = obj.line if obj.source == path else None
             defn = obj.named(name, path, line=line, host_only=obj.host_only or in_host)
             self._add_connection(defn, path, in_host_folder=in_host, namespace=namespace)
+
+    def _load_server(self, path: Path) -> None:
+        if (why := check_name(path.stem, "curated server")) is not None:
+            self.diag(path, None, why, "bad-name")
+            return
+        module = self._import(path, "servers")
+        if module is None:
+            return
+        server, problems = loaded_server(_unique(iter(vars(module).values())), path, self.conn_sources)
+        for line, p in problems:
+            self.diag(path, line, p.message, p.code, p.severity)
+        if server is not None:
+            self.project.servers[path.stem] = server
 
     def _report(self, path: Path, line: int | None, problems: tuple[Problem, ...] | list[Problem]) -> bool:
         for problem in problems:

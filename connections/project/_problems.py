@@ -13,3 +13,5 @@ class Problem:
     code: str
     message: str
     severity: Literal["error", "warning"] = "error"
+    where: str | None = None
+    """The element of the definition it is about (`tools[2]`), when the loader can find its line."""

@@ -71,6 +71,9 @@ from ..project._pins import Drift as Drift
 from ..project._pins import Lock as Lock
 from ..project._pins import read_lock as read_lock
 from ..project._pins import write_lock as write_lock
+from ..project._servers import Selector as Selector
+from ..project._servers import element_lines as element_lines
+from ..project._servers import unmatched as unmatched
 from ..serving._pin_snapshot import compare as compare_pins
 from ..serving._pin_snapshot import definition_diff as definition_diff
 from ..serving._pin_snapshot import lock_of as lock_of
@@ -112,6 +115,7 @@ __all__ = [
     "Offerings",
     "PinGuard",
     "RedactingFilter",
+    "Selector",
     "SignInRequired",
     "Upstream",
     "UpstreamResult",
@@ -123,6 +127,7 @@ __all__ = [
     "compare_pins",
     "current_call",
     "definition_diff",
+    "element_lines",
     "expand_map",
     "forget_account_login",
     "holds_long_text",
@@ -149,6 +154,7 @@ __all__ = [
     "shown_url",
     "tracing_enabled",
     "transport_failure",
+    "unmatched",
     "unset_variables",
     "write_lock",
 ]

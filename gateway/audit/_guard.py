@@ -83,14 +83,23 @@ class CallGuard:
         """The Redis client `GET /v1/audit` reads the shared stream with (None: the file is read)."""
         self._guarded: dict[tuple[object, ...], tuple[TurnTool, TurnTool]] = {}
 
-    def tool(self, tool: TurnTool, surface: str | None, principal: Principal | str) -> TurnTool:
+    def tool(
+        self,
+        tool: TurnTool,
+        surface: str | None,
+        principal: Principal | str,
+        *,
+        served_as: str | None = None,
+        server: str = "",
+    ) -> TurnTool:
         """`tool` with its calls checked and recorded as `principal`'s on `surface` (None: this guard's MCP
-        surface, `mcp/tools` or `stdio`). Its call raises `CallRefused` subclasses (`RateLimited`,
+        surface, `mcp/tools` or `stdio`); through curated server `server`, under its name `served_as`.
+        Its call raises `CallRefused` subclasses (`RateLimited`,
         `LimitsUnavailable`, `ApprovalDenied`, `AuditUnavailable`) before it runs; the rest is the tool's own."""
-        policies = self._policies(principal, tool)
+        policies = self._policies(principal, tool, server)
         # The guarded copy is kept per (tool, surface, who, policies): a call of a reused listing's tool
         # pays a dict lookup, not a dataclass copy (the record depends on nothing else of `principal`).
-        key = (id(tool), surface, *_who(principal), policies)
+        key = (id(tool), surface, *_who(principal), policies, served_as)
         kept = self._guarded.get(key)
         if kept is not None and kept[0] is tool:
             return kept[1]
@@ -106,6 +115,7 @@ class CallGuard:
                 lambda: invoke(arguments),
                 _is_error,
                 policies=policies,
+                served_as=served_as,
             )
 
         wrapped = dataclasses.replace(tool, invoke=guarded)
@@ -125,10 +135,12 @@ class CallGuard:
         is_error: Callable[[T], bool],
         *,
         policies: tuple[str, ...] = (),
+        served_as: str | None = None,
     ) -> T:
         """`call()` once the call of tool `name` is admitted, and its audit record. Raises `CallRefused`
         (recorded as `refused`) and whatever `call` raises (recorded as `failed`)."""
         record = _record(principal, surface or self.mcp_surface, name, connection)
+        record.served_as = served_as
         record.policies = list(policies)
         if self.trail.digest_key is not None:
             record.arguments_digest = argument_digest(arguments, self.trail.digest_key)
@@ -162,11 +174,11 @@ class CallGuard:
             record.duration_ms = (time.perf_counter() - started) * 1000
             self.trail.write(record)
 
-    def _policies(self, principal: Principal | str, tool: TurnTool) -> tuple[str, ...]:
+    def _policies(self, principal: Principal | str, tool: TurnTool, server: str = "") -> tuple[str, ...]:
         """The ids of the policies that let `principal` call `tool` (none without a policy file)."""
         if self.policy is None or not self.policy.enforcing or not isinstance(principal, Principal):
             return ()
-        return self.policy.decide(principal, "tools/call", tool_target(tool)).policies
+        return self.policy.decide(principal, "tools/call", tool_target(tool), server).policies
 
     def policy_refused(self, principal: Principal, refusal: Refusal, surface: str | None) -> None:
         """The record of a request answered as for a name that does not exist: a tool, resource, template or

@@ -57,6 +57,8 @@ class AuditRecord:
     subject: str | None = None
     peer_request_id: str | None = None
     approval: dict[str, Any] | None = None
+    served_as: str | None = None
+    """The name a curated server showed the tool under (`target` is the real tool's; docs/curated-servers.md)."""
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -85,6 +87,8 @@ class AuditRecord:
             out["peerRequestId"] = self.peer_request_id
         if self.approval is not None:
             out["approval"] = self.approval
+        if self.served_as is not None:
+            out["servedAs"] = self.served_as
         return out
 
     def line(self) -> str:

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import anyio
 
-from connections import Broker, Diagnostic, Project, TurnProblem
-from connections.serving import sandbox_unavailable
+from connections import Broker, Diagnostic, Project, Toolset, TurnProblem
+from connections.serving import element_lines, sandbox_unavailable, unmatched
 
 from ..info import undeclared_warning
 from ._broker_run import run_with_broker
@@ -57,15 +57,39 @@ def online_diagnostics(project: Project, args: argparse.Namespace) -> list[Diagn
 
     Raises `CliError` (from `run_with_broker`) only when the broker itself cannot run."""
 
-    async def collect(broker: Broker) -> tuple[list[TurnProblem], dict[str, list[str]]]:
-        _toolset, problems = await broker.builder.collect(None)
+    async def collect(broker: Broker) -> tuple[Toolset, list[TurnProblem], dict[str, list[str]]]:
+        toolset, problems = await broker.builder.collect(None)
         broker.offerings.warn_undeclared = False  # a diagnostic here, not a log line
         undeclared = await broker.offerings.undeclared()
-        return problems, {name: list(kinds) for name, kinds in undeclared.items()}
+        return toolset, problems, {name: list(kinds) for name, kinds in undeclared.items()}
 
-    problems, undeclared = run_with_broker(project, args, collect, what="listing the advertised connections")
+    toolset, problems, undeclared = run_with_broker(project, args, collect, what="listing the advertised connections")
     found = [_diagnostic(project, p) for p in problems]
-    return found + [_undeclared(project, name, kinds) for name, kinds in undeclared.items()]
+    found += [_undeclared(project, name, kinds) for name, kinds in undeclared.items()]
+    return found + _unmatched_entries(project, toolset, problems)
+
+
+def _unmatched_entries(project: Project, toolset: Toolset, problems: list[TurnProblem]) -> list[Diagnostic]:
+    """An entry of a curated server's `tools` that picks no tool of the listing (docs/curated-servers.md);
+    a connection that could not be listed, or is listed per session, is not judged."""
+    unlisted = {p.connection for p in problems if p.connection is not None} | set(unchecked_connections(project))
+    out: list[Diagnostic] = []
+    for server in project.servers.values():
+        if server.source is None:
+            continue
+        lines = element_lines(server.source, server.line)
+        for entry in unmatched(server, toolset, unlisted):
+            out.append(
+                Diagnostic(
+                    server.source,
+                    lines.get(entry.where, server.line),
+                    "error",
+                    f"{entry.where} picks no tool: no listed tool matches it (the tools listed now are "
+                    f"{sorted(toolset.names())[:20]}); fix its connection, name or annotation",
+                    "unmatched-selector",
+                )
+            )
+    return out
 
 
 def undeclared_capabilities(project: Project, args: argparse.Namespace) -> dict[str, list[str]]:

@@ -64,8 +64,16 @@ def serve(args: argparse.Namespace) -> int:
         start_telemetry(getattr(args, "otlp_endpoint", None) or os.environ.get("AGENT_SDK_OTLP_ENDPOINT"))
     except TelemetryUnavailable as exc:
         raise CliError(str(exc)) from None
+    server = getattr(args, "server", None)
+    if server is not None and (wire is None or server not in project.servers):
+        raise CliError(
+            f"--server {server!r}: no curated server of that name in this project (the curated servers are "
+            f"{sorted(project.servers)}, one file each under agent/servers/)"
+            if wire is not None
+            else "--server needs --stdio; over HTTP each curated server is served at /v1/mcp/servers/<name>"
+        )
     if wire is not None:
-        return _serve_stdio(project, settings, wire)
+        return _serve_stdio(project, settings, wire, server)
     if not settings.loopback_bound and settings.auth_mode not in ("bearer", "oauth"):
         raise CliError(
             f"--host {settings.host} is not loopback: pass --bearer-token (or AGENT_SDK_BEARER_TOKEN) "
@@ -207,13 +215,14 @@ def _claim_stdout() -> BinaryIO:
     return claim_protocol_stdout()
 
 
-def _serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> int:
-    """`serve --stdio`: stdout is the protocol's, so everything we say goes to stderr."""
+def _serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO, server: str | None = None) -> int:
+    """`serve --stdio` (`--server`: a curated server): stdout is the protocol's, so everything we say goes to
+    stderr."""
     from ..mcp.stdio import serve_stdio
 
     tell(f"agent-sdk: serving {project.root.name}'s tools over stdio", event="serving")
     try:
-        serve_stdio(project, settings, wire)
+        serve_stdio(project, settings, wire, server)
     except ValueError as exc:
         raise CliError(str(exc)) from None
     return 0

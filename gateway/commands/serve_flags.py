@@ -273,6 +273,12 @@ def add_serve_flags(p: argparse.ArgumentParser) -> None:
         help="in discovery mode, also list the tools of this name or glob (repeatable)",
     )
     p.add_argument(
+        "--server",
+        default=None,
+        metavar="NAME",
+        help="with --stdio: serve the curated server agent/servers/NAME.py instead (docs/curated-servers.md)",
+    )
+    p.add_argument(
         "--otlp-endpoint",
         default=None,
         metavar="URL",

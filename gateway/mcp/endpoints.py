@@ -24,6 +24,8 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
+from connections import Project
+
 from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
 from ..errors import ApiError, CallRefused, InvalidRequest
@@ -33,15 +35,16 @@ from ..policy import require
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import install_server_spans
 from .call_stream import principal_id, session_header
+from .curated import CuratedView
 from .lane import serve_lane
 from .peers.sessions import answered, with_peer_session
 from .peers.streams import StreamRefused
 from .task_ext import serve_task_extension
 from .tasks import serve_tasks
 from .tool_calls import call_tool
-from .tools import SERVER_VERSION, json_result
+from .tools import SERVER_VERSION, json_result, tools_server
 
-__all__ = ["McpEndpoint", "agent_server", "session_manager"]
+__all__ = ["McpEndpoint", "agent_server", "curated_managers", "session_manager"]
 
 
 def _principal(ctx: ServerRequestContext[Any, Any]) -> Principal:
@@ -210,6 +213,16 @@ _NO_SESSION = (
 )
 
 
+def curated_managers(project: Project, max_body_bytes: int) -> dict[str, StreamableHTTPSessionManager]:
+    """A session manager per curated server (`servers/<name>`): its own SDK server (name, version,
+    instructions) for what the lane does not answer; the lane and the executor are the one every endpoint has.
+    Tools only for now: a view's resources and prompts are not served (docs/curated-servers.md)."""
+    return {
+        f"servers/{name}": session_manager(tools_server(view=CuratedView(server)), max_body_bytes)
+        for name, server in project.servers.items()
+    }
+
+
 async def _session_route(scope: Scope, receive: Receive, send: Send, method: str) -> bool:
     """A handshake-era session's `GET` stream (`mcp/peers/streams.py`) or `DELETE`, which ends the session for good
     (`RequestStates.end_session`); 404 for a session that is not live. False (405) without a session id, and for a
@@ -240,6 +253,20 @@ async def _session_route(scope: Scope, receive: Receive, send: Send, method: str
     return True
 
 
+def _curated(scope: Scope) -> CuratedView | str:
+    """The curated server the path names, or the sentence of a 404."""
+    runtime: Runtime = scope["state"]["runtime"]
+    name = str(scope.get("path_params", {}).get("name", ""))
+    server = runtime.project.servers.get(name)
+    if server is None or f"servers/{name}" not in runtime.mcp:
+        known = sorted(runtime.project.servers)
+        return (
+            f"no curated server named {name[:64]!r} on this gateway; the curated servers are {known} "
+            "(one file each under agent/servers/, docs/curated-servers.md)"
+        )
+    return CuratedView(server)
+
+
 class McpEndpoint:
     """POST goes to the runtime's session manager named `key`; any other method is 405.
 
@@ -247,14 +274,23 @@ class McpEndpoint:
     reading it whole here to check the JSON-RPC envelope is bounded.
     """
 
-    def __init__(self, key: str, *, lane: bool = False) -> None:
+    def __init__(self, key: str, *, lane: bool = False, curated: bool = False) -> None:
         self.key = key
-        self.lane = lane
+        self.lane = lane or curated
         """`tools/call` and `tools/list` are answered by `mcp_lane` (both generations), the rest by the SDK."""
+        self.curated = curated
+        """`/v1/mcp/servers/{name}`: the curated server `name`, a view over `/v1/mcp/tools` (`curated.py`)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method = scope.get("method")
-        if self.lane and method in ("GET", "DELETE") and await _session_route(scope, receive, send, method):
+        key, view = self.key, None
+        if self.curated:
+            found = _curated(scope)
+            if isinstance(found, str):
+                await send_error(scope, send, 404, "unknown_server", found)
+                return
+            key, view = f"servers/{found.name}", found
+        elif self.lane and method in ("GET", "DELETE") and await _session_route(scope, receive, send, method):
             return
         if method != "POST":
             await send_error(
@@ -286,7 +322,7 @@ class McpEndpoint:
             await send_rpc_error(send, 404, mt.INVALID_REQUEST, _NO_SESSION, {"error": "session_not_found"},
                                  ident=request_id(raw))  # fmt: skip
             return
-        manager = runtime.mcp[self.key]
+        manager = runtime.mcp[key]
         if raw.lstrip().startswith(b"["):  # a batch: 2025-03-26 only (mcp_request_checks)
             await serve_batch(manager.handle_request, scope, raw, send)
             return
@@ -310,7 +346,7 @@ class McpEndpoint:
             if (
                 await serve_tasks(runtime, scope, send, message)
                 or await serve_task_extension(runtime, scope, send, message)
-                or await serve_lane(manager, runtime, scope, receive, send, len(raw), message)
+                or await serve_lane(manager, runtime, scope, receive, send, len(raw), message, view)
             ):
                 return
         await manager.handle_request(scope, replay, send)

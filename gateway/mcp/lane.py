@@ -75,10 +75,11 @@ from .call_stream import (
     stream_answer,
     until_gone,
 )
+from .curated import CuratedView
 from .discovery import META_NAMES, unwrapped
 from .lane_checks import ladder_rejection, param_rejection, rejected
 from .peers.calls import Peer
-from .pipeline import CallPlan, lookup, target_of
+from .pipeline import CallPlan, lookup, target_of, view_target
 from .tools import tools_list_result
 
 __all__ = ["serve_lane"]
@@ -134,10 +135,12 @@ async def serve_lane(
     send: Send,
     size: int,
     body: dict[str, Any],
+    view: CuratedView | None = None,
 ) -> bool:
     """Answer `body` (the parsed POST of `size` bytes) if it is a `tools/call` or `tools/list` request
     the lane takes (module docstring); False, with nothing sent, otherwise. A peer's
-    `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202)."""
+    `notifications/cancelled` cancels its call here, then goes on to the SDK (which answers 202). With
+    `view`, the endpoint is that curated server's (`gateway/mcp/curated.py`): its listing, its names."""
     if type(body) is not dict:
         return False
     method = body.get("method")
@@ -155,7 +158,7 @@ async def serve_lane(
     requested = _header(scope, _PROTOCOL_VERSION)
     modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
     params: dict[str, Any] | None = body.get("params")
-    if method == "tools/call":  # discovery mode's `call_tool` is the named tool's own call (gateway/mcp/discovery.py)
+    if method == "tools/call" and view is None:  # discovery's `call_tool` is the named tool's own (discovery.py)
         params = unwrapped(runtime.discovery, params)
     headers: list[tuple[str, str]] = []
     found: tuple[Any, ...] | None = None  # the catalog's answer for the tool, looked up once
@@ -168,7 +171,7 @@ async def serve_lane(
                 return True
             version: str = requested  # pyright: ignore[reportAssignmentType]  # the ladder matched it to the body
             if method == "tools/call":  # before the params schema, as in the SDK's entry
-                found = await _lookup(runtime, params, caller_of(scope))
+                found = await _lookup(runtime, params, caller_of(scope), view)
                 rejection = param_rejection(scope, params, headers, found)
                 if rejection is not None:
                     await _send_jsonrpc(send, ident, error=rejected(rejection), modern=True)
@@ -182,8 +185,15 @@ async def serve_lane(
             # An unknown tool is refused before the answer can turn into a stream (at 2026-07-28 its
             # error has an HTTP status of its own, which a stream's 200 could not carry).
             caller = caller_of(scope)
-            target = await target_of(runtime, params["name"], caller, found)
+            if view is None:
+                target, arguments = await target_of(runtime, params["name"], caller, found), params.get("arguments")
+            else:
+                target, arguments = await view_target(
+                    runtime, view, params["name"], caller, params.get("arguments"), found
+                )
             plan = _plan(runtime, who, caller, ident, target, params, version, modern=modern)
+            if view is not None:
+                plan = replace(plan, arguments=arguments, view=view, served_as=params["name"])
             if tracing_enabled():  # where it came from, for its server span (gateway/telemetry/spans.py)
                 plan = replace(plan, inbound=inbound_of_scope(scope, who[1], who[0]))
             if plan.answer == "sse":
@@ -204,7 +214,7 @@ async def serve_lane(
                 await _write(send, 200, [spliced])
                 return True
         else:
-            result = await _listed(runtime, version, ident, scope, params, modern=modern)
+            result = await _listed(runtime, version, ident, scope, params, view, modern=modern)
         wire = _shaped(server, method, version, result, modern=modern)
     except Exception as exc:
         await _send_jsonrpc(send, ident, error=_error_data(exc, modern=modern), modern=modern)
@@ -216,13 +226,17 @@ async def serve_lane(
     return True
 
 
-async def _lookup(runtime: Runtime, params: Any, caller: Principal) -> tuple[Any, ...] | None:
+async def _lookup(runtime: Runtime, params: Any, caller: Principal, view: CuratedView | None) -> tuple[Any, ...] | None:
     """The catalog's answer for the tool a `tools/call` names, as `caller` may see it (None when the name
-    is not a string: the params schema rejects it)."""
+    is not a string: the params schema rejects it). Through `view`, the real tool its name stands for."""
     name = params.get("name") if isinstance(params, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    if view is not None:
+        return await lookup(runtime, view.real_name(name), caller, view.name)
     if runtime.discovery is not None and name in META_NAMES:  # the view's own (`target_of`): no catalog tool
         return None
-    return await lookup(runtime, name, caller) if isinstance(name, str) else None
+    return await lookup(runtime, name, caller)
 
 
 def _plan(
@@ -260,16 +274,23 @@ def _plan(
 
 
 async def _listed(
-    runtime: Runtime, version: str, ident: object, scope: Scope, params: Mapping[str, Any] | None, *, modern: bool
+    runtime: Runtime,
+    version: str,
+    ident: object,
+    scope: Scope,
+    params: Mapping[str, Any] | None,
+    view: CuratedView | None,
+    *,
+    modern: bool,
 ) -> dict[str, Any]:
     """`tools/list` as the caller may see it, in its server span when tracing is on."""
     caller = caller_of(scope)
     if not tracing_enabled():
-        return await tools_list_result(runtime, caller)
+        return await tools_list_result(runtime, caller, view)
     principal, session = peer_of(scope, modern=modern)
     meta = params.get("_meta") if params else None
     with server_span("tools/list", None, version, ident, meta, inbound_of_scope(scope, session, principal)) as done:
-        result = await tools_list_result(runtime, caller)
+        result = await tools_list_result(runtime, caller, view)
         done(result)
         return result
 

@@ -47,6 +47,7 @@ from ..policy import PolicyGate, callable_tool
 from ..settings import ServeSettings
 from ..telemetry.spans import Inbound, server_span, with_content
 from .call_stream import JsonAnswer
+from .curated import CuratedView, unknown_tool
 from .discovery import DiscoveryView, MetaTool
 from .peers.input import InputServices, declared_input, peer_input
 from .sign_in import SignInLinks, sign_in_answer
@@ -64,6 +65,7 @@ __all__ = [
     "resolve",
     "target_of",
     "traced",
+    "view_target",
 ]
 
 AnswerMode = Literal["json", "sse", "session"]
@@ -89,6 +91,10 @@ class CallPlan:
     answer: AnswerMode
     inbound: Inbound | None = None
     """Where the request came from, for its server span: set only with tracing on (`gateway/telemetry/spans.py`)."""
+    view: CuratedView | None = None
+    """The curated server the call came through (`gateway/mcp/curated.py`): `target` is the real tool."""
+    served_as: str | None = None
+    """The name the view showed `target` under."""
 
 
 class ExecutorServices(InputServices, Protocol):
@@ -150,10 +156,14 @@ class Executor:
         tool, arguments, principal = plan.target, plan.arguments, plan.principal
         if plan.modern:  # the peer's clientInfo, for an approval of this call to show
             note_client(plan.params.get("_meta", {}).get(CLIENT_INFO_META_KEY))
-        if services.guard is not None and not isinstance(
-            tool, (_SignInFirst, MetaTool)
-        ):  # audit, limits, approval (docs/audit.md)
-            tool = services.guard.tool(tool, None, plan.caller if plan.caller.id == principal else principal)
+        if services.guard is not None and not isinstance(tool, (_SignInFirst, MetaTool)):  # audit, limits, approval
+            who = plan.caller if plan.caller.id == principal else principal
+            if plan.view is None:
+                tool = services.guard.tool(tool, None, who)
+            else:
+                tool = services.guard.tool(
+                    tool, plan.view.surface, who, served_as=plan.served_as, server=plan.view.name
+                )
 
         async def call() -> ToolOutcome:
             with acting_for(principal):
@@ -214,19 +224,21 @@ class _SignInFirst(TurnTool):
 Found = tuple[TurnTool | None, Toolset, list[TurnProblem]]
 
 
-async def lookup(services: ExecutorServices, name: str, caller: Principal) -> Found:
-    """The catalog's answer for tool `name` as `caller` may see it (a tool the policy hides is not there);
-    a listing it needs first is `caller`'s (its per-user grants)."""
+async def lookup(services: ExecutorServices, name: str, caller: Principal, server: str = "") -> Found:
+    """The catalog's answer for tool `name` as `caller` may see it (through curated server `server`, "" for
+    none: a tool the policy hides is not there); a listing it needs first is `caller`'s (its per-user grants)."""
     with acting_for(caller.id):
-        return await callable_tool(services.policy, caller, services.catalog, name, None, None)
+        return await callable_tool(services.policy, caller, services.catalog, name, None, None, server)
 
 
-async def resolve(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+async def resolve(
+    services: ExecutorServices, name: str, caller: Principal, found: Found | None = None, server: str = ""
+) -> TurnTool:
     """The server tool `name` for `caller`'s call (from `found`, `lookup`'s answer, when the caller has it).
     Raises `MCPError` (invalid params) for an unknown tool, one the policy hides from `caller` (the same
     answer) and one `mcp.lock` holds back (its sentence says what changed), and `SignInRequired` when
     `caller` must sign in to a per-user connection to list it."""
-    tool, toolset, problems = found if found is not None else await lookup(services, name, caller)
+    tool, toolset, problems = found if found is not None else await lookup(services, name, caller, server)
     if tool is not None:
         return tool
     signing = [p for p in problems if p.code == SignInRequired.code and p.connection]
@@ -243,7 +255,9 @@ async def resolve(services: ExecutorServices, name: str, caller: Principal, foun
     raise MCPError(mt.INVALID_PARAMS, message, data={"error": refusal.code, **refusal.extra})
 
 
-async def target_of(services: ExecutorServices, name: str, caller: Principal, found: Found | None = None) -> TurnTool:
+async def target_of(
+    services: ExecutorServices, name: str, caller: Principal, found: Found | None = None, server: str = ""
+) -> TurnTool:
     """`resolve`'s tool, or, where `caller` must sign in first, a stand-in whose call raises that
     `SignInRequired`: the executor answers it with a way to sign in, as it does when the grant goes
     missing mid-call (`sign_in.py`). In discovery mode, `search_tools` and `describe_tool` are the view's
@@ -257,7 +271,7 @@ async def target_of(services: ExecutorServices, name: str, caller: Principal, fo
     if meta is not None:
         return meta
     try:
-        return await resolve(services, name, caller, found)
+        return await resolve(services, name, caller, found, server)
     except SignInRequired as exc:
         missing = exc
 
@@ -272,6 +286,30 @@ async def target_of(services: ExecutorServices, name: str, caller: Principal, fo
             invoke=signing_in,
             connection=exc.connection,
         )
+
+
+async def view_target(
+    services: ExecutorServices,
+    view: CuratedView,
+    name: str,
+    caller: Principal,
+    arguments: Mapping[str, Any] | None,
+    found: Found | None = None,
+) -> tuple[TurnTool, dict[str, Any]]:
+    """The real tool behind the view's tool `name` for `caller` (`target_of`, decided with the view's name as
+    `context.server`) and the real call's arguments (the view's fixed ones in). A name the view does not show,
+    or whose real tool `caller` may not see, is refused in the view's name, as an unknown tool."""
+    real = view.real_name(name)
+    try:
+        target = await target_of(services, real, caller, found, view.name)
+    except MCPError as exc:
+        data = exc.error.data
+        if isinstance(data, Mapping) and data.get("error") == "unknown_tool":
+            raise unknown_tool(name) from None
+        raise
+    if isinstance(target, _SignInFirst):  # nothing runs: the caller signs in first
+        return target, dict(arguments or {})
+    return target, view.arguments(target, name, arguments)
 
 
 def _error_result(message: str) -> dict[str, Any]:

@@ -36,6 +36,7 @@ from ..sessions import SessionService
 from ..settings import ServeSettings
 from ..stores import session_store
 from ..telemetry import record_session
+from .curated import CuratedView
 from .tools import tools_server
 from .toolsets import ToolCatalog
 
@@ -56,7 +57,7 @@ def claim_protocol_stdout() -> BinaryIO:
     return os.fdopen(wire, "wb")
 
 
-async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:
+async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO, curated: str | None) -> None:
     runner = make_runner(settings.runner)
     async with (
         default_broker(project, settings) as broker,
@@ -89,7 +90,10 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
         def runtime_of(_ctx: Any) -> Runtime:
             return runtime
 
-        server = tools_server(runtime_of, runtime.offerings)
+        if curated is None:
+            server = tools_server(runtime_of, runtime.offerings)
+        else:  # a curated server: tools only (docs/curated-servers.md)
+            server = tools_server(runtime_of, view=CuratedView(project.servers[curated]))
         stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
         started = time.perf_counter()
         try:
@@ -104,9 +108,10 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO) -> N
                 record_session("pipe", time.perf_counter() - started)
 
 
-def serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO) -> None:
-    """Serve `project`'s server tools on stdin and `wire` (see `claim_protocol_stdout`) until stdin closes.
+def serve_stdio(project: Project, settings: ServeSettings, wire: BinaryIO, curated: str | None = None) -> None:
+    """Serve `project`'s server tools (or its curated server `curated`) on stdin and `wire` (see
+    `claim_protocol_stdout`) until stdin closes.
 
     Raises `ValueError` for an unknown runner name.
     """
-    anyio.run(_serve, project, settings, wire)
+    anyio.run(_serve, project, settings, wire, curated)

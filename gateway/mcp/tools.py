@@ -30,11 +30,12 @@ from ..policy import caller_of
 from ..runtime import Runtime, runtime_of
 from ..telemetry.spans import Inbound, inbound_of_scope, install_server_spans
 from .call_stream import call_request, peer_of
+from .curated import CuratedView
 from .discovery import definition, unwrapped
 from .instructions import InstructionsMiddleware
 from .offerings import offering_handlers
 from .peers.streams import subscribe_handlers
-from .pipeline import CallPlan, target_of
+from .pipeline import CallPlan, target_of, view_target
 from .session_answer import declared_at_initialize, session_answer
 from .sign_in import LEFT_OUT_META, SIGN_IN_META, SignInLinks
 from .subscriptions import subscription_handlers
@@ -60,14 +61,20 @@ def json_result(value: dict[str, Any], *, is_error: bool = False) -> dict[str, A
     }
 
 
-async def tools_list_result(runtime: Runtime, caller: Principal) -> dict[str, Any]:
-    """`tools/list` on `/v1/mcp/tools`: listed live, as `caller` may see it (the policy's filter). Fails closed
-    (raises `MCPError` naming the connections that could not be listed, never a shorter list) unless every
-    connection left out is set aside (`set_aside`): a per-user connection `caller` has not signed in to (named
-    with its sign-in URL in `_meta`), or an `optional=True` one that is down (named in a log line)."""
-    toolset, aside = await visible_listing(runtime, caller)
-    view = runtime.discovery  # discovery mode: the meta-tools and the pinned tools (docs/discovery.md)
-    tools = view.listed(toolset) if view is not None else [definition(t) for t in sorted(toolset, key=lambda t: t.name)]
+async def tools_list_result(runtime: Runtime, caller: Principal, view: CuratedView | None = None) -> dict[str, Any]:
+    """`tools/list` on `/v1/mcp/tools` (or through curated server `view`): listed live, as `caller` may see
+    it (the policy's filter). Fails closed (raises `MCPError` naming the connections that could not be listed,
+    never a shorter list) unless every connection left out is set aside (`set_aside`): a per-user connection
+    `caller` has not signed in to (named with its sign-in URL in `_meta`), or an `optional=True` one that is
+    down (named in a log line)."""
+    toolset, aside = await visible_listing(runtime, caller, server=view.name if view is not None else "")
+    discovery = runtime.discovery if view is None else None  # discovery mode (docs/discovery.md)
+    if view is not None:  # a curated server: its tools (`curated.py`)
+        tools = [definition(t) for t in view.listed(toolset)]
+    elif discovery is not None:  # the meta-tools and the pinned tools
+        tools = discovery.listed(toolset)
+    else:
+        tools = [definition(t) for t in sorted(toolset, key=lambda t: t.name)]
     # The SDK's `ListToolsResult` defaults, which 2026-07-28 requires (the handshake versions drop them).
     result: dict[str, Any] = {"ttlMs": 0, "cacheScope": "private", "tools": tools, "resultType": _COMPLETE}
     signs = SignInLinks(runtime.settings, runtime.request_states).for_problems(aside, caller.id)
@@ -101,21 +108,25 @@ def tools_server(
     offerings: Offerings | None = None,
     *,
     subscriptions: bool = False,
+    view: CuratedView | None = None,
 ) -> Server[Any]:
     """The SDK server behind `/v1/mcp/tools`, for what the lane does not answer itself.
 
     `runtime` finds the runtime for a request: the HTTP request's state by default; `serve --stdio`
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
     answers the resources, prompts and completion they advertise (`gateway/mcp/offerings.py`). Its `instructions`
-    are its upstreams' (`gateway/mcp/instructions.py`).
+    are its upstreams' (`gateway/mcp/instructions.py`). With `view`, it is that curated server
+    (`gateway/mcp/curated.py`): its name, version and instructions, its tools.
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
-        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)))
+        return await tools_list_result(runtime(ctx), caller_of(getattr(ctx.request, "scope", None)), view)
 
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
-        dumped = unwrapped(served.discovery, params.model_dump(by_alias=True, mode="json", exclude_none=True))
+        dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
+        if view is None:  # discovery mode's `call_tool` is the named tool's own call (gateway/mcp/discovery.py)
+            dumped = unwrapped(served.discovery, dumped)
         scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
         principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
@@ -130,10 +141,14 @@ def tools_server(
             if declared:
                 request = replace(request, capabilities=declared)
         caller = caller_of(scope)
+        if view is None:
+            target, arguments = await target_of(served, dumped["name"], caller), dumped.get("arguments")
+        else:
+            target, arguments = await view_target(served, view, params.name, caller, params.arguments)
         plan = CallPlan(
             request_id=ctx.request_id,
-            target=await target_of(served, dumped["name"], caller),
-            arguments=dumped.get("arguments"),
+            target=target,
+            arguments=arguments,
             params=dumped,
             principal=principal,
             caller=caller,
@@ -142,6 +157,8 @@ def tools_server(
             request=request,
             answer="session",
             inbound=_inbound(scope, session, principal) if tracing_enabled() else None,
+            view=view,
+            served_as=params.name if view is not None else None,
         )
         async with session_answer(ctx) as channel:
             result = await served.executor.execute(plan, channel)
@@ -159,8 +176,10 @@ def tools_server(
         # a gateway forwards what its upstreams log (docs/http-api.md).
         warnings.simplefilter("ignore", MCPDeprecationWarning)
         server = TaskServer(
-            "agent-sdk-tools",
-            version=SERVER_VERSION,
+            view.name if view is not None else "agent-sdk-tools",
+            version=(view.server.version or SERVER_VERSION) if view is not None else SERVER_VERSION,
+            title=view.server.title if view is not None else None,
+            instructions=view.server.instructions if view is not None else None,
             relays_changes=subscriptions,  # the GET stream carries list_changed (gateway/mcp/peers/streams.py)
             on_list_tools=list_tools,
             on_call_tool=call,
@@ -170,7 +189,8 @@ def tools_server(
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
     install_server_spans(server)  # ours in place of the SDK's tracing (gateway/telemetry/spans.py)
-    server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
+    if view is None:
+        server.middleware.append(InstructionsMiddleware(server, runtime))  # the upstreams' instructions
     return server
 
 

@@ -51,12 +51,13 @@ def failed_closed(method: str, exc: TurnBuildError) -> MCPError:
 
 
 async def visible_listing(
-    services: ListingServices, caller: Principal, method: str = "tools/list"
+    services: ListingServices, caller: Principal, method: str = "tools/list", server: str = ""
 ) -> tuple[Toolset, list[TurnProblem]]:
     """The live toolset as `caller` may see it (the policy's filter), and the problems of the connections set
     aside (`set_aside`: a per-user one `caller` has not signed in to, an `optional=True` one that is down).
     Any other problem fails it closed: raises `MCPError` naming the connections that could not be listed (with
-    a sign-in link where one helps), never a shorter list."""
+    a sign-in link where one helps), never a shorter list. `server`: the curated server it is for
+    (`context.server`)."""
     with acting_for(caller.id):
         toolset, problems = await services.catalog.collect(None)
     aside = [p for p in problems if set_aside(p, services.project.connections)]
@@ -69,4 +70,4 @@ async def visible_listing(
             data = {**(refusal.error.data or {}), "signIn": signs}
             raise MCPError(refusal.error.code, f"{refusal.error.message}; {urls}", data=data) from None
         raise refusal from None
-    return visible_tools(services.policy, caller, toolset)[0], aside
+    return visible_tools(services.policy, caller, toolset, server)[0], aside

@@ -5,8 +5,9 @@ deny: Cedar's own semantics (a `forbid` overrides any `permit`; nothing permits,
 The policy set is compiled once (`_source.py`) and swapped whole when the file changes (`reload`, run by
 `gateway/reloads.py` on a change and on SIGHUP): a reload that fails keeps the policy in force and logs one
 line. A decision is one Cedar call on the parsed set and a parsed entity pair; a listing is one batch
-call. Cedar's answer depends on nothing but the policy set and the request's entities (no context, no
-clock), so each decision is kept, keyed by the principal's and the target's entity text and the action,
+call. Cedar's answer depends on nothing but the policy set, the request's entities and its one context
+attribute, `server` (the curated server it came through, docs/curated-servers.md; no clock), so each
+decision is kept, keyed by the principal's and the target's entity text, the action and the server,
 until the policy changes: a repeated call costs a dictionary lookup (docs/performance.md).
 """
 
@@ -66,7 +67,7 @@ class PolicyGate:
         self.path = path
         self._compiled = compiled
         self._stamp = file_stamp(path) if path is not None else None
-        self._decisions: LRUCache[tuple[str, str, str], Decision] = LRUCache(maxsize=16384)
+        self._decisions: LRUCache[tuple[str, str, str, str], Decision] = LRUCache(maxsize=16384)
         self.on_denied_call: Callable[[Principal, Refusal, str | None], None] | None = None
         """Told of each request answered as for a name that does not exist (the principal, the refusal, the
         surface): the audit trail's record of it (`gateway/audit`), set by the app."""
@@ -88,39 +89,43 @@ class PolicyGate:
 
     # -- deciding ------------------------------------------------------------------------------------
 
-    def decide(self, principal: Principal, action: str, resource: Target = GATEWAY) -> Decision:
+    def decide(self, principal: Principal, action: str, resource: Target = GATEWAY, server: str = "") -> Decision:
         """May `principal` perform `action` (an MCP method, `session/turn`, a `console/...` action) on
-        `resource`? One Cedar call; allow without a policy file."""
+        `resource`, through the curated server `server` ("" for the gateway's own endpoints: `context.server`)?
+        One Cedar call; allow without a policy file."""
         compiled = self._compiled
         if compiled is None:
             return _OPEN
         who = principal_json(principal)
-        key = (who, action, resource.entity)
+        key = (who, action, resource.entity, server)
         found = self._decisions.get(key)
         if found is None:
-            found = self.evaluate(compiled, principal, who, action, resource)
+            found = self.evaluate(compiled, principal, who, action, resource, server)
             self._decisions[key] = found
         return found
 
     def evaluate(
-        self, compiled: CompiledPolicy, principal: Principal, who: str, action: str, resource: Target
+        self, compiled: CompiledPolicy, principal: Principal, who: str, action: str, resource: Target, server: str = ""
     ) -> Decision:
         """One Cedar evaluation (what `decide` keeps), for the benchmark's cold figure too."""
         request = {
             "principal": {"type": "AgentSdk::Principal", "id": principal.id},
             "action": {"type": _ACTION, "id": action},
             "resource": resource.uid,
+            "context": {"server": server},
         }
         entities = f"[{who},{resource.entity}]"
         return self._decision(compiled, cedarpy.is_authorized(request, compiled.policies, entities))
 
-    def decide_many(self, principal: Principal, action: str, resources: Sequence[Target]) -> list[Decision]:
+    def decide_many(
+        self, principal: Principal, action: str, resources: Sequence[Target], server: str = ""
+    ) -> list[Decision]:
         """`decide` for each of `resources` (a listing), in one Cedar call."""
         compiled = self._compiled
         if compiled is None:
             return [_OPEN] * len(resources)
         who = principal_json(principal)
-        keys = [(who, action, r.entity) for r in resources]
+        keys = [(who, action, r.entity, server) for r in resources]
         found = [self._decisions.get(k) for k in keys]
         missing = [i for i, d in enumerate(found) if d is None]
         if missing:
@@ -128,15 +133,18 @@ class PolicyGate:
             entities = "[" + ",".join([who, *unique]) + "]"
             uid = {"type": "AgentSdk::Principal", "id": principal.id}
             act = {"type": _ACTION, "id": action}
-            requests = [{"principal": uid, "action": act, "resource": resources[i].uid} for i in missing]
+            context = {"server": server}
+            requests = [
+                {"principal": uid, "action": act, "resource": resources[i].uid, "context": context} for i in missing
+            ]
             results = cedarpy.is_authorized_batch(requests, compiled.policies, entities)
             for i, result in zip(missing, results, strict=True):
                 found[i] = self._decisions[keys[i]] = self._decision(compiled, result)
         return [d for d in found if d is not None]
 
-    def visible(self, principal: Principal, action: str, resources: Sequence[Target]) -> list[bool]:
+    def visible(self, principal: Principal, action: str, resources: Sequence[Target], server: str = "") -> list[bool]:
         """Which of `resources` a listing shows `principal`: those it may perform `action` on."""
-        return [d.allowed for d in self.decide_many(principal, action, resources)]
+        return [d.allowed for d in self.decide_many(principal, action, resources, server)]
 
     @staticmethod
     def _decision(compiled: CompiledPolicy, result: cedarpy.AuthzResult) -> Decision:

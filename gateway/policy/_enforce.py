@@ -63,6 +63,7 @@ async def callable_tool(
     name: str,
     session: SessionInfo | None = None,
     surface: str | None = None,
+    server: str = "",
 ) -> tuple[TurnTool | None, Toolset, list[TurnProblem]]:
     """`catalog.tool(name, session)` as `principal` may see it: the tool when it may call it (one decision); a
     hidden one as an unknown name is found (None, the whole listing narrowed to what `principal` may see, its
@@ -70,19 +71,19 @@ async def callable_tool(
     told to the audit trail (`refused`), an unknown name as `unknown_tool` (or `tool_held_back`)."""
     tool, toolset, problems = await catalog.tool(name, session)
     if tool is not None and gate.enforcing:
-        decision = gate.decide(principal, "tools/call", tool_target(tool))
+        decision = gate.decide(principal, "tools/call", tool_target(tool), server)
         if decision.allowed:
             return guarded_meta_tool(gate, principal, tool, tools_shown), toolset, problems
         refused(gate, principal, Refusal("tools/call", tool.name, tool.connection, decision.policies), surface)
         # found without a listing (an authored tool, a reused one): list as for an unknown name
         toolset, problems = await catalog.collect(session)
-        return None, visible_tools(gate, principal, toolset)[0], problems
+        return None, visible_tools(gate, principal, toolset, server)[0], problems
     if tool is None and not problems:  # not a listing that failed: a name no listing holds
         reason = "tool_held_back" if name in toolset.held_back else "unknown_tool"
         refused(gate, principal, Refusal("tools/call", name[:200], reason=reason), surface)
     if not gate.enforcing:
         return tool, toolset, problems
-    return None, visible_tools(gate, principal, toolset)[0], problems
+    return None, visible_tools(gate, principal, toolset, server)[0], problems
 
 
 def refused(gate: PolicyGate, principal: Principal, refusal: Refusal, surface: str | None = None) -> None:
@@ -112,25 +113,32 @@ def _kind(action: str, target: Target) -> str:
 
 
 def tools_shown(
-    gate: PolicyGate, principal: Principal, targets: Sequence[Target], *, operators_see_all: bool = False
+    gate: PolicyGate,
+    principal: Principal,
+    targets: Sequence[Target],
+    *,
+    operators_see_all: bool = False,
+    server: str = "",
 ) -> list[bool]:
     """Which of the tools `targets` (`tool_target`, `named_tool_target`) a listing shows `principal`: those it
     may `tools/call`, none when it may not `tools/list`, all without a policy file. Every surface that names
     tools (MCP `tools/list`, `/v1/tools`, `/v1/connections`, `/v1/info`) asks this one question; the status
-    surfaces (`operators_see_all`) show an operator everything, as it configures the deployment."""
+    surfaces (`operators_see_all`) show an operator everything, as it configures the deployment. `server`: the
+    curated server the listing is for (`context.server`)."""
     if not gate.enforcing or (operators_see_all and principal.is_operator):
         return [True] * len(targets)
-    if not gate.decide(principal, "tools/list").allowed:
+    if not gate.decide(principal, "tools/list", server=server).allowed:
         return [False] * len(targets)
-    return gate.visible(principal, "tools/call", targets)
+    return gate.visible(principal, "tools/call", targets, server)
 
 
-def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset) -> tuple[Toolset, int]:
-    """`toolset` as `principal` may see it, and how many tools the policy hid (0 without a policy file)."""
+def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset, server: str = "") -> tuple[Toolset, int]:
+    """`toolset` as `principal` may see it (through curated server `server`, "" for none), and how many tools
+    the policy hid (0 without a policy file)."""
     if not gate.enforcing:
         return toolset, 0
     tools = sorted(toolset, key=lambda t: t.name)
-    shown = tools_shown(gate, principal, [tool_target(t) for t in tools])
+    shown = tools_shown(gate, principal, [tool_target(t) for t in tools], server=server)
     kept = {
         t.name: guarded_meta_tool(gate, principal, t, tools_shown) for t, ok in zip(tools, shown, strict=True) if ok
     }

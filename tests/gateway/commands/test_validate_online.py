@@ -95,3 +95,29 @@ def test_online_validation_warns_of_advertised_resources_and_prompts_a_server_do
     ], online.stdout + online.stderr
     assert "0 error(s), 1 warning(s)" in online.stderr, online.stderr
     assert "Traceback" not in online.stdout + online.stderr
+
+
+def test_online_validation_reports_a_curated_servers_entry_that_picks_no_tool(
+    tmp_path: Path, everything: Upstream
+) -> None:
+    project = tmp_path / "project"
+    (project / "agent" / "mcp-connections").mkdir(parents=True)
+    (project / "agent" / "mcp-connections" / "everything.py").write_text(url_connection(everything.url))
+    (project / "agent" / "servers").mkdir()
+    (project / "agent" / "servers" / "demo.py").write_text(
+        "from connections import define_server\n"
+        "server = define_server(\n"
+        "    tools=[\n"
+        "        {'connection': 'everything', 'name': 'echo'},\n"
+        "        {'connection': 'everything', 'name': 'no-such-tool'},\n"
+        "        {'connection': 'everything', 'name': 'get-*'},\n"
+        "    ],\n"
+        ")\n"
+    )
+    assert _validate(project).returncode == 0  # offline, the names cannot be checked
+    online = _validate(project, "--online")
+    assert online.returncode == 1, online.stdout + online.stderr
+    found = [line for line in online.stdout.splitlines() if "servers/demo.py" in line]
+    assert len(found) == 1, online.stdout
+    assert found[0].startswith("agent/servers/demo.py:5: error: tools[1] picks no tool"), found
+    assert "Traceback" not in online.stdout + online.stderr

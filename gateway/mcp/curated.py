@@ -1,0 +1,113 @@
+"""Curated servers: `/v1/mcp/servers/<name>`, a view over the tools a caller may see (docs/curated-servers.md).
+
+A view copies nothing and has no lane of its own: `tools/list` is the endpoint's listing (live, fail-closed,
+after the policy, decided with `context.server` = the view's name) shown through `CuratedView.listed`, and a
+`tools/call` of a view's name is resolved to the real tool, whose plan the one executor runs: the policy,
+approval, limits, `mcp.lock` and the audit trail see the real tool (the record names the view's tool too,
+`servedAs`, on the surface `mcp/servers/<name>`). A hidden argument takes its fixed value whatever the peer
+sends. Governed search is meant to plug in as another such view over the same listing.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import mcp_types as mt
+from mcp.shared.exceptions import MCPError
+
+from connections import CuratedServer, TurnTool
+from connections.serving import Selector
+
+__all__ = ["CuratedView", "unknown_tool"]
+
+
+def unknown_tool(name: str) -> MCPError:
+    """What a name the view does not show gets: the default endpoint's words for an unknown tool."""
+    return MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data={"error": "unknown_tool"})
+
+
+@dataclass(frozen=True, slots=True)
+class CuratedView:
+    """The curated server `server` as a view over a listing (module docstring)."""
+
+    server: CuratedServer
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    @property
+    def surface(self) -> str:
+        """The audit surface of its calls."""
+        return f"mcp/servers/{self.server.name}"
+
+    def selector(self, tool: TurnTool) -> Selector | None:
+        """The first entry of the server's `tools` that picks `tool` (None: the view does not show it)."""
+        return next((s for s in self.server.tools if s.picks(tool.connection, tool.name, tool.annotations)), None)
+
+    def listed(self, tools: Iterable[TurnTool]) -> list[TurnTool]:
+        """The view's tools (renamed, retitled, described, hidden arguments gone), sorted by name. Raises
+        `MCPError` when two of them end up with one name: fail closed, never one of them quietly dropped."""
+        shown: dict[str, TurnTool] = {}
+        for tool in tools:
+            selector = self.selector(tool)
+            if selector is None:
+                continue
+            view = _shaped(tool, selector)
+            if view.name in shown:
+                raise MCPError(
+                    mt.INTERNAL_ERROR,
+                    f"tools/list failed closed: curated server {self.name!r} shows two tools named {view.name!r}; "
+                    f"rename one of them in agent/servers/{self.name}.py",
+                    data={"error": "curated_name_collision"},
+                )
+            shown[view.name] = view
+        return [shown[n] for n in sorted(shown)]
+
+    def real_name(self, name: str) -> str:
+        """The real tool a call of `name` is for. Raises `MCPError` (unknown tool) for a renamed tool's old name."""
+        for s in self.server.tools:
+            if s.rename == name and s.name is not None:
+                return s.name
+        if any(s.rename is not None and s.name == name for s in self.server.tools):
+            raise unknown_tool(name)
+        return name
+
+    def arguments(self, tool: TurnTool, served_as: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The real call's arguments: `set` values where the peer gave none, hidden ones always fixed. Raises
+        `MCPError` (unknown tool, in the view's name) when the view does not show `tool`."""
+        selector = self.selector(tool)
+        if selector is None or _shown_name(tool, selector) != served_as:
+            raise unknown_tool(served_as)
+        out = {**selector.fixed, **(arguments or {})}
+        out.update({k: selector.fixed[k] for k in selector.hidden})
+        return out
+
+
+def _shown_name(tool: TurnTool, selector: Selector) -> str:
+    return selector.rename or tool.name
+
+
+def _shaped(tool: TurnTool, selector: Selector) -> TurnTool:
+    """`tool` as the view lists it (only for listing: a call runs the real tool)."""
+    schema: dict[str, Any] = copy.deepcopy(dict(tool.input_schema))
+    properties = schema.get("properties")
+    if isinstance(properties, dict):
+        for arg, value in selector.fixed.items():
+            if arg in selector.hidden:
+                properties.pop(arg, None)
+            elif isinstance(properties.get(arg), dict):
+                properties[arg]["default"] = value
+    required = schema.get("required")
+    if isinstance(required, list):
+        schema["required"] = [r for r in required if r not in selector.hidden and r not in selector.fixed]
+    return replace(
+        tool,
+        name=_shown_name(tool, selector),
+        title=selector.title or tool.title,
+        description=selector.description or tool.description,
+        input_schema=schema,
+    )
