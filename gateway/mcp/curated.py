@@ -6,6 +6,10 @@ after the policy, decided with `context.server` = the view's name) shown through
 approval, limits, `mcp.lock` and the audit trail see the real tool (the record names the view's tool too,
 `servedAs`, on the surface `mcp/servers/<name>`). A hidden argument takes its fixed value whatever the peer
 sends. Governed search is meant to plug in as another such view over the same listing.
+
+Resources and prompts are picked the same way (by connection, by URI or name, or a glob matched against the
+canonical URI or template) out of the default endpoint's merged listings (`gateway/mcp/offerings.py`); a read,
+get or completion of one the view does not pick gets the very answer of one no connection offers.
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from typing import Any
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import CuratedServer, TurnTool
-from connections.serving import Selector
+from connections import CuratedServer, NotOffered, TurnTool
+from connections.serving import Merged, Offerings, Selector, canonical_uri, not_offered
 
 __all__ = ["CuratedView", "unknown_tool"]
 
@@ -85,6 +89,56 @@ class CuratedView:
         out = {**selector.fixed, **(arguments or {})}
         out.update({k: selector.fixed[k] for k in selector.hidden})
         return out
+
+    def picks_any(self, kind: str) -> bool:
+        """Whether the server picks any `kind` ("resources" or "prompts")."""
+        return bool(self.server.prompts if kind == "prompts" else self.server.resources)
+
+    def items(self, method: str, merged: Merged) -> list[dict[str, Any]]:
+        """The items of the merged listing `method` the view picks."""
+        return [
+            item for item, conn in zip(merged.items, merged.connections, strict=True) if self._picks(method, conn, item)
+        ]
+
+    async def check(self, found: Offerings, method: str, key: str, viewer: str) -> None:
+        """Raise `NotOffered` (the sentence of one no connection offers) unless the view picks the prompt, the
+        resource or the resource template `key` (canonical) that `method` is for. A resource is picked when it
+        is listed and picked, or is an instance of a template the view picks."""
+        kind = {"prompts/get": "prompt", "resources/read": "resource"}.get(method, "resource template")
+        listing = {"prompt": "prompts/list", "resource": "resources/list"}.get(kind, "resources/templates/list")
+        if await self._holds(found, listing, key, viewer):
+            return
+        if kind == "resource":
+            for template in await found.templates_of(key, viewer):
+                if await self._holds(found, "resources/templates/list", template, viewer, also=key):
+                    return
+        raise NotOffered(not_offered(kind, key))
+
+    async def _holds(self, found: Offerings, method: Any, key: str, viewer: str, also: str | None = None) -> bool:
+        merged = await found.listing(method, viewer)
+        field = _ITEM_KEYS[method]
+        for item, conn in zip(merged.items, merged.connections, strict=True):
+            if _canonical(method, item.get(field)) == key:
+                selectors = self.server.prompts if method == "prompts/list" else self.server.resources
+                return self._picks(method, conn, item) or (
+                    also is not None and any(s.picks(conn, also) for s in selectors)
+                )
+        return False
+
+    def _picks(self, method: str, connection: str, item: Mapping[str, Any]) -> bool:
+        selectors = self.server.prompts if method == "prompts/list" else self.server.resources
+        name = _canonical(method, item.get(_ITEM_KEYS[method]))
+        return any(s.picks(connection, name) for s in selectors)
+
+
+_ITEM_KEYS = {"resources/list": "uri", "resources/templates/list": "uriTemplate", "prompts/list": "name"}
+
+
+def _canonical(method: str, value: object) -> str:
+    """An item's key as a view matches it: a resource's URI or template in its canonical form."""
+    if method == "prompts/list":
+        return str(value)
+    return canonical_uri(str(value), template=method == "resources/templates/list")
 
 
 def _shown_name(tool: TurnTool, selector: Selector) -> str:

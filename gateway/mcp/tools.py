@@ -116,7 +116,7 @@ def tools_server(
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
     answers the resources, prompts and completion they advertise (`gateway/mcp/offerings.py`). Its `instructions`
     are its upstreams' (`gateway/mcp/instructions.py`). With `view`, it is that curated server
-    (`gateway/mcp/curated.py`): its name, version and instructions, its tools.
+    (`gateway/mcp/curated.py`): its name, version and instructions, its tools, and what it picks of `offerings`.
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -184,7 +184,7 @@ def tools_server(
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
-            **offering_handlers(runtime, offerings),
+            **offering_handlers(runtime, offerings, view),
             **(subscription_handlers(runtime) if subscriptions else {}),
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )
