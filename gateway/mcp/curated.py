@@ -105,13 +105,20 @@ class CuratedView:
         resource or the resource template `key` (canonical) that `method` is for. A resource is picked when it
         is listed and picked, or is an instance of a template the view picks."""
         kind = {"prompts/get": "prompt", "resources/read": "resource"}.get(method, "resource template")
-        listing = {"prompt": "prompts/list", "resource": "resources/list"}.get(kind, "resources/templates/list")
+        if kind == "prompt":  # the routing's own refusal for one no connection offers or `mcp.lock` holds back
+            owner = await found.owner_of_prompt(key, viewer)
+            if any(s.picks(owner, key) for s in self.server.prompts):
+                return
+            raise NotOffered(not_offered(kind, key))
+        listing = "resources/list" if kind == "resource" else "resources/templates/list"
         if await self._holds(found, listing, key, viewer):
             return
         if kind == "resource":
             for template in await found.templates_of(key, viewer):
                 if await self._holds(found, "resources/templates/list", template, viewer, also=key):
                     return
+            if any(s.name is not None and s.exact and s.name == key for s in self.server.resources):
+                await found.owner_of_resource(key, viewer)  # held back by `mcp.lock`: its own sentence
         raise NotOffered(not_offered(kind, key))
 
     async def _holds(self, found: Offerings, method: Any, key: str, viewer: str, also: str | None = None) -> bool:

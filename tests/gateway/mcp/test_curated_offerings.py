@@ -5,6 +5,7 @@ answer of one no connection offers (hidden equals missing)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -15,8 +16,10 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from connections.project._pins import digest_of
 from tests.gateway.mcp.test_offerings_peers import everything_stdio
 from tests.gateway.mcp.test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
+from tests.gateway.mcp.test_pinned_tools import agent_sdk
 
 from ..conftest import Served, assert_clean, make_project, serve
 
@@ -139,3 +142,71 @@ def test_the_default_endpoint_still_serves_everything(served: Served) -> None:
 
     count, prompts = anyio.run(run)
     assert count == 7 and "args-prompt" in prompts  # the rule on context.server is for narrow only
+
+
+PINNED = """\
+from connections import define_server
+
+server = define_server(
+    tools=[
+        {"connection": "everything", "name": "get-sum", "rename": "add_ten", "set": {"b": 10}, "hide": ["b"]},
+        {"connection": "everything", "name": "echo", "rename": "say", "description": "Says it back."},
+    ],
+    prompts=[{"connection": "everything", "name": "*"}],
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def tampered(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    """A gateway whose `mcp.lock` was reviewed with another description for `get-sum` and `simple-prompt`
+    (the upstream's real tool and prompt differ from it); the curated server renames and redescribes."""
+    root = tmp_path_factory.mktemp("curated-pinned")
+    project = make_project(
+        root / "project",
+        {"everything": everything_stdio(advertise_tools=True, advertise_prompts=True)},
+        tools=False,
+    )
+    (project / "agent" / "servers").mkdir()
+    (project / "agent" / "servers" / "pinned.py").write_text(PINNED)
+    assert agent_sdk("pin", "--dir", str(project)).returncode == 0
+    path = project / "mcp.lock"
+    lock = json.loads(path.read_text())
+    entry = lock["connections"]["everything"]
+    for kind, name in (("tools", "get-sum"), ("prompts", "simple-prompt")):
+        reviewed = {**lock["definitions"][entry[kind][name]], "description": "reviewed last week"}
+        entry[kind][name] = digest_of(reviewed)
+        lock["definitions"][digest_of(reviewed)] = reviewed
+    path.write_text(json.dumps(lock, indent=2))
+    server = serve(project, root / "state")
+    yield server
+    server.stop()
+
+
+async def _pinned(url: str, mode: str) -> dict[str, Any]:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode, cache=None) as client:
+            out: dict[str, Any] = {
+                "tools": sorted(t.name for t in (await client.list_tools()).tools),
+                "prompts": [p.name for p in (await client.list_prompts()).prompts],
+                "say": (await client.call_tool("say", {"message": "hi"})).content[0].text,  # type: ignore[union-attr]
+            }
+            for key, work in (
+                ("add_ten", client.call_tool("add_ten", {"a": 1})),
+                ("simple", client.get_prompt("simple-prompt")),
+            ):
+                try:
+                    out[key] = await work
+                except MCPError as exc:
+                    out[key] = exc.message
+            return out
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_pinning_checks_the_upstreams_definition_not_the_curated_one(tampered: Served, mode: str) -> None:
+    out = anyio.run(_pinned, f"{tampered.url}/v1/mcp/servers/pinned", mode)
+    # get-sum differs from the lock: add_ten is held back; echo's curated rename and description are no drift.
+    assert out["tools"] == ["say"] and out["say"] == "Echo: hi"
+    assert isinstance(out["add_ten"], str) and "held back" in out["add_ten"], out["add_ten"]
+    assert "simple-prompt" not in out["prompts"] and "args-prompt" in out["prompts"]
+    assert isinstance(out["simple"], str) and "held back" in out["simple"], out["simple"]
