@@ -22,8 +22,10 @@ from typing import Any
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import CuratedServer, NotOffered, TurnTool
+from connections import CuratedServer, NotOffered, Toolset, TurnTool
 from connections.serving import Merged, Offerings, Selector, canonical_uri, not_offered
+
+from .discovery import DiscoveryView
 
 __all__ = ["CuratedView", "unknown_tool"]
 
@@ -31,6 +33,9 @@ __all__ = ["CuratedView", "unknown_tool"]
 def unknown_tool(name: str) -> MCPError:
     """What a name the view does not show gets: the default endpoint's words for an unknown tool."""
     return MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data={"error": "unknown_tool"})
+
+
+_DISCOVERY: dict[tuple[str, tuple[str, ...]], DiscoveryView] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +52,22 @@ class CuratedView:
     def surface(self) -> str:
         """The audit surface of its calls."""
         return f"mcp/servers/{self.server.name}"
+
+    @property
+    def discovery(self) -> DiscoveryView | None:
+        """Its discovery mode (`define_server(discovery=True)`, docs/discovery.md), None when off: one view per
+        server and pins, which keeps its search indexes."""
+        if not self.server.discovery:
+            return None
+        key = (self.name, self.server.always_visible)
+        found = _DISCOVERY.get(key)
+        if found is None:
+            found = _DISCOVERY[key] = DiscoveryView(self.server.always_visible)
+        return found
+
+    def shown(self, toolset: Toolset) -> Toolset:
+        """`toolset` (the caller's visible one) as the view shows it (`listed`), for discovery's search."""
+        return Toolset(session=toolset.session, tools={t.name: t for t in self.listed(toolset)})
 
     def selector(self, tool: TurnTool) -> Selector | None:
         """The first entry of the server's `tools` that picks `tool` (None: the view does not show it)."""
