@@ -151,6 +151,21 @@ async def ts_peer_signs_in(url: str, name: str, era: str, *, callback_base: str 
     return {"asked": reports[0], **reports[-1]}
 
 
+def assert_retried_after_sign_in(report: dict[str, Any], base: str, era: str, name: str, version: str) -> None:
+    """`ts_peer_signs_in`'s report: asked by URL as `era` asks (2025-11-25: URLElicitationRequiredError, the call
+    cannot wait; 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver), and the retried call ran
+    with `name`'s own grant."""
+    asked = report["asked"]
+    if era == "legacy":
+        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
+    else:
+        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
+    assert asked["url"].startswith(f"{base}/v1/oauth/sign-in?ticket=")
+    assert report["protocolVersion"] == version
+    assert report["result"]["isError"] is False
+    assert report["result"]["content"][0]["text"] == name
+
+
 async def session_turn(base: str, name: str, message: str, session: dict[str, str] | None = None) -> dict[str, Any]:
     """One turn of the session API (deterministic runner) as `name`: a new session, or a follow-up of
     `session` (updated with the rotated token). Its closing event (`turn.completed` or `turn.failed`)."""

@@ -19,6 +19,7 @@ from .per_user import (
     JSON_HEADERS,
     MODERN,
     PEERS,
+    assert_retried_after_sign_in,
     call_body,
     modern_headers,
     peer_env,
@@ -76,12 +77,4 @@ async def test_the_typescript_peer_signs_in_through_a_curated_server_and_its_ret
     gateway: Served, era: str, name: str, version: str
 ) -> None:
     report = await ts_peer_signs_in(f"{gateway.url}/v1/mcp/servers/mine", name, era)
-    asked = report["asked"]
-    if era == "legacy":
-        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
-    else:
-        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
-    assert asked["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
-    assert report["protocolVersion"] == version
-    assert report["result"]["isError"] is False
-    assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
+    assert_retried_after_sign_in(report, gateway.url, era, name, version)

@@ -29,6 +29,7 @@ from .per_user import (
     OPERATOR,
     PEERS,
     THREE,
+    assert_retried_after_sign_in,
     call_body,
     modern_headers,
     per_user_gateway,
@@ -158,15 +159,7 @@ async def test_the_typescript_sdk_peer_is_asked_to_sign_in_by_url_and_its_retry_
     gateway: Served, era: str, name: str, version: str
 ) -> None:
     report = await ts_peer_signs_in(f"{gateway.url}/v1/mcp/tools", name, era)
-    asked = report["asked"]
-    if era == "legacy":  # 2025-11-25: URLElicitationRequiredError, the call cannot wait
-        assert (asked["asked"], asked["code"], asked["mode"]) == ("error", -32042, "url")
-    else:  # 2026-07-28: an InputRequiredResult, fulfilled by the SDK's own driver
-        assert (asked["asked"], asked["mode"]) == ("elicitation", "url")
-    assert asked["url"].startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=")
-    assert report["protocolVersion"] == version
-    assert report["result"]["isError"] is False
-    assert report["result"]["content"][0]["text"] == name  # the retried call ran with name's own grant
+    assert_retried_after_sign_in(report, gateway.url, era, name, version)
 
 
 @pytest.mark.anyio

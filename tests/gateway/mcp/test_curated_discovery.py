@@ -29,14 +29,8 @@ server = define_server(
     discovery=True,
     always_visible=["say"],
     tools=[
-        {
-            "connection": "everything",
-            "name": "get-sum",
-            "rename": "add_ten",
-            "description": "Adds ten to a number.",
-            "set": {"b": 10},
-            "hide": ["b"],
-        },
+        {"connection": "everything", "name": "get-sum", "rename": "add_ten", "set": {"b": 10}, "hide": ["b"],
+         "description": "Adds ten to a number."},
         {"connection": "everything", "name": "echo", "rename": "say", "description": "Says a message back."},
     ],
 )
