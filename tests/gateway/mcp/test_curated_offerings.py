@@ -6,17 +6,21 @@ answer of one no connection offers (hidden equals missing)."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from connections.project._pins import digest_of
+from tests.gateway.mcp.test_curated_servers import AGENT_SDK
 from tests.gateway.mcp.test_offerings_peers import everything_stdio
 from tests.gateway.mcp.test_peer_clients import _ts as ts_client  # pyright: ignore[reportPrivateUsage]
 from tests.gateway.mcp.test_pinned_tools import agent_sdk
@@ -210,3 +214,31 @@ def test_pinning_checks_the_upstreams_definition_not_the_curated_one(tampered: S
     assert isinstance(out["add_ten"], str) and "held back" in out["add_ten"], out["add_ten"]
     assert "simple-prompt" not in out["prompts"] and "args-prompt" in out["prompts"]
     assert isinstance(out["simple"], str) and "held back" in out["simple"], out["simple"]
+
+
+def test_serve_stdio_server_serves_what_the_curated_server_picks(tmp_path: Path) -> None:
+    project = make_project(
+        tmp_path / "project",
+        {"everything": everything_stdio(advertise_tools=True, advertise_resources=True, advertise_prompts=True)},
+        tools=False,
+    )
+    (project / "agent" / "servers").mkdir()
+    (project / "agent" / "servers" / "narrow.py").write_text(NARROW)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
+    env["AGENT_SDK_STATE_ROOT"] = str(tmp_path / "state")
+    argv = ["serve", "--stdio", "--server", "narrow", "--dir", str(project)]
+    params = StdioServerParameters(command=str(AGENT_SDK), args=argv, env=env)
+
+    async def run() -> tuple[list[str], list[str], str]:
+        with anyio.fail_after(90):
+            async with Client(stdio_client(params), mode="legacy", cache=None) as client:
+                resources = [r.uri for r in (await client.list_resources()).resources]
+                prompts = [p.name for p in (await client.list_prompts()).prompts]
+                with pytest.raises(MCPError) as refused:
+                    await client.read_resource(f"{STATIC}architecture.md")
+                return resources, prompts, refused.value.message
+
+    resources, prompts, refused = anyio.run(run)
+    assert resources == [f"{STATIC}features.md"]
+    assert prompts == ["simple-prompt", "args-prompt"]  # no policy file here
+    assert f"{STATIC}architecture.md" in refused
