@@ -24,6 +24,7 @@ from .state.state_key import forget_redis_key, load_state_key
 
 __all__ = [
     "STATE_URL_ENV",
+    "cli_token_store",
     "hub_key_store",
     "serving_hub_keys",
     "serving_pending_logins",
@@ -49,10 +50,22 @@ def token_store(settings: ServeSettings, environ: Mapping[str, str] | None = Non
 
     Raises `oauth.StoreError` for a bad choice.
     """
+    state_url = settings.state_url.get_secret_value() if settings.state_url is not None else None
+    return _tokens(settings.state_root, state_url, environ)
+
+
+def cli_token_store(state_root: Path, environ: Mapping[str, str] | None = None) -> TokenStore:
+    """The tokens a CLI command reads as the replicas do: the same Redis when `AGENT_SDK_STATE_URL` is set (a person's
+    grant stored by a replica, for `pin --principal`), else the files under `state_root`."""
+    env = os.environ if environ is None else environ
+    return _tokens(state_root, env.get(STATE_URL_ENV, "").strip() or None, environ)
+
+
+def _tokens(state_root: Path, state_url: str | None, environ: Mapping[str, str] | None) -> TokenStore:
     env = dict(os.environ if environ is None else environ)
-    if settings.state_url is not None and not env.get("AGENT_SDK_SECRETS_URL") and not env.get("AGENT_SDK_TOKEN_STORE"):
-        env["AGENT_SDK_SECRETS_URL"] = settings.state_url.get_secret_value()
-    return serving_store(settings.state_root, env)
+    if state_url is not None and not env.get("AGENT_SDK_SECRETS_URL") and not env.get("AGENT_SDK_TOKEN_STORE"):
+        env["AGENT_SDK_SECRETS_URL"] = state_url
+    return serving_store(state_root, env)
 
 
 def hub_key_store(state_root: Path, environ: Mapping[str, str] | None = None) -> HubKeyStore | RedisHubKeyStore:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import BrowserContext, sync_playwright
+from playwright.sync_api import BrowserContext, Page, sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
@@ -48,3 +48,28 @@ def chromium(profile: Path, **context: object) -> Iterator[BrowserContext]:
             yield browser
         finally:
             browser.close()
+
+
+def through_idp(page: Page, idp: str, person: str) -> None:
+    """Pass oidc-provider's login and consent pages (tests/oauth/oidc_provider.mjs) as `person`, as often as the
+    flow comes back to them."""
+    for _ in range(8):
+        page.wait_for_load_state()
+        if not page.url.startswith(idp):
+            return
+        if page.locator("input[name=login]").count():
+            page.fill("input[name=login]", person)
+            page.fill("input[name=password]", "any password")
+        with page.expect_navigation():
+            page.click("button[type=submit]")
+    raise AssertionError(f"still at the IdP after 8 pages: {page.url}")
+
+
+@contextmanager
+def signed_in(profile: Path, url: str, idp: str, person: str) -> Iterator[Page]:
+    """A fresh chromium that opened `url` and passed the IdP's pages as `person`; its page."""
+    with chromium(profile) as browser:
+        page = browser.new_page()
+        page.goto(url)
+        through_idp(page, idp, person)
+        yield page

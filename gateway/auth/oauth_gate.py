@@ -177,7 +177,11 @@ class OAuthGate:
                 )
             return None
         if self.dpop is None:
-            raise TokenRefused(401, "invalid_token", "the token is DPoP-bound, and this gateway does not accept DPoP")
+            raise TokenRefused(
+                401,
+                "invalid_token",
+                "the token is DPoP-bound, and this gateway does not accept DPoP; get a Bearer token",
+            )
         if scheme != "dpop":
             raise TokenRefused(
                 401, "invalid_token", "the token is DPoP-bound: send it as Authorization: DPoP with a DPoP proof"
@@ -187,13 +191,18 @@ class OAuthGate:
     @staticmethod
     def _fits(identity: OAuthIdentity, route: Route) -> TokenRefused | None:
         if route.audiences.isdisjoint(identity.audiences):
-            return TokenRefused(401, "invalid_token", f"the token is for another resource, not {route.resource}")
+            return TokenRefused(
+                401,
+                "invalid_token",
+                f"the token is for another resource, not {route.resource}; sign in again for this one (RFC 8707 "
+                "resource, as the resource_metadata of this 401 names it)",
+            )
         missing = [s for s in route.scopes if s not in identity.scopes]
         if missing:
             return TokenRefused(
                 403,
                 "insufficient_scope",
-                f"the token lacks the scope {' '.join(missing)}",
+                f"the token lacks the scope {' '.join(missing)}; sign in again asking for it",
                 scope=" ".join(route.scopes),
             )
         return None

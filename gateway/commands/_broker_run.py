@@ -13,9 +13,10 @@ import anyio
 
 from connections import Broker, ConnectionsError, Project
 from connections.serving import REOPEN_NOTE, STDERR_LOGGER, RedactingFilter
-from oauth import LocalStore, OAuthError
+from oauth import OAuthError
 
 from ..errors import CliError
+from ..stores import cli_token_store
 from ._common import state_root_of
 from ._progress import waiting
 
@@ -36,13 +37,15 @@ def run_with_broker(
     _show_child_stderr()
 
     async def main() -> _T:
-        # The local path, reading through to the deployment store for grants moved there with --store.
+        # The local path (reading through to the deployment store for grants moved there with --store), or the
+        # replicas' Redis with AGENT_SDK_STATE_URL.
         state_root = state_root_of(args)  # hidden from sandboxed children, as `serve` hides its own
-        async with (
-            LocalStore(state_root) as store,
-            Broker(project, token_store=store, sandbox_hidden=[str(state_root)]) as broker,
-        ):
-            return await operation(broker)
+        store = cli_token_store(state_root)
+        try:
+            async with Broker(project, token_store=store, sandbox_hidden=[str(state_root)]) as broker:
+                return await operation(broker)
+        finally:
+            await store.aclose()
 
     try:
         with waiting(what):

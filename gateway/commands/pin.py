@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -30,6 +31,7 @@ from connections.serving import (
 )
 
 from ..errors import CliError
+from ..stores import STATE_URL_ENV
 from ._broker_run import run_with_broker
 from ._common import add_project_args
 from .project import load
@@ -77,7 +79,7 @@ def pin(args: argparse.Namespace) -> int:
     async def listing(broker: Broker) -> Any:
         return await pin_snapshot(broker, names, args.principal)
 
-    found = run_with_broker(project, args, listing, what=f"listing {len(names)} connection(s)")
+    found = _listed(project, args, listing, len(names))
     if args.check:
         assert previous is not None
         changes = compare_pins(previous, found)
@@ -103,6 +105,18 @@ def pin(args: argparse.Namespace) -> int:
     counts = sum(len(items) for entry in lock.connections.values() for items in entry.items.values())
     print(f"wrote {path} ({len(lock.connections)} connection(s), {counts} definition(s))", file=sys.stderr)
     return 0
+
+
+def _listed(project: Project, args: argparse.Namespace, listing: Any, count: int) -> Any:
+    try:
+        return run_with_broker(project, args, listing, what=f"listing {count} connection(s)")
+    except CliError as exc:
+        if args.principal is None or os.environ.get(STATE_URL_ENV, "").strip() or "own sign-in" not in str(exc):
+            raise
+        raise CliError(
+            f"{exc}. pin read the grants under --state-root; for replicas that share Redis, set {STATE_URL_ENV} "
+            "(and the deployment's state key) as they have them"
+        ) from None
 
 
 def _read(path: Any) -> Lock:

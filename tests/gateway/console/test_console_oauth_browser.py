@@ -17,17 +17,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import httpx2
 import pytest
-from playwright.sync_api import Page, expect
+from playwright.sync_api import expect
 
 from gateway.auth.browser_sessions import safe_next
 from gateway.state.request_state import RequestStates
-from tests.browser import ARTIFACTS, chromium
+from tests.browser import ARTIFACTS, chromium, signed_in
 from tests.conftest import free_port
 from tests.oauth.peers import AuthServer, ResourceServer, oidc_provider, resource_server
 
@@ -105,35 +104,11 @@ def _link_for(gateway: Served, idp: str, person: str) -> tuple[str, str]:
     return token, sign_in_url_in(text_of(result))
 
 
-def _through_idp(page: Page, idp: str, person: str) -> None:
-    """Pass oidc-provider's login and consent pages as `person`, as often as the flow comes back to them."""
-    for _ in range(8):
-        page.wait_for_load_state()
-        if not page.url.startswith(idp):
-            return
-        if page.locator("input[name=login]").count():
-            page.fill("input[name=login]", person)
-            page.fill("input[name=password]", "any password")
-        with page.expect_navigation():
-            page.click("button[type=submit]")
-    raise AssertionError(f"still at the IdP after 8 pages: {page.url}")
-
-
-@contextmanager
-def _signed_in(profile: Path, url: str, idp: str, person: str) -> Iterator[Page]:
-    """A fresh chromium that opened `url` and passed the IdP's pages as `person`; its page."""
-    with chromium(profile) as browser:
-        page = browser.new_page()
-        page.goto(url)
-        _through_idp(page, idp, person)
-        yield page
-
-
 def test_a_person_signs_in_through_the_link_their_agent_was_given_and_then_calls_as_themselves(
     gateway: Served, company_idp: AuthServer, tmp_path: Path
 ) -> None:
     token, link = _link_for(gateway, company_idp.issuer, "alice")
-    with _signed_in(tmp_path / "alice", link, company_idp.issuer, "alice") as page:
+    with signed_in(tmp_path / "alice", link, company_idp.issuer, "alice") as page:
         expect(page.locator("#login-result")).to_have_text("Signed in to docs; go back to your agent.")
         SHOTS.mkdir(parents=True, exist_ok=True)
         page.screenshot(path=str(SHOTS / "oauth-signed-in.png"))
@@ -147,12 +122,12 @@ def test_a_forwarded_link_is_refused_with_a_sentence_and_stays_good_for_its_owne
     gateway: Served, company_idp: AuthServer, tmp_path: Path
 ) -> None:
     token, link = _link_for(gateway, company_idp.issuer, "bob")
-    with _signed_in(tmp_path / "erin", link, company_idp.issuer, "erin") as page:
+    with signed_in(tmp_path / "erin", link, company_idp.issuer, "erin") as page:
         result = page.locator("#login-result")
         expect(result).to_contain_text("issued to someone else")
         expect(result).to_contain_text("Call the tool again from your own agent")
         assert page.title() == "agent-sdk login"
-    with _signed_in(tmp_path / "bob", link, company_idp.issuer, "bob") as page:
+    with signed_in(tmp_path / "bob", link, company_idp.issuer, "bob") as page:
         expect(page.locator("#login-result")).to_have_text("Signed in to docs; go back to your agent.")
     assert text_of(_whoami(gateway, token)) == "bob"
 
@@ -171,7 +146,7 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
     with httpx2.Client(timeout=30.0) as http:
         shown = http.get(f"{gateway.url}/", follow_redirects=False)
         assert shown.status_code == 302 and shown.headers["location"].startswith("/v1/oauth/browser?next=")
-    with _signed_in(tmp_path / "carol", f"{gateway.url}/", company_idp.issuer, "carol") as page:
+    with signed_in(tmp_path / "carol", f"{gateway.url}/", company_idp.issuer, "carol") as page:
         expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
         expect(page.locator("#connections")).to_contain_text("docs")
         page.screenshot(path=str(SHOTS / "oauth-operator.png"), full_page=True)
@@ -179,7 +154,7 @@ def test_the_console_signs_an_operator_in_and_refuses_a_person_who_is_not_one(
         assert signed_out.status == 200 and signed_out.json()["signedOut"] is True
         assert not any(c["name"] == "agent-sdk-session" for c in page.context.cookies())
         assert page.request.get(f"{gateway.url}/v1/connections").status == 401
-    with _signed_in(tmp_path / "dave", f"{gateway.url}/", company_idp.issuer, "dave") as page:
+    with signed_in(tmp_path / "dave", f"{gateway.url}/", company_idp.issuer, "dave") as page:
         refusal = page.locator("#login-result")
         expect(refusal).to_contain_text("You are signed in as dave, who is not an operator of this gateway")
         expect(refusal).to_contain_text(f"--operator-claim {CLAIM}")
@@ -233,7 +208,7 @@ def test_two_replicas_behind_nginx_accept_the_cookie_one_of_them_set(
             flags = ("--oauth-issuer", company_idp.issuer, "--operator-claim", CLAIM, "--public-url", front)
             replicas = [serve(project, tmp_path / f"state-{p}", *flags, env=env, port=p) for p in ports]
             try:
-                with _signed_in(tmp_path / "carol", f"{front}/", company_idp.issuer, "carol") as page:
+                with signed_in(tmp_path / "carol", f"{front}/", company_idp.issuer, "carol") as page:
                     expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
                     cookie = next(c for c in page.context.cookies() if c["name"] == "agent-sdk-session")
                 for served in replicas:
@@ -258,7 +233,7 @@ def test_a_client_registered_at_the_idp_in_advance_signs_the_operator_in(
     served = serve(project, tmp_path / "state", *flags, env={"AGENT_SDK_OIDC_CLIENT_SECRET": secret}, port=CLIENT_PORT)
     try:
         registrations = company_idp.stats()["registrations"]
-        with _signed_in(tmp_path / "carol", f"{served.url}/", company_idp.issuer, "carol") as page:
+        with signed_in(tmp_path / "carol", f"{served.url}/", company_idp.issuer, "carol") as page:
             expect(page.locator("#who")).to_have_text("you: oauth (operator)", timeout=30_000)
         assert company_idp.stats()["registrations"] == registrations  # no dynamic registration
     finally:
