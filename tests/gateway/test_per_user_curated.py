@@ -34,6 +34,11 @@ from connections import define_server
 
 server = define_server(tools=[{"connection": "docs", "name": "whoami", "description": "Who signed in."}])
 """
+FIND = """\
+from connections import define_server
+
+server = define_server(discovery=True, tools=[{"connection": "docs", "name": "whoami", "rename": "who"}])
+"""
 
 
 @pytest.fixture(scope="module")
@@ -42,6 +47,7 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) 
     project: Path = per_user_project(root / "project", resource.url)
     (project / "agent" / "servers").mkdir()
     (project / "agent" / "servers" / "mine.py").write_text(MINE)
+    (project / "agent" / "servers" / "find.py").write_text(FIND)
     served = serve(project, root / "state", env=peer_env())
     yield served
     served.stop()
@@ -67,6 +73,21 @@ def test_a_call_through_a_curated_server_answers_with_the_callers_sign_in_link(g
     assert sign_in_url_in(text).startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
     assert listed.status_code == 200, listed.text
     assert "docs" in str(listed.json()["result"].get("_meta", {}))  # the listing names the sign-in it needs
+
+
+def test_call_tool_of_a_curated_server_in_discovery_mode_answers_with_the_sign_in_link(gateway: Served) -> None:
+    body = call_body("call_tool")
+    body["params"]["arguments"] = {"name": "who", "arguments": {}}
+    with httpx2.Client(timeout=30.0) as http:
+        answer = http.post(
+            f"{gateway.url}/v1/mcp/servers/find", json=body, headers=modern_headers("frank", "call_tool")
+        )
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    text = text_of(result)
+    assert "sign_in_required" in text and "'docs'" in text
+    assert sign_in_url_in(text).startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
 
 
 @pytest.mark.anyio
