@@ -36,6 +36,14 @@ server = define_server(
 )
 """
 META = ["call_tool", "describe_tool", "search_tools"]
+POLICY = """\
+@id("everyone")
+permit (principal, action, resource);
+
+@id("no-echo-on-hidden")
+forbid (principal, action == AgentSdk::Action::"tools/call", resource == AgentSdk::Tool::"echo")
+when { context.server == "hidden" };
+"""
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +52,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     project = make_project(root / "project", {"everything": everything_stdio(advertise_tools=True)}, tools=False)
     (project / "agent" / "servers").mkdir()
     (project / "agent" / "servers" / "find.py").write_text(FIND)
+    (project / "agent" / "servers" / "hidden.py").write_text(FIND)  # the same view, under a rule on its name
+    (project / "agent" / "policies.cedar").write_text(POLICY)
     server = serve(project, root / "state")
     yield server
     server.stop()
@@ -88,3 +98,31 @@ def test_the_ts_client_calls_through_call_tool_on_a_curated_server(served: Serve
     out = _ts(f"{served.url}/v1/mcp/servers/find", "call_tool", {"name": "add_ten", "arguments": {"a": 5}})
     assert sorted(t["name"] for t in out["tools"]) == sorted([*META, "say"])
     assert out["called"].get("isError") is not True and "15" in out["called"]["content"][0]["text"]
+
+
+async def _hidden(url: str) -> list[Any]:
+    async with httpx2.AsyncClient(timeout=30) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode="2026-07-28", cache=None) as client:
+            answers: list[Any] = [
+                sorted(t.name for t in (await client.list_tools()).tools),
+                (
+                    await client.call_tool(
+                        "search_tools", {"query": "adds ten to a number, or says a message back", "limit": 20}
+                    )
+                ),
+                (await client.call_tool("describe_tool", {"name": "say"})),
+            ]
+            try:
+                answers.append(await client.call_tool("call_tool", {"name": "say", "arguments": {"message": "x"}}))
+            except MCPError as exc:
+                answers.append(exc.error.message)
+            return answers
+
+
+def test_a_tool_the_policy_hides_on_a_curated_server_is_never_found_described_or_called(served: Served) -> None:
+    listed, found, described, called = anyio.run(_hidden, f"{served.url}/v1/mcp/servers/hidden")
+    assert listed == META  # `say` is pinned, but hidden on this server by the rule on context.server
+    assert [t["name"] for t in found.structured_content["tools"]] == ["add_ten"]
+    assert "say" not in json.dumps(found.structured_content) and "echo" not in json.dumps(found.structured_content)
+    assert described.is_error and described.content[0].text == "Unknown tool: say"
+    assert called == "Unknown tool: say"
