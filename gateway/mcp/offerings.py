@@ -58,7 +58,8 @@ def offering_handlers(
     async def in_view(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target) -> None:
         """Answer what the view does not pick as one no connection offers (`CuratedView.check`)."""
         if view is not None:
-            check = view.check(_offerings(runtime), action, target.id, _viewer(ctx))
+            of = "prompts/get" if target.type == "AgentSdk::Prompt" else action  # a completion's ref is a prompt's
+            check = view.check(_offerings(runtime), of, target.id, _viewer(ctx))
             await _guarded(action, check, _refused(runtime, ctx, target, action))
 
     def lister(method: Any) -> _Handler:
@@ -98,7 +99,7 @@ def offering_handlers(
         ref, runtime = params.ref, runtime_for(ctx)
         on = prompt_target(ref.name) if isinstance(ref, mt.PromptReference) else resource_target(ref.uri, template=True)
         _allowed(runtime, ctx, "completion/complete", on, server=server)
-        await in_view(runtime, ctx, "prompts/get" if on.type == "AgentSdk::Prompt" else "completion/complete", on)
+        await in_view(runtime, ctx, "completion/complete", on)
         found = _offerings(runtime)
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
