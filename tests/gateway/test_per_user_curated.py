@@ -54,6 +54,16 @@ def gateway(tmp_path_factory: pytest.TempPathFactory, resource: ResourceServer) 
     assert_clean(served.log_text(), list(PEERS.values()))
 
 
+def _asked_to_sign_in(answer: httpx2.Response, base: str) -> None:
+    """A call's answer is the error result naming `docs` with the caller's own sign-in URL."""
+    assert answer.status_code == 200, answer.text
+    result = answer.json()["result"]
+    assert result["isError"] is True
+    text = text_of(result)
+    assert "sign_in_required" in text and "'docs'" in text
+    assert sign_in_url_in(text).startswith(f"{base}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
+
+
 def test_a_call_through_a_curated_server_answers_with_the_callers_sign_in_link(gateway: Served) -> None:
     url = f"{gateway.url}/v1/mcp/servers/mine"
     with httpx2.Client(timeout=30.0) as http:
@@ -65,12 +75,7 @@ def test_a_call_through_a_curated_server_answers_with_the_callers_sign_in_link(g
             headers={**JSON_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": "tools/list",
                      "authorization": f"Bearer {PEERS['alice']}"},
         )  # fmt: skip
-    assert answer.status_code == 200, answer.text
-    result = answer.json()["result"]
-    assert result["isError"] is True
-    text = text_of(result)
-    assert "sign_in_required" in text and "'docs'" in text
-    assert sign_in_url_in(text).startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
+    _asked_to_sign_in(answer, gateway.url)
     assert listed.status_code == 200, listed.text
     assert "docs" in str(listed.json()["result"].get("_meta", {}))  # the listing names the sign-in it needs
 
@@ -82,12 +87,7 @@ def test_call_tool_of_a_curated_server_in_discovery_mode_answers_with_the_sign_i
         answer = http.post(
             f"{gateway.url}/v1/mcp/servers/find", json=body, headers=modern_headers("frank", "call_tool")
         )
-    assert answer.status_code == 200, answer.text
-    result = answer.json()["result"]
-    assert result["isError"] is True
-    text = text_of(result)
-    assert "sign_in_required" in text and "'docs'" in text
-    assert sign_in_url_in(text).startswith(f"{gateway.url}/v1/oauth/sign-in?ticket=agent-sdk.signin1.")
+    _asked_to_sign_in(answer, gateway.url)
 
 
 @pytest.mark.anyio

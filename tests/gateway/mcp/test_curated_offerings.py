@@ -59,15 +59,21 @@ when { context.server == "narrow" };
 STATIC = "demo://resource/static/document/"
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    root = tmp_path_factory.mktemp("curated-offerings")
+def _everything_project(root: Path) -> Path:
+    """A project advertising server-everything's tools, resources and prompts, with an empty agent/servers/."""
     project = make_project(
-        root / "project",
+        root,
         {"everything": everything_stdio(advertise_tools=True, advertise_resources=True, advertise_prompts=True)},
         tools=False,
     )
     (project / "agent" / "servers").mkdir()
+    return project
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+    root = tmp_path_factory.mktemp("curated-offerings")
+    project = _everything_project(root / "project")
     (project / "agent" / "servers" / "docs.py").write_text(DOCS)
     (project / "agent" / "servers" / "narrow.py").write_text(NARROW)
     (project / "agent" / "policies.cedar").write_text(POLICY)
@@ -217,12 +223,7 @@ def test_pinning_checks_the_upstreams_definition_not_the_curated_one(tampered: S
 
 
 def test_serve_stdio_server_serves_what_the_curated_server_picks(tmp_path: Path) -> None:
-    project = make_project(
-        tmp_path / "project",
-        {"everything": everything_stdio(advertise_tools=True, advertise_resources=True, advertise_prompts=True)},
-        tools=False,
-    )
-    (project / "agent" / "servers").mkdir()
+    project = _everything_project(tmp_path / "project")
     (project / "agent" / "servers" / "narrow.py").write_text(NARROW)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_SDK_", "PYTEST_"))}
     env["AGENT_SDK_STATE_ROOT"] = str(tmp_path / "state")
