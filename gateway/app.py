@@ -259,7 +259,7 @@ def create_app(
                     tools_server(offerings=offerings, subscriptions=subscriptions is not None), settings.max_body_bytes
                 ),
                 **account_managers(settings),
-                **curated_managers(project, settings.max_body_bytes),
+                **curated_managers(project, settings.max_body_bytes, offerings),
             }
             for manager in managers.values():
                 await stack.enter_async_context(manager.run())

@@ -33,6 +33,8 @@ class Merged:
     field: str
     items: list[dict[str, Any]]
     freshness: Freshness
+    connections: tuple[str, ...] = ()
+    """The connection each of `items` came from (a curated server picks by connection)."""
 
 
 def merged(
@@ -44,9 +46,10 @@ def merged(
     """`listings` (connection name -> its `method` listing) merged in the order of `defns`. Raises
     `TurnBuildError` naming every one of `problems` (the connections that could not be listed) and every
     collision."""
-    field, key, subject, deny = _LISTS[method]
+    result_field, key, subject, deny = _LISTS[method]
     owners: dict[str, str] = {}
     items: list[dict[str, Any]] = []
+    sources: list[str] = []
     freshness: Freshness | None = None
     for defn in defns:
         listed = listings.get(defn.name)
@@ -71,7 +74,8 @@ def merged(
                 continue
             owners[name] = defn.name
             items.append(item)
+            sources.append(defn.name)
     if problems:
         problems.sort(key=lambda p: (p.connection or "", p.tool or "", p.code))
         raise TurnBuildError(problems)
-    return Merged(field, items, freshness or STALE)
+    return Merged(result_field, items, freshness or STALE, tuple(sources))

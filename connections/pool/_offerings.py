@@ -282,6 +282,11 @@ class Offerings:
         Raises `NotOffered` and the listing's `TurnBuildError`."""
         return (await self._owner_of_resource(canonical_uri(uri), viewer)).name
 
+    async def owner_of_prompt(self, name: str, viewer: str | None = None) -> str:
+        """The name of the advertised connection that offers prompt `name`. Raises `NotOffered` (also for one
+        `mcp.lock` holds back, saying why) and the listing's `TurnBuildError`."""
+        return (await self._owner_of_prompt(name, viewer)).name
+
     async def templates_of(self, uri: str, viewer: str | None = None) -> list[str]:
         """The URI templates of the merged `resources/templates/list` that resource `uri` is an instance of
         (canonical forms): a read of it is decided against each of them too. Raises the listing's errors."""

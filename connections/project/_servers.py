@@ -16,7 +16,7 @@ import ast
 import fnmatch
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -27,7 +27,7 @@ __all__ = ["CuratedServer", "Selector", "define_server", "element_lines", "loade
 
 _SELECTOR_FIELDS = ("connection", "name", "annotation", "rename", "title", "description", "set", "hide")
 _ITEM_FIELDS = ("connection", "name")
-_SERVER_FIELDS = ("title", "version", "instructions", "tools", "resources", "prompts")
+_SERVER_FIELDS = ("title", "version", "instructions", "tools", "resources", "prompts", "discovery", "always_visible")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,12 +76,13 @@ class CuratedServer:
     source: Path | None = None
     line: int | None = None
     problems: tuple[Problem, ...] = ()
+    discovery: bool = False
+    """Served in discovery mode (docs/discovery.md): its `tools/list` is the meta-tools and `always_visible`."""
+    always_visible: tuple[str, ...] = ()
+    """Names or globs of its (shown) tools listed beside the meta-tools in discovery mode."""
 
     def named(self, name: str, source: Path) -> CuratedServer:
-        return CuratedServer(
-            name, self.title, self.version, self.instructions, self.tools, self.resources, self.prompts,
-            source, self.line, self.problems,
-        )  # fmt: skip
+        return replace(self, name=name, source=source)
 
 
 def define_server(
@@ -92,12 +93,15 @@ def define_server(
     tools: Sequence[Mapping[str, Any]] = (),
     resources: Sequence[Mapping[str, Any]] = (),
     prompts: Sequence[Mapping[str, Any]] = (),
+    discovery: bool = False,
+    always_visible: Sequence[str] = (),
     **unknown: Any,
 ) -> CuratedServer:
     """A curated server (docs/curated-servers.md). Each entry of `tools` is a dict of `connection`,
     `name` (a name or glob), `annotation` (e.g. `"readOnlyHint"`), and for one named tool `rename`,
     `title`, `description`, `set` ({argument: value}) and `hide` ([argument, ...], each also in `set`).
-    `resources` and `prompts` take `connection` and `name` (a URI or prompt name, or a glob).
+    `resources` and `prompts` take `connection` and `name` (a URI or prompt name, or a glob). With
+    `discovery=True` it is served in discovery mode, listing the tools `always_visible` names beside the meta-tools.
     Never raises: problems are reported by `agent-sdk validate`."""
     frame = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]  # the definition file's call site
     problems: list[Problem] = []
@@ -109,6 +113,11 @@ def define_server(
     for label, value in texts:
         if value is not None and type(value) is not str:
             problems.append(Problem("bad-value", f"{label} must be a string, not {type(value).__name__}"))
+    if type(discovery) is not bool:
+        problems.append(Problem("bad-value", f"discovery must be True or False, not {type(discovery).__name__}"))
+    pins: tuple[Any, ...] = tuple(always_visible) if isinstance(always_visible, list | tuple) else ()
+    if not isinstance(always_visible, list | tuple) or not all(isinstance(p, str) and p for p in pins):
+        problems.append(Problem("bad-value", "always_visible must be a list of tool names or globs (strings)"))
     picked = _selectors("tools", tools, _SELECTOR_FIELDS, problems)
     _check_renames(picked, problems)
     return CuratedServer(
@@ -121,6 +130,8 @@ def define_server(
         source=Path(frame.f_code.co_filename),
         line=frame.f_lineno,
         problems=tuple(problems),
+        discovery=discovery is True,
+        always_visible=tuple(p for p in pins if isinstance(p, str)),
     )
 
 

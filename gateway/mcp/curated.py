@@ -6,6 +6,10 @@ after the policy, decided with `context.server` = the view's name) shown through
 approval, limits, `mcp.lock` and the audit trail see the real tool (the record names the view's tool too,
 `servedAs`, on the surface `mcp/servers/<name>`). A hidden argument takes its fixed value whatever the peer
 sends. Governed search is meant to plug in as another such view over the same listing.
+
+Resources and prompts are picked the same way (by connection, by URI or name, or a glob matched against the
+canonical URI or template) out of the default endpoint's merged listings (`gateway/mcp/offerings.py`); a read,
+get or completion of one the view does not pick gets the very answer of one no connection offers.
 """
 
 from __future__ import annotations
@@ -18,8 +22,10 @@ from typing import Any
 import mcp_types as mt
 from mcp.shared.exceptions import MCPError
 
-from connections import CuratedServer, TurnTool
-from connections.serving import Selector
+from connections import CuratedServer, NotOffered, Toolset, TurnTool
+from connections.serving import Merged, Offerings, Selector, canonical_uri, not_offered
+
+from .discovery import DiscoveryView
 
 __all__ = ["CuratedView", "unknown_tool"]
 
@@ -27,6 +33,9 @@ __all__ = ["CuratedView", "unknown_tool"]
 def unknown_tool(name: str) -> MCPError:
     """What a name the view does not show gets: the default endpoint's words for an unknown tool."""
     return MCPError(mt.INVALID_PARAMS, f"Unknown tool: {name[:64]}", data={"error": "unknown_tool"})
+
+
+_DISCOVERY: dict[tuple[str, tuple[str, ...]], DiscoveryView] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +52,22 @@ class CuratedView:
     def surface(self) -> str:
         """The audit surface of its calls."""
         return f"mcp/servers/{self.server.name}"
+
+    @property
+    def discovery(self) -> DiscoveryView | None:
+        """Its discovery mode (`define_server(discovery=True)`, docs/discovery.md), None when off: one view per
+        server and pins, which keeps its search indexes."""
+        if not self.server.discovery:
+            return None
+        key = (self.name, self.server.always_visible)
+        found = _DISCOVERY.get(key)
+        if found is None:
+            found = _DISCOVERY[key] = DiscoveryView(self.server.always_visible)
+        return found
+
+    def shown(self, toolset: Toolset) -> Toolset:
+        """`toolset` (the caller's visible one) as the view shows it (`listed`), for discovery's search."""
+        return Toolset(session=toolset.session, tools={t.name: t for t in self.listed(toolset)})
 
     def selector(self, tool: TurnTool) -> Selector | None:
         """The first entry of the server's `tools` that picks `tool` (None: the view does not show it)."""
@@ -85,6 +110,63 @@ class CuratedView:
         out = {**selector.fixed, **(arguments or {})}
         out.update({k: selector.fixed[k] for k in selector.hidden})
         return out
+
+    def picks_any(self, kind: str) -> bool:
+        """Whether the server picks any `kind` ("resources" or "prompts")."""
+        return bool(self.server.prompts if kind == "prompts" else self.server.resources)
+
+    def items(self, method: str, merged: Merged) -> list[dict[str, Any]]:
+        """The items of the merged listing `method` the view picks."""
+        return [
+            item for item, conn in zip(merged.items, merged.connections, strict=True) if self._picks(method, conn, item)
+        ]
+
+    async def check(self, found: Offerings, method: str, key: str, viewer: str) -> None:
+        """Raise `NotOffered` (the sentence of one no connection offers) unless the view picks the prompt, the
+        resource or the resource template `key` (canonical) that `method` is for. A resource is picked when it
+        is listed and picked, or is an instance of a template the view picks."""
+        kind = {"prompts/get": "prompt", "resources/read": "resource"}.get(method, "resource template")
+        if kind == "prompt":  # the routing's own refusal for one no connection offers or `mcp.lock` holds back
+            owner = await found.owner_of_prompt(key, viewer)
+            if any(s.picks(owner, key) for s in self.server.prompts):
+                return
+            raise NotOffered(not_offered(kind, key))
+        listing = "resources/list" if kind == "resource" else "resources/templates/list"
+        if await self._holds(found, listing, key, viewer):
+            return
+        if kind == "resource":
+            for template in await found.templates_of(key, viewer):
+                if await self._holds(found, "resources/templates/list", template, viewer, also=key):
+                    return
+            if any(s.name is not None and s.exact and s.name == key for s in self.server.resources):
+                await found.owner_of_resource(key, viewer)  # held back by `mcp.lock`: its own sentence
+        raise NotOffered(not_offered(kind, key))
+
+    async def _holds(self, found: Offerings, method: Any, key: str, viewer: str, also: str | None = None) -> bool:
+        merged = await found.listing(method, viewer)
+        field = _ITEM_KEYS[method]
+        for item, conn in zip(merged.items, merged.connections, strict=True):
+            if _canonical(method, item.get(field)) == key:
+                selectors = self.server.prompts if method == "prompts/list" else self.server.resources
+                return self._picks(method, conn, item) or (
+                    also is not None and any(s.picks(conn, also) for s in selectors)
+                )
+        return False
+
+    def _picks(self, method: str, connection: str, item: Mapping[str, Any]) -> bool:
+        selectors = self.server.prompts if method == "prompts/list" else self.server.resources
+        name = _canonical(method, item.get(_ITEM_KEYS[method]))
+        return any(s.picks(connection, name) for s in selectors)
+
+
+_ITEM_KEYS = {"resources/list": "uri", "resources/templates/list": "uriTemplate", "prompts/list": "name"}
+
+
+def _canonical(method: str, value: object) -> str:
+    """An item's key as a view matches it: a resource's URI or template in its canonical form."""
+    if method == "prompts/list":
+        return str(value)
+    return canonical_uri(str(value), template=method == "resources/templates/list")
 
 
 def _shown_name(tool: TurnTool, selector: Selector) -> str:

@@ -25,6 +25,7 @@ from mcp.shared.exceptions import MCPError
 from starlette.types import Message, Receive, Scope, Send
 
 from connections import Project
+from connections.serving import Offerings
 
 from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
@@ -213,12 +214,14 @@ _NO_SESSION = (
 )
 
 
-def curated_managers(project: Project, max_body_bytes: int) -> dict[str, StreamableHTTPSessionManager]:
+def curated_managers(
+    project: Project, max_body_bytes: int, offerings: Offerings | None = None
+) -> dict[str, StreamableHTTPSessionManager]:
     """A session manager per curated server (`servers/<name>`): its own SDK server (name, version,
-    instructions) for what the lane does not answer; the lane and the executor are the one every endpoint has.
-    Tools only for now: a view's resources and prompts are not served (docs/curated-servers.md)."""
+    instructions; the resources and prompts it picks of `offerings`) for what the lane does not answer; the
+    lane and the executor are the one every endpoint has (docs/curated-servers.md)."""
     return {
-        f"servers/{name}": session_manager(tools_server(view=CuratedView(server)), max_body_bytes)
+        f"servers/{name}": session_manager(tools_server(offerings=offerings, view=CuratedView(server)), max_body_bytes)
         for name, server in project.servers.items()
     }
 

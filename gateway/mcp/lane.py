@@ -158,8 +158,8 @@ async def serve_lane(
     requested = _header(scope, _PROTOCOL_VERSION)
     modern = requested is not None and requested not in HANDSHAKE_PROTOCOL_VERSIONS
     params: dict[str, Any] | None = body.get("params")
-    if method == "tools/call" and view is None:  # discovery's `call_tool` is the named tool's own (discovery.py)
-        params = unwrapped(runtime.discovery, params)
+    if method == "tools/call":  # discovery's `call_tool` is the named tool's own (discovery.py)
+        params = unwrapped(runtime.discovery if view is None else view.discovery, params)
     headers: list[tuple[str, str]] = []
     found: tuple[Any, ...] | None = None  # the catalog's answer for the tool, looked up once
     try:
@@ -236,6 +236,8 @@ async def _lookup(runtime: Runtime, params: Any, caller: Principal, view: Curate
     if not isinstance(name, str):
         return None
     if view is not None:
+        if view.discovery is not None and name in META_NAMES:  # the view's own (`view_target`)
+            return None
         return await lookup(runtime, view.real_name(name), caller, view.name)
     if runtime.discovery is not None and name in META_NAMES:  # the view's own (`target_of`): no catalog tool
         return None

@@ -33,6 +33,7 @@ from connections.serving import Merged, Offerings, canonical_uri
 from ..auth.chain import Principal
 from ..policy import Refusal, Target, caller_of, hidden, prompt_target, refused, resource_target, visible_items
 from ..runtime import Runtime
+from .curated import CuratedView
 from .visible import failed_closed
 
 __all__ = ["failed_closed", "offering_handlers"]
@@ -44,18 +45,30 @@ RuntimeFor = Callable[[ServerRequestContext[Any, Any]], Runtime]
 _Handler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
 
 
-def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> dict[str, Any]:
-    """The `Server(...)` handler arguments for what `offerings` advertises (none at all when nothing is)."""
+def offering_handlers(
+    runtime_for: RuntimeFor, offerings: Offerings | None, view: CuratedView | None = None
+) -> dict[str, Any]:
+    """The `Server(...)` handler arguments for what `offerings` advertises (none at all when nothing is). With
+    `view`, for that curated server: what it picks of them, decided with `context.server` = its name."""
     if offerings is None:
         return {}
     handlers: dict[str, _Handler] = {}
+    server = view.name if view is not None else ""
+
+    async def in_view(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target) -> None:
+        """Answer what the view does not pick as one no connection offers (`CuratedView.check`)."""
+        if view is not None:
+            of = "prompts/get" if target.type == "AgentSdk::Prompt" else action  # a completion's ref is a prompt's
+            check = view.check(_offerings(runtime), of, target.id, _viewer(ctx))
+            await _guarded(action, check, _refused(runtime, ctx, target, action))
 
     def lister(method: Any) -> _Handler:
         async def handle(ctx: ServerRequestContext[Any, Any], params: mt.PaginatedRequestParams | None) -> Any:
             runtime = runtime_for(ctx)
             found = _offerings(runtime)
             merged = await _guarded(method, found.listing(method, _viewer(ctx)))
-            shown = visible_items(runtime.policy, _caller(ctx), method, merged.items)  # the policy's filter
+            items = merged.items if view is None else view.items(method, merged)
+            shown = visible_items(runtime.policy, _caller(ctx), method, items, server)  # the policy's filter
             merged = Merged(merged.field, shown, merged.freshness)
             return _page(method, merged, params.cursor if params is not None else None, _page_size(runtime))
 
@@ -70,20 +83,23 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
         if runtime.policy.enforcing:
             of = await _guarded("resources/read", found.templates_of(uri, _viewer(ctx)))
             templates = [resource_target(t, template=True) for t in of]
-        _allowed(runtime, ctx, "resources/read", target, *templates)
+        _allowed(runtime, ctx, "resources/read", target, *templates, server=server)
+        await in_view(runtime, ctx, "resources/read", target)
         body, hint = await _guarded("resources/read", found.read(uri, _viewer(ctx)), _refused(runtime, ctx, target))
         return {**body, **hint.to_json(), **_COMPLETE}
 
     async def get(ctx: ServerRequestContext[Any, Any], params: mt.GetPromptRequestParams) -> Any:
         runtime, target = runtime_for(ctx), prompt_target(params.name)
-        _allowed(runtime, ctx, "prompts/get", target)
+        _allowed(runtime, ctx, "prompts/get", target, server=server)
+        await in_view(runtime, ctx, "prompts/get", target)
         got = _offerings(runtime).get_prompt(params.name, params.arguments, _viewer(ctx))
         return {**await _guarded("prompts/get", got, _refused(runtime, ctx, target)), **_COMPLETE}
 
     async def complete(ctx: ServerRequestContext[Any, Any], params: mt.CompleteRequestParams) -> Any:
         ref, runtime = params.ref, runtime_for(ctx)
         on = prompt_target(ref.name) if isinstance(ref, mt.PromptReference) else resource_target(ref.uri, template=True)
-        _allowed(runtime, ctx, "completion/complete", on)
+        _allowed(runtime, ctx, "completion/complete", on, server=server)
+        await in_view(runtime, ctx, "completion/complete", on)
         found = _offerings(runtime)
         argument = {"name": params.argument.name, "value": params.argument.value}
         context = params.context.arguments if params.context is not None else None
@@ -93,11 +109,11 @@ def offering_handlers(runtime_for: RuntimeFor, offerings: Offerings | None) -> d
             **_COMPLETE,
         }
 
-    if offerings.offers("resources"):
+    if offerings.offers("resources") and (view is None or view.picks_any("resources")):
         handlers["on_list_resources"] = lister("resources/list")
         handlers["on_list_resource_templates"] = lister("resources/templates/list")
         handlers["on_read_resource"] = read
-    if offerings.offers("prompts"):
+    if offerings.offers("prompts") and (view is None or view.picks_any("prompts")):
         handlers["on_list_prompts"] = lister("prompts/list")
         handlers["on_get_prompt"] = get
     if handlers:
@@ -120,10 +136,12 @@ def _caller(ctx: ServerRequestContext[Any, Any]) -> Principal:
     return caller_of(getattr(ctx.request, "scope", None))  # `STDIO` on `serve --stdio`
 
 
-def _allowed(runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target, *also: Target) -> None:
+def _allowed(
+    runtime: Runtime, ctx: ServerRequestContext[Any, Any], action: str, target: Target, *also: Target, server: str = ""
+) -> None:
     """Raise what an item no connection offers gets (as `_guarded` answers it) when the policy hides `target`
-    (or any of `also`: the templates a resource is an instance of)."""
-    refusal = hidden(runtime.policy, _caller(ctx), action, target, *also)
+    (or any of `also`: the templates a resource is an instance of), through curated server `server`."""
+    refusal = hidden(runtime.policy, _caller(ctx), action, target, *also, server=server)
     if refusal is not None:
         raise MCPError(mt.INVALID_PARAMS, str(refusal), data={"error": refusal.code})
 

@@ -299,6 +299,14 @@ async def view_target(
     """The real tool behind the view's tool `name` for `caller` (`target_of`, decided with the view's name as
     `context.server`) and the real call's arguments (the view's fixed ones in). A name the view does not show,
     or whose real tool `caller` may not see, is refused in the view's name, as an unknown tool."""
+    if view.discovery is not None:  # its meta-tools over what it shows `caller` (`discovery.py`)
+
+        async def shown() -> Toolset:
+            return view.shown((await visible_listing(services, caller, "tools/call", view.name))[0])
+
+        meta = view.discovery.tool(name, shown)
+        if meta is not None:
+            return meta, dict(arguments or {})
     real = view.real_name(name)
     try:
         target = await target_of(services, real, caller, found, view.name)

@@ -92,8 +92,8 @@ async def _serve(project: Project, settings: ServeSettings, wire: BinaryIO, cura
 
         if curated is None:
             server = tools_server(runtime_of, runtime.offerings)
-        else:  # a curated server: tools only (docs/curated-servers.md)
-            server = tools_server(runtime_of, view=CuratedView(project.servers[curated]))
+        else:  # a curated server (docs/curated-servers.md)
+            server = tools_server(runtime_of, runtime.offerings, view=CuratedView(project.servers[curated]))
         stdout = anyio.wrap_file(TextIOWrapper(wire, encoding="utf-8"))
         started = time.perf_counter()
         try:

@@ -69,7 +69,9 @@ async def tools_list_result(runtime: Runtime, caller: Principal, view: CuratedVi
     down (named in a log line)."""
     toolset, aside = await visible_listing(runtime, caller, server=view.name if view is not None else "")
     discovery = runtime.discovery if view is None else None  # discovery mode (docs/discovery.md)
-    if view is not None:  # a curated server: its tools (`curated.py`)
+    if view is not None and view.discovery is not None:  # a curated server in discovery mode
+        tools = view.discovery.listed(view.shown(toolset))
+    elif view is not None:  # a curated server: its tools (`curated.py`)
         tools = [definition(t) for t in view.listed(toolset)]
     elif discovery is not None:  # the meta-tools and the pinned tools
         tools = discovery.listed(toolset)
@@ -116,7 +118,7 @@ def tools_server(
     passes its one runtime (a stdio request has no HTTP request). With `offerings`, the server also
     answers the resources, prompts and completion they advertise (`gateway/mcp/offerings.py`). Its `instructions`
     are its upstreams' (`gateway/mcp/instructions.py`). With `view`, it is that curated server
-    (`gateway/mcp/curated.py`): its name, version and instructions, its tools.
+    (`gateway/mcp/curated.py`): its name, version and instructions, its tools, and what it picks of `offerings`.
     """
 
     async def list_tools(ctx: ServerRequestContext[Any, Any], _params: mt.PaginatedRequestParams | None) -> Any:
@@ -125,8 +127,8 @@ def tools_server(
     async def call(ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams) -> Any:
         served = runtime(ctx)
         dumped = params.model_dump(by_alias=True, mode="json", exclude_none=True)
-        if view is None:  # discovery mode's `call_tool` is the named tool's own call (gateway/mcp/discovery.py)
-            dumped = unwrapped(served.discovery, dumped)
+        # discovery mode's `call_tool` is the named tool's own call (gateway/mcp/discovery.py)
+        dumped = unwrapped(served.discovery if view is None else view.discovery, dumped)
         scope = getattr(ctx.request, "scope", None)  # none on `serve --stdio`: its one peer is `STDIO`
         principal = caller_of(scope).id  # the chain's principal; `stdio` there, as its listings are
         session = getattr(ctx.request, "headers", {}).get("mcp-session-id")
@@ -144,7 +146,7 @@ def tools_server(
         if view is None:
             target, arguments = await target_of(served, dumped["name"], caller), dumped.get("arguments")
         else:
-            target, arguments = await view_target(served, view, params.name, caller, params.arguments)
+            target, arguments = await view_target(served, view, dumped["name"], caller, dumped.get("arguments"))
         plan = CallPlan(
             request_id=ctx.request_id,
             target=target,
@@ -158,7 +160,7 @@ def tools_server(
             answer="session",
             inbound=_inbound(scope, session, principal) if tracing_enabled() else None,
             view=view,
-            served_as=params.name if view is not None else None,
+            served_as=dumped["name"] if view is not None else None,
         )
         async with session_answer(ctx) as channel:
             result = await served.executor.execute(plan, channel)
@@ -184,7 +186,7 @@ def tools_server(
             on_list_tools=list_tools,
             on_call_tool=call,
             on_set_logging_level=set_level,  # declares `logging` in the server's capabilities
-            **offering_handlers(runtime, offerings),
+            **offering_handlers(runtime, offerings, view),
             **(subscription_handlers(runtime) if subscriptions else {}),
             **(subscribe_handlers(runtime) if subscriptions and _offers_resources(offerings) else {}),
         )

@@ -92,13 +92,15 @@ def refused(gate: PolicyGate, principal: Principal, refusal: Refusal, surface: s
         gate.on_denied_call(principal, refusal, surface)
 
 
-def hidden(gate: PolicyGate, principal: Principal, action: str, target: Target, *also: Target) -> NotOffered | None:
+def hidden(
+    gate: PolicyGate, principal: Principal, action: str, target: Target, *also: Target, server: str = ""
+) -> NotOffered | None:
     """The refusal for a resource or prompt the policy hides from `principal` (`target`, or any of `also`: the
-    templates a resource is an instance of): the very sentence of one that does not exist or that no
-    advertised connection offers (`not_offered`), so that hiding it says nothing; else None. A refusal is
-    told to the audit trail (`refused`) against `target`."""
+    templates a resource is an instance of) through curated server `server` ("" for none): the very sentence
+    of one that does not exist or that no advertised connection offers (`not_offered`), so that hiding it says
+    nothing; else None. A refusal is told to the audit trail (`refused`) against `target`."""
     for each in (target, *also):
-        decision = gate.decide(principal, action, each)
+        decision = gate.decide(principal, action, each, server)
         if not decision.allowed:
             refused(gate, principal, Refusal(action, target.id, policies=decision.policies))
             return NotOffered(not_offered(_kind(action, target), target.id))
@@ -145,16 +147,19 @@ def visible_tools(gate: PolicyGate, principal: Principal, toolset: Toolset, serv
     return Toolset(session=toolset.session, tools=kept), len(tools) - len(kept)
 
 
-def visible_items(gate: PolicyGate, principal: Principal, method: str, items: Sequence[_Item]) -> list[_Item]:
-    """The items of a `resources/list`, `resources/templates/list` or `prompts/list` listing `principal` may see."""
+def visible_items(
+    gate: PolicyGate, principal: Principal, method: str, items: Sequence[_Item], server: str = ""
+) -> list[_Item]:
+    """The items of a `resources/list`, `resources/templates/list` or `prompts/list` listing `principal` may see
+    (through curated server `server`, "" for none)."""
     if not gate.enforcing:
         return list(items)
-    if not gate.decide(principal, method).allowed:
+    if not gate.decide(principal, method, server=server).allowed:
         return []
     key, action, template = _ITEM[method]
     names = [str(item.get(key, "")) for item in items]
     targets = [prompt_target(n) if action == "prompts/get" else resource_target(n, template=template) for n in names]
-    return [item for item, ok in zip(items, gate.visible(principal, action, targets), strict=True) if ok]
+    return [item for item, ok in zip(items, gate.visible(principal, action, targets, server), strict=True) if ok]
 
 
 _KINDS = {"bearer": "bearer", "oauth": "oauth", "loopback": "loopback", "stdio": "loopback"}

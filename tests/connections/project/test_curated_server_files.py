@@ -76,3 +76,26 @@ def test_a_file_without_a_server_says_how_to_write_one(tmp_path: Path) -> None:
     project = load_project(_project(tmp_path, "x = 1\n"))
     (only,) = [d for d in project.diagnostics if d.path.name == "demo.py"]
     assert only.code == "no-definition" and "define_server(...)" in only.message
+
+
+def test_discovery_settings_load_and_bad_ones_are_reported(tmp_path: Path) -> None:
+    good = load_project(
+        _project(
+            tmp_path / "good",
+            "from connections import define_server\n"
+            "server = define_server(discovery=True, always_visible=['say', 'get-*'], tools=[{'name': 'echo'}])\n",
+        )
+    )
+    assert good.ok, [d.format() for d in good.diagnostics]
+    assert good.servers["demo"].discovery is True and good.servers["demo"].always_visible == ("say", "get-*")
+    bad = load_project(
+        _project(
+            tmp_path / "bad",
+            "from connections import define_server\n"
+            "server = define_server(discovery='yes', always_visible='say', tools=[{'name': 'echo'}])\n",
+        )
+    )
+    messages = [d.format() for d in bad.diagnostics]
+    assert not bad.ok
+    assert any("discovery must be True or False, not str" in m and "demo.py" in m for m in messages), messages
+    assert any("always_visible must be a list of tool names or globs" in m for m in messages), messages
