@@ -2,8 +2,9 @@
 with it (the pool, the sessions and the audit trail close): serve then logs the failure whole and exits 1
 so that its supervisor starts it again, instead of answering every request with a closed pool.
 
-The failure is injected into a real `agent-sdk serve` (uvicorn, the app, its lifespan): the policy
-file's watcher raises a second after the start, as a listener's unexpected error would."""
+The failure is injected into a real `agent-sdk serve` (uvicorn, the app, its lifespan): the watcher of the
+policy and definition files (`gateway/reloads.py`) raises a second after the start, as a listener's unexpected
+error would."""
 
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ from pathlib import Path
 from ..conftest import make_project, serve
 
 INJECT = (
-    "import anyio, gateway.policy._decide as decide\n"
-    "async def watch(self, interval=1.0):\n"
+    "import anyio, gateway.reloads as reloads\n"
+    "async def run(self):\n"
     "    await anyio.sleep(1.0)\n"
     "    raise RuntimeError('an injected failure of a background task')\n"
-    "decide.PolicyGate.watch = watch\n"
+    "reloads.Reloads.run = run\n"
     "from gateway.cli import entrypoint; entrypoint()\n"
 )
 
