@@ -77,10 +77,18 @@ def test_one_persons_handshake_session_and_subscriptions_and_sessions_are_not_an
     session = _post(gateway, ada, "initialize", hello).headers["mcp-session-id"]
     uri = _rpc(gateway, ada, "resources/list", {})["result"]["resources"][0]["uri"]
     assert _rpc(gateway, ada, "resources/subscribe", {"uri": uri}, session) == {"jsonrpc": "2.0", "id": 7, "result": {}}
-    # Bob holding Ada's session id: his subscribe and unsubscribe are refused, and so is her stream.
+    # Bob holding Ada's session id: his subscribe and unsubscribe are refused as an unknown session (404, so a
+    # client starts its own: Streamable HTTP), and so is her stream.
     for method in ("resources/subscribe", "resources/unsubscribe"):
-        refused = _rpc(gateway, bob, method, {"uri": uri}, session)
+        body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": {"uri": uri}}
+        headers = {"Authorization": f"Bearer {bob}", "MCP-Protocol-Version": "2025-11-25", "Mcp-Session-Id": session}
+        headers["Accept"] = "application/json, text/event-stream"
+        answer = httpx2.post(resource, json=body, headers=headers, timeout=60)
+        refused = answer.json()
+        assert answer.status_code == 404, answer.text
         assert "result" not in refused and "not issued by this gateway to this caller" in refused["error"]["message"]
+    kept = _rpc(gateway, ada, "resources/unsubscribe", {"uri": uri}, session)  # her session outlived his tries
+    assert kept == {"jsonrpc": "2.0", "id": 7, "result": {}}
     stream = httpx2.get(
         resource,
         headers={"Authorization": f"Bearer {bob}", "Accept": "text/event-stream", "Mcp-Session-Id": session},
