@@ -29,7 +29,7 @@ from connections.serving import Offerings
 
 from ..audit import refusal_rpc_error
 from ..auth.chain import Principal
-from ..errors import ApiError, CallRefused, InvalidRequest
+from ..errors import ApiError, CallRefused, InvalidRequest, StateUnavailable
 from ..http._asgi import receive_body, send_error, send_rpc_error
 from ..http.mcp_checks import envelope_problem, header_problem, request_id, serve_batch, version_problem
 from ..policy import require
@@ -238,7 +238,12 @@ async def _session_route(scope: Scope, receive: Receive, send: Send, method: str
     streams = runtime.streams
     if method == "GET" and streams is None:
         return False
-    if not await runtime.request_states.live_session(token, principal):
+    try:
+        live = await runtime.request_states.live_session(token, principal)
+    except StateUnavailable as exc:
+        await _send_unavailable(send, exc)
+        return True
+    if not live:
         await send_error(scope, send, 404, "session_not_found", _NO_SESSION)
         return True
     if method == "GET" and streams is not None:
@@ -250,10 +255,21 @@ async def _session_route(scope: Scope, receive: Receive, send: Send, method: str
         except StreamRefused as exc:
             await send_error(scope, send, exc.status, "session_refused", str(exc))
             return True
-    await runtime.request_states.end_session(token, principal)
+    try:
+        await runtime.request_states.end_session(token, principal)
+    except StateUnavailable as exc:  # the peer's DELETE again, once Redis answers, ends it
+        await _send_unavailable(send, exc)
+        return True
     await send({"type": "http.response.start", "status": 204, "headers": []})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
     return True
+
+
+async def _send_unavailable(send: Send, exc: StateUnavailable, ident: str | int | None = None) -> None:
+    """Whether the session was ended cannot be read (Redis is away): 503 with the store's sentence and
+    `Retry-After` (RFC 9110 §10.2.3), as every other answer that needs the shared state (`json_answers.py`)."""
+    await send_rpc_error(send, 503, mt.INTERNAL_ERROR, exc.message, {"error": exc.code}, [(b"retry-after", b"1")],
+                         ident=ident)  # fmt: skip
 
 
 def _curated(scope: Scope) -> CuratedView | str:
@@ -320,7 +336,12 @@ class McpEndpoint:
             return
         runtime: Runtime = scope["state"]["runtime"]
         session = session_header(scope) if self.lane else None
-        if session is not None and not await runtime.request_states.live_session(session, principal_id(scope)):
+        try:
+            live = session is None or await runtime.request_states.live_session(session, principal_id(scope))
+        except StateUnavailable as exc:
+            await _send_unavailable(send, exc, request_id(raw))
+            return
+        if not live:
             # Streamable HTTP: an ended or unknown session is 404, so the client starts a new one (docs/http-api.md).
             await send_rpc_error(send, 404, mt.INVALID_REQUEST, _NO_SESSION, {"error": "session_not_found"},
                                  ident=request_id(raw))  # fmt: skip

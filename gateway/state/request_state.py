@@ -38,13 +38,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+import anyio
 import mcp_types as mt
 from cachetools import LRUCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
-from ..errors import GatewayError
+from ..errors import GatewayError, StateUnavailable
 
 __all__ = [
     "PEER_SESSION_TTL_S",
@@ -118,10 +119,14 @@ class SealedState:
 class UsedStates(Protocol):
     """Claims a state's id once; a second claim of the same id fails (a replay)."""
 
-    async def claim(self, state_id: str, expires_at: float) -> bool: ...
+    async def claim(self, state_id: str, expires_at: float) -> bool:
+        """Claim `state_id` until `expires_at`: False when it was claimed already. Raises `StateUnavailable`
+        when a shared store cannot be reached."""
+        ...
 
     async def used(self, state_id: str) -> bool:
-        """Whether `state_id` was claimed and has not expired, without claiming it."""
+        """Whether `state_id` was claimed and has not expired, without claiming it. Raises `StateUnavailable`
+        as `claim`."""
         ...
 
 
@@ -147,18 +152,48 @@ class MemoryUsedStates:
 
 
 class RedisUsedStates:
-    """`UsedStates` shared by every replica: `SET NX` with the state's own expiry."""
+    """`UsedStates` shared by every replica: `SET NX` with the state's own expiry.
+
+    Every Redis failure becomes `StateUnavailable` (503 `state_unavailable`, a sentence that says retry), as in
+    the session store: `used` runs on every POST that carries an `Mcp-Session-Id`, so a Redis restart must not
+    answer those 500. `used` is a read, asked again a few times (`_USED_TRIES`) before it gives up; `claim`
+    is not (a `SET NX` that landed but whose reply was lost would then read as a replay)."""
 
     def __init__(self, redis: Any, clock: Callable[[], float] = time.time) -> None:
         self._redis = redis
         self._clock = clock
 
     async def claim(self, state_id: str, expires_at: float) -> bool:
+        """Raises `StateUnavailable` when Redis does not answer."""
+        import redis.exceptions
+
         ttl_ms = max(1, int((expires_at - self._clock()) * 1000))
-        return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
+        try:
+            return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
+        except (redis.exceptions.RedisError, OSError) as exc:
+            raise _unavailable(exc) from None
 
     async def used(self, state_id: str) -> bool:
-        return bool(await self._redis.exists(_REDIS_USED + state_id))
+        """Raises `StateUnavailable` when Redis has not answered after `_USED_TRIES` tries."""
+        import redis.exceptions
+
+        for attempt in range(_USED_TRIES):
+            try:
+                return bool(await self._redis.exists(_REDIS_USED + state_id))
+            except (redis.exceptions.RedisError, OSError) as exc:
+                if attempt + 1 == _USED_TRIES:
+                    raise _unavailable(exc) from None
+                await anyio.sleep(_USED_PAUSE_S)
+        raise AssertionError("unreachable")
+
+
+_USED_TRIES = 4
+_USED_PAUSE_S = 0.25
+"""A Redis restart's refused connections: about a second of patience before the request is answered 503."""
+
+
+def _unavailable(exc: BaseException) -> StateUnavailable:
+    return StateUnavailable(f"the shared state store is unavailable ({type(exc).__name__}); retry shortly")
 
 
 class RequestStates:
@@ -224,11 +259,13 @@ class RequestStates:
         return self._session(token, principal, _session_prefix(token)) is not None
 
     async def live_session(self, token: str, principal: str) -> bool:
-        """`holds_session`, and its DELETE has not ended it (on any replica sharing the used-state store)."""
+        """`holds_session`, and its DELETE has not ended it (on any replica sharing the used-state store).
+        Raises `StateUnavailable` when that store cannot be read."""
         return self.holds_session(token, principal) and not await self._used.used(_ended(token))
 
     async def end_session(self, token: str, principal: str) -> bool:
-        """End `token` for good (its DELETE): False when it is not a live session of `principal`."""
+        """End `token` for good (its DELETE): False when it is not a live session of `principal`. Raises
+        `StateUnavailable` when the used-state store cannot be written."""
         payload = self._session(token, principal, _session_prefix(token))
         return payload is not None and await self._used.claim(_ended(token), float(payload["e"]))
 

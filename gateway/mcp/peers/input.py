@@ -28,11 +28,13 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from mcp_types import CLIENT_CAPABILITIES_META_KEY, PROTOCOL_VERSION_META_KEY
+from mcp.shared.exceptions import MCPError
+from mcp_types import CLIENT_CAPABILITIES_META_KEY, INTERNAL_ERROR, PROTOCOL_VERSION_META_KEY
 
 from connections import ToolOutcome, TurnTool
 from connections.serving import CallChannel, CallContext, CallRequest, InputHandler
 
+from ...errors import StateUnavailable
 from ...state.request_state import RequestStates, SealedState
 from ..sign_in import SIGN_IN_KEY
 from .held import HeldCall, HeldCalls
@@ -119,7 +121,8 @@ async def peer_input(
     `request.capabilities` are what a handshake peer declared at `initialize`.
 
     Raises `RequestStateRefused` for a `requestState` the gateway will not honour, `MCPError`
-    (INVALID_PARAMS) for a retry whose held call is gone or whose answers are missing."""
+    (INVALID_PARAMS) for a retry whose held call is gone or whose answers are missing, (INTERNAL_ERROR,
+    `data.error` `state_unavailable`) when the state cannot be claimed because Redis is away."""
     if not modern:
         declared = request.capabilities or {}
         if not declared:
@@ -142,7 +145,10 @@ async def peer_input(
     held: HeldCall | None = None
     upstream_state: str | None = None
     if state is not None:
-        opened = await services.request_states.open(state, principal, name)
+        try:
+            opened = await services.request_states.open(state, principal, name)
+        except StateUnavailable as exc:  # Redis is away: a JSON-RPC error with the store's sentence, not code 0
+            raise MCPError(INTERNAL_ERROR, exc.message, data={"error": exc.code}) from None
         if opened.pending is not None:  # the answers are for the held call's questions, not the upstream's
             held = services.held.find(opened.pending, principal, name)
             services.held.answer(held, answers)

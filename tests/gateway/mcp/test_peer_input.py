@@ -25,6 +25,7 @@ from tests.conftest import free_port
 from tests.processes import running
 
 from ..conftest import Served, serving, url_connection
+from ..replicas import STATE_KEY, redis_server
 
 ASKING = Path(__file__).resolve().parents[2] / "fixtures" / "upstreams" / "asking.py"
 MODERN = "2026-07-28"
@@ -190,3 +191,43 @@ async def test_concurrent_peers_each_answer_only_their_own_calls_question(
             tg.start_soon(one, "Bob")
     assert sorted(asked) == ["Ada", "Bob"]
     assert greeted == {"Ada": "Hello, Ada!", "Bob": "Hello, Bob!"}
+
+
+@pytest.mark.peers
+async def test_a_retry_while_redis_is_away_says_retry_and_the_same_state_answers_once_it_is_back(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """With `--state-url`, a retry's `requestState` is claimed in Redis: while Redis is away the retry is a
+    JSON-RPC error with `data.error` `state_unavailable` and a sentence that says retry (not code 0 and a
+    traceback), and the same state and answers complete the call once Redis answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/mcp"
+    with (
+        running([sys.executable, str(ASKING), "--port", str(port)], port=port, what="asking upstream"),
+        redis_server(tmp_path_factory.mktemp("redis")) as redis,
+    ):
+        env = {"AGENT_SDK_STATE_URL": redis.url, "AGENT_SDK_STATE_KEY": STATE_KEY}
+        with serving(
+            tmp_path_factory, "peer-input-redis", {"asking": url_connection(url, protocol="modern")}, env=env
+        ) as gateway:
+            async with httpx2.AsyncClient(timeout=30) as http:
+
+                async def post(**kw: Any) -> dict[str, Any]:
+                    body = _call("ask_name", **kw)
+                    return (
+                        await http.post(f"{gateway.url}/v1/mcp/tools", json=body, headers=_headers("ask_name"))
+                    ).json()
+
+                first = (await post())["result"]
+                ((key, _),) = first["inputRequests"].items()
+                retry = {
+                    "state": first["requestState"],
+                    "responses": {key: {"action": "accept", "content": {"name": "Ada"}}},
+                }
+                redis.kill()
+                error = (await post(**retry))["error"]
+                assert error["data"]["error"] == "state_unavailable", error
+                assert "state store is unavailable" in error["message"] and "retry" in error["message"], error
+                redis.start()
+                done = (await post(**retry))["result"]
+                assert done["resultType"] == "complete" and done["content"][0]["text"] == "Hello, Ada!", done

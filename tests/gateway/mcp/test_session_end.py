@@ -29,6 +29,12 @@ HEADERS = {
     "MCP-Protocol-Version": "2025-11-25",
 }
 LIST = {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {}}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}},
+}
 
 
 def _ts(url: str) -> dict[str, Any]:
@@ -79,3 +85,36 @@ def test_a_session_the_ts_client_ended_is_404_on_every_replica_and_a_new_one_wor
             two.stop()
     assert_clean(one.log_text(), [BEARER])
     assert_clean(two.log_text(), [BEARER])
+
+
+@pytest.mark.peers
+def test_while_redis_restarts_a_session_check_is_503_with_a_sentence_and_works_again_after(tmp_path: Path) -> None:
+    """Every POST with an `Mcp-Session-Id` reads its ended mark in Redis: while Redis is away that read is
+    answered 503 `state_unavailable` (a sentence that says retry, `Retry-After`), never 500 with a traceback in
+    the log, and the same session works once Redis is back."""
+    with redis_server(tmp_path / "redis") as redis:
+        served = replica(BASIC, tmp_path / "r1", redis.url)
+        try:
+            with httpx2.Client(timeout=30) as http:
+                opened = http.post(f"{served.url}/v1/mcp/tools", json=INITIALIZE, headers=HEADERS)
+                assert opened.status_code == 200, opened.text
+                session = {**HEADERS, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+                redis.kill()
+                posted = http.post(f"{served.url}/v1/mcp/tools", json=LIST, headers=session)
+                _assert_retry_shortly(posted)
+                assert posted.json()["id"] == 5, posted.text  # the POST's error answers its own request
+                _assert_retry_shortly(http.delete(f"{served.url}/v1/mcp/tools", headers=session))
+                redis.start()
+                after = http.post(f"{served.url}/v1/mcp/tools", json=LIST, headers=session)
+                assert after.status_code == 200 and after.json()["result"]["tools"], after.text
+        finally:
+            served.stop()
+    assert "Traceback" not in served.log_text()
+    assert_clean(served.log_text(), [BEARER])
+
+
+def _assert_retry_shortly(answer: httpx2.Response) -> None:
+    assert answer.status_code == 503 and answer.headers["retry-after"] == "1", answer.text
+    error = answer.json()["error"]
+    assert error["data"]["error"] == "state_unavailable", error
+    assert "state store is unavailable" in error["message"] and "retry" in error["message"], error

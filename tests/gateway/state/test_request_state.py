@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.errors import StateUnavailable
 from gateway.settings import ServeSettings
 from gateway.state._redis import redis_client
 from gateway.state.request_state import RedisUsedStates, RequestStateRefused, RequestStates, SealedState
@@ -69,3 +70,32 @@ async def test_replicas_given_one_key_open_each_others_states_and_refuse_a_repla
         finally:
             await one.aclose()
             await two.aclose()
+
+
+@pytest.mark.peers
+async def test_while_redis_is_away_a_state_or_session_check_is_state_unavailable_then_works_again(
+    tmp_path: Path,
+) -> None:
+    """Each check that reads or claims in Redis (a `requestState` retry, a session's ended mark, its DELETE) is
+    `StateUnavailable` with a sentence while Redis is away, never redis-py's own error (a 500 on the request
+    path), and the same states work once Redis answers again, with the same client."""
+    with redis_server(tmp_path / "redis") as server:
+        client = redis_client(server.url)
+        try:
+            states = RequestStates(parse_state_key(STATE_KEY, "the test's key"), RedisUsedStates(client))
+            sealed, session = states.seal(STATE), states.seal_session("bearer:alice", {})
+            assert await states.live_session(session, "bearer:alice")
+            server.kill()
+            for check in (
+                lambda: states.open(sealed, "bearer:alice", "ask_name"),
+                lambda: states.live_session(session, "bearer:alice"),
+                lambda: states.end_session(session, "bearer:alice"),
+            ):
+                with pytest.raises(StateUnavailable, match=r"state store is unavailable \(ConnectionError\); retry"):
+                    await check()
+            server.start()
+            assert await states.open(sealed, "bearer:alice", "ask_name") == STATE
+            assert await states.end_session(session, "bearer:alice")
+            assert not await states.live_session(session, "bearer:alice")
+        finally:
+            await client.aclose()
