@@ -34,10 +34,10 @@ from .client._tasks import ToolTask as ToolTask
 from .client._warm import WarmProgress as WarmProgress
 from .host._host import HostMcp as HostMcp
 from .pool._pool import ClientPool as ClientPool
+from .project._define import define_connection as define_connection
 from .project._definitions import AuthCallback as AuthCallback
 from .project._definitions import ConnectionDefinition as ConnectionDefinition
 from .project._definitions import ConnectionKind as ConnectionKind
-from .project._definitions import define_connection as define_connection
 from .project._diagnostics import Diagnostic as Diagnostic
 from .project._diagnostics import Severity as Severity
 from .project._limits import Timeouts as Timeouts

@@ -7,7 +7,8 @@ from json.decoder import scanstring  # pyright: ignore[reportAttributeAccessIssu
 from pathlib import Path
 from typing import Any
 
-from ._definitions import ConnectionDefinition, define_connection
+from ._define import define_connection
+from ._definitions import ConnectionDefinition
 from ._diagnostics import Diagnostic
 from ._names import check_name
 from ._problems import Problem

@@ -36,16 +36,16 @@ import secrets
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-import anyio
 import mcp_types as mt
 from cachetools import LRUCache
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from mcp.shared.exceptions import MCPError
 
-from ..errors import GatewayError, StateUnavailable
+from ..errors import GatewayError
+from .used_states import MemoryUsedStates, RedisUsedStates, UsedStates
 
 __all__ = [
     "PEER_SESSION_TTL_S",
@@ -92,7 +92,6 @@ _BROWSER_PREFIX = "agent-sdk.browser1."
 SIGN_IN_TTL_S = 600.0
 """Seconds a principal's sign-in link (`seal_sign_in`) may be opened in."""
 _AAD = b"agent-sdk requestState v1"
-_REDIS_USED = "agent-sdk:request-state:used:"
 
 
 class RequestStateRefused(MCPError, GatewayError):
@@ -114,86 +113,6 @@ class SealedState:
     """The upstream's own `requestState` (a 2026-07-28 upstream)."""
     pending: str | None = None
     """A held upstream call's id (the bridged pairings; the replica that holds it answers)."""
-
-
-class UsedStates(Protocol):
-    """Claims a state's id once; a second claim of the same id fails (a replay)."""
-
-    async def claim(self, state_id: str, expires_at: float) -> bool:
-        """Claim `state_id` until `expires_at`: False when it was claimed already. Raises `StateUnavailable`
-        when a shared store cannot be reached."""
-        ...
-
-    async def used(self, state_id: str) -> bool:
-        """Whether `state_id` was claimed and has not expired, without claiming it. Raises `StateUnavailable`
-        as `claim`."""
-        ...
-
-
-class MemoryUsedStates:
-    """`UsedStates` for one process: ids kept until their state would have expired anyway."""
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._used: dict[str, float] = {}
-        self._clock = clock
-
-    async def claim(self, state_id: str, expires_at: float) -> bool:
-        now = self._clock()
-        if len(self._used) > 1024:
-            self._used = {k: v for k, v in self._used.items() if v > now}
-        if state_id in self._used:
-            return False
-        self._used[state_id] = expires_at
-        return True
-
-    async def used(self, state_id: str) -> bool:
-        expires_at = self._used.get(state_id)
-        return expires_at is not None and expires_at > self._clock()
-
-
-class RedisUsedStates:
-    """`UsedStates` shared by every replica: `SET NX` with the state's own expiry.
-
-    Every Redis failure becomes `StateUnavailable` (503 `state_unavailable`, a sentence that says retry), as in
-    the session store: `used` runs on every POST that carries an `Mcp-Session-Id`, so a Redis restart must not
-    answer those 500. `used` is a read, asked again a few times (`_USED_TRIES`) before it gives up; `claim`
-    is not (a `SET NX` that landed but whose reply was lost would then read as a replay)."""
-
-    def __init__(self, redis: Any, clock: Callable[[], float] = time.time) -> None:
-        self._redis = redis
-        self._clock = clock
-
-    async def claim(self, state_id: str, expires_at: float) -> bool:
-        """Raises `StateUnavailable` when Redis does not answer."""
-        import redis.exceptions
-
-        ttl_ms = max(1, int((expires_at - self._clock()) * 1000))
-        try:
-            return bool(await self._redis.set(_REDIS_USED + state_id, "1", nx=True, px=ttl_ms))
-        except (redis.exceptions.RedisError, OSError) as exc:
-            raise _unavailable(exc) from None
-
-    async def used(self, state_id: str) -> bool:
-        """Raises `StateUnavailable` when Redis has not answered after `_USED_TRIES` tries."""
-        import redis.exceptions
-
-        for attempt in range(_USED_TRIES):
-            try:
-                return bool(await self._redis.exists(_REDIS_USED + state_id))
-            except (redis.exceptions.RedisError, OSError) as exc:
-                if attempt + 1 == _USED_TRIES:
-                    raise _unavailable(exc) from None
-                await anyio.sleep(_USED_PAUSE_S)
-        raise AssertionError("unreachable")
-
-
-_USED_TRIES = 4
-_USED_PAUSE_S = 0.25
-"""A Redis restart's refused connections: about a second of patience before the request is answered 503."""
-
-
-def _unavailable(exc: BaseException) -> StateUnavailable:
-    return StateUnavailable(f"the shared state store is unavailable ({type(exc).__name__}); retry shortly")
 
 
 class RequestStates:
