@@ -4,6 +4,8 @@ to one upstream and writes the upstream's answer back. No MCP: no parsing, no ch
 
     .venv/bin/python bench/bare_hop.py PORT UPSTREAM_URL
     .venv/bin/python bench/bare_hop.py PORT -            # no upstream: uvicorn answers a fixed echo result
+    .venv/bin/python bench/bare_hop.py PORT UPSTREAM_URL granian-asgi   # the same app on Granian (one worker)
+    .venv/bin/python bench/bare_hop.py PORT UPSTREAM_URL granian-rsgi   # Granian's own interface (RSGI)
 
 `bench/bench_floor.py` runs it beside nginx and the gateway: its CPU per call is the floor under the
 gateway's (docs/performance.md, "The floor under a Python hop").
@@ -11,14 +13,16 @@ gateway's (docs/performance.md, "The floor under a Python hop").
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import uvicorn
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from connections.client._transports._http1 import Http1Origin
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from connections.client._transports._http1 import Http1Origin  # noqa: E402
 
 _FORWARDED = frozenset(
     {b"accept", b"content-type", b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"mcp-session-id"}
@@ -72,8 +76,55 @@ def app_for(upstream: str) -> Any:
     return app
 
 
+def rsgi_app_for(upstream: str) -> Any:
+    """The same forwarding on Granian's RSGI interface (`scope.headers` a mapping, the body one await)."""
+    origin: Http1Origin | None = None
+    fixed_headers = [(k.decode(), v.decode()) for k, v in _FIXED_HEADERS]
+
+    async def app(scope: Any, protocol: Any) -> None:
+        nonlocal origin
+        body = await protocol()
+        if upstream == "-":
+            protocol.response_bytes(200, fixed_headers, _FIXED)
+            return
+        if origin is None:
+            origin = Http1Origin(upstream, ssl_context=None, connect_timeout=5.0)
+        headers = [(k, v) for k, v in scope.headers.items() if k.encode() in _FORWARDED]
+        response = await origin.request(scope.method, headers, body)
+        try:
+            answer = await response.read()
+            kept = [(k, v) for k, v in response.header_items() if k in ("content-type", "mcp-session-id")]
+            status = response.status
+        finally:
+            response.release()
+        kept.append(("content-length", str(len(answer))))
+        protocol.response_bytes(status, kept, answer)
+
+    return app
+
+
+def granian_asgi() -> Any:
+    """Granian's factory target: the ASGI app for $BARE_HOP_UPSTREAM."""
+    return app_for(os.environ["BARE_HOP_UPSTREAM"])
+
+
+def granian_rsgi() -> Any:
+    return rsgi_app_for(os.environ["BARE_HOP_UPSTREAM"])
+
+
 def main() -> None:
     port, upstream = int(sys.argv[1]), sys.argv[2]
+    server = sys.argv[3] if len(sys.argv) > 3 else "uvicorn"
+    if server.startswith("granian-"):
+        from granian import Granian
+
+        os.environ["BARE_HOP_UPSTREAM"] = upstream
+        interface = server.removeprefix("granian-")
+        Granian(
+            f"bench.bare_hop:granian_{interface}", address="127.0.0.1", port=port, interface=interface, workers=1,
+            loop="uvloop", http="1", factory=True, log_enabled=False, working_dir=ROOT,
+        ).serve()  # fmt: skip
+        return
     uvicorn.run(
         app_for(upstream), host="127.0.0.1", port=port, http="httptools", loop="uvloop", lifespan="off",
         access_log=False, log_level="warning",

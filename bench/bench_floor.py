@@ -14,7 +14,12 @@ The hops, each in front of the same `bench/fast_upstream.py`:
 - **uvicorn only**: `bare_hop.py` with no upstream, answering a fixed result: the inbound half.
 - **wire only**: the same fast wire driven by this process's clients straight to the upstream (16 tasks):
   the outbound half of the bare hop, measured in this process (so the clients' HTTP is not in it).
-- **agent-sdk**: `agent-sdk serve` on a project whose one connection advertises the upstream.
+- **agent-sdk**: `agent-sdk serve` on a project whose one connection advertises the upstream. With `--full`,
+  as a team runs it: a permit-all `agent/policies.cedar`, a `--bearer-token` every client sends (the audit
+  file is always on).
+- With `--granian`, also: the bare hop on Granian's ASGI and RSGI interfaces, and the gateway's app on
+  Granian's ASGI (`bench/granian_gateway.py`): the front as a choice (docs/architecture.md). A Granian hop's
+  CPU is its whole process tree (Granian runs its worker as a child).
 
 Phases of 320 calls rotate over the hops until each has had `--seconds`; CPU per call is `/proc`'s utime +
 stime of the hop's process over its phases, divided by its calls. Figures and their reading:
@@ -44,6 +49,7 @@ from connections.client._transports._http1 import Http1Origin
 CLIENTS = 16
 PHASE = 320
 BARE_HOP = Path(__file__).resolve().parent / "bare_hop.py"
+GRANIAN_GATEWAY = Path(__file__).resolve().parent / "granian_gateway.py"
 
 
 class WirePeer:
@@ -81,7 +87,12 @@ class WirePeer:
         return elapsed
 
 
-async def drive(hops: dict[str, tuple[str | None, list[int]]], upstream: str, seconds: float, version: str) -> None:
+TOKEN = "bench-floor-token-6f1d2c9e8a7b"
+
+
+async def drive(
+    hops: dict[str, tuple[str | None, list[int]]], upstream: str, seconds: float, version: str, full: bool
+) -> None:
     """Rotate phases over `hops` (name: URL, or None for the wire-only path; the pids whose CPU is its own)."""
     clients = [httpx2.AsyncClient(timeout=60) for _ in range(CLIENTS * len(hops))]
     origin = Http1Origin(upstream, ssl_context=None, connect_timeout=5.0)
@@ -89,7 +100,12 @@ async def drive(hops: dict[str, tuple[str | None, list[int]]], upstream: str, se
     for j, (name, (url, _)) in enumerate(hops.items()):
         group: list[object] = []
         for i in range(CLIENTS):
-            peer = WirePeer(origin, version) if url is None else bench.RawPeer(url, clients[j * CLIENTS + i], version)
+            token = TOKEN if full and "agent-sdk" in name else None
+            peer = (
+                WirePeer(origin, version)
+                if url is None
+                else bench.RawPeer(url, clients[j * CLIENTS + i], version, token=token)
+            )
             await peer.open()
             group.append(peer)
         await bench.phase(group, PHASE, [])  # warm-up
@@ -103,19 +119,25 @@ async def drive(hops: dict[str, tuple[str | None, list[int]]], upstream: str, se
     while time.monotonic() < deadline:
         for name in order:
             pids = hops[name][1]
+            if "granian" in name:  # its worker is a child process
+                pids = [p for pid in pids for p in (pid, *bench.children(pid))]
             before = sum(bench.cpu_seconds(pid) for pid in pids)
             await bench.phase(peers[name], PHASE, latencies[name])
             spent[name] += sum(bench.cpu_seconds(pid) for pid in pids) - before
             calls[name] += PHASE
         order = order[1:] + order[:1]
-    print(f"peers speak {version}; {CLIENTS} clients per hop; load average {load:.1f} -> {os.getloadavg()[0]:.1f}\n")
-    print("| hop | calls | hop CPU per call | x nginx | p50 |")
-    print("|---|---:|---:|---:|---:|")
+    on = "policy, audit and a bearer token on" if full else "no policy file, no token (loopback)"
+    print(f"peers speak {version}; {CLIENTS} clients per hop; gateway: {on}; "
+          f"load average {load:.1f} -> {os.getloadavg()[0]:.1f}\n")  # fmt: skip
+    print("| hop | calls | hop CPU per call | x nginx | minus the bare hop | p50 |")
+    print("|---|---:|---:|---:|---:|---:|")
     floor = spent["nginx"] / calls["nginx"]
+    bare = spent["bare Python hop"] / calls["bare Python hop"]
     for name in hops:
         per = spent[name] / calls[name]
         p50 = bench.pct(latencies[name], 0.5) * 1000
-        print(f"| {name} | {calls[name]} | {per * 1000:.3f} ms | {per / floor:.2f}x | {p50:.1f} ms |")
+        over = f"{(per - bare) * 1000:+.3f} ms" if "agent-sdk" in name else ""
+        print(f"| {name} | {calls[name]} | {per * 1000:.3f} ms | {per / floor:.2f}x | {over} | {p50:.1f} ms |")
     await origin.aclose()
     for client in clients:
         await client.aclose()
@@ -125,6 +147,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30.0, help="seconds of phases per hop")
     parser.add_argument("--version", choices=(bench.HANDSHAKE, bench.MODERN), default=bench.MODERN)
+    parser.add_argument("--full", action="store_true", help="the gateway with a permit-all policy and a bearer token")
+    parser.add_argument("--granian", action="store_true", help="also the bare hop and the gateway on Granian")
     args = parser.parse_args()
     nginx = shutil.which("nginx") or ("/usr/sbin/nginx" if Path("/usr/sbin/nginx").exists() else None)
     if nginx is None:
@@ -155,7 +179,10 @@ def main() -> None:
                 "from connections import define_connection\n\n"
                 f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
             )
-            gateway, gw_port = bench.start_serve(project, tmp / "state")
+            if args.full:
+                (project / "agent" / "policies.cedar").write_text("permit(principal, action, resource);\n")
+            flags = ("--bearer-token", TOKEN) if args.full else ()
+            gateway, gw_port = bench.start_serve(project, tmp / "state", *flags)
             procs.append(gateway)
             hops: dict[str, tuple[str | None, list[int]]] = {
                 "nginx": (f"http://127.0.0.1:{ng_port}/mcp", [master.pid, *workers(master.pid)]),
@@ -164,7 +191,19 @@ def main() -> None:
                 "wire only": (None, [os.getpid()]),
                 "agent-sdk": (f"http://127.0.0.1:{gw_port}/v1/mcp/tools", [gateway.pid]),
             }
-            anyio.run(drive, hops, upstream, args.seconds, args.version, backend="asyncio",
+            if args.granian:
+                env = {**os.environ, "PYTHONPATH": str(BARE_HOP.parent.parent)}
+                for interface in ("asgi", "rsgi"):
+                    port = bench.free_port()
+                    proc = start([sys.executable, str(BARE_HOP), str(port), upstream, f"granian-{interface}"], port,
+                                 f"bare hop on granian {interface}", env)  # fmt: skip
+                    hops[f"bare hop, granian {interface}"] = (f"http://127.0.0.1:{port}/mcp", [proc.pid])
+                port = bench.free_port()
+                token = (TOKEN,) if args.full else ()
+                cmd = [sys.executable, str(GRANIAN_GATEWAY), str(port), str(project), str(tmp / "gstate"), *token]
+                proc = start(cmd, port, "the gateway on granian", env)
+                hops["agent-sdk, granian asgi"] = (f"http://127.0.0.1:{port}/v1/mcp/tools", [proc.pid])
+            anyio.run(drive, hops, upstream, args.seconds, args.version, args.full, backend="asyncio",
                       backend_options={"use_uvloop": True})  # fmt: skip
         finally:
             bench.stop_all(procs)

@@ -4,6 +4,7 @@ against this one (B), over one upstream, phases alternating, so machine drift hi
     git worktree add /tmp/base <commit>
     .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base              # 30 s
     .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base --seconds 60
+    .venv/bin/python bench/bench_gateway_ab.py --base /tmp/base --full   # a permit-all policy and a bearer token on
 
 Upstream (`--upstream`): the fast `mcp` 2.x server of `bench/fast_upstream.py` (default) or
 `server-everything streamableHttp`, its `echo` tool; each gateway is `agent-sdk serve` on a project
@@ -38,11 +39,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def start_gateway(checkout: Path, project: Path, state: Path) -> tuple[subprocess.Popen[bytes], str]:
+TOKEN = "bench-ab-token-5e2a9c1f7d3b"
+
+
+def start_gateway(checkout: Path, project: Path, state: Path, *flags: str) -> tuple[subprocess.Popen[bytes], str]:
     port = bench.free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_SDK_")}
     code = "from gateway.cli import entrypoint; entrypoint()"
     cmd = [sys.executable, "-c", code, "serve", "--dir", str(project), "--port", str(port), "--state-root", str(state)]
+    cmd += flags
     proc = subprocess.Popen(
         cmd,
         env={**env, "PYTHONPATH": str(checkout)},
@@ -54,10 +59,13 @@ def start_gateway(checkout: Path, project: Path, state: Path) -> tuple[subproces
     return proc, f"http://127.0.0.1:{port}/v1/mcp/tools"
 
 
-async def drive(urls: list[str], pids: list[int], upstream: int, seconds: float, version: str) -> None:
+async def drive(
+    urls: list[str], pids: list[int], upstream: int, seconds: float, version: str, token: str | None
+) -> None:
     clients = [httpx2.AsyncClient(timeout=60) for _ in range(CLIENTS * len(urls))]
     peers = [
-        [bench.RawPeer(url, clients[j * CLIENTS + i], version) for i in range(CLIENTS)] for j, url in enumerate(urls)
+        [bench.RawPeer(url, clients[j * CLIENTS + i], version, token=token) for i in range(CLIENTS)]
+        for j, url in enumerate(urls)
     ]
     for group in peers:
         for peer in group:
@@ -97,6 +105,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--upstream", choices=("fast", "everything"), default="fast")
     parser.add_argument("--version", choices=(bench.HANDSHAKE, bench.MODERN), default=bench.HANDSHAKE)
+    parser.add_argument("--full", action="store_true", help="a permit-all agent/policies.cedar and a bearer token")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         up_port = bench.free_port()
@@ -116,12 +125,16 @@ def main() -> None:
                 "from connections import define_connection\n\n"
                 f"connection = define_connection(url='http://127.0.0.1:{up_port}/mcp', advertise_tools=True)\n"
             )
+            if args.full:
+                (project / "agent" / "policies.cedar").write_text("permit(principal, action, resource);\n")
+            flags = ("--bearer-token", TOKEN) if args.full else ()
             urls: list[str] = []
             for name, checkout in (("a", args.base.resolve()), ("b", bench.ROOT)):
-                proc, url = start_gateway(checkout, project, Path(tmp) / f"state-{name}")
+                proc, url = start_gateway(checkout, project, Path(tmp) / f"state-{name}", *flags)
                 procs.append(proc)
                 urls.append(url)
-            anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds, args.version)
+            anyio.run(drive, urls, [p.pid for p in procs[1:]], upstream.pid, args.seconds, args.version,
+                      TOKEN if args.full else None)  # fmt: skip
         finally:
             bench.stop_all(procs)
 

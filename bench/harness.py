@@ -89,9 +89,12 @@ class RawPeer:
     version: str
     headers: dict[str, str] = field(default_factory=dict)
     next_id: int = 0
+    token: str | None = None
 
     async def open(self) -> None:
         self.headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if self.token:
+            self.headers["authorization"] = f"Bearer {self.token}"
         if self.version == MODERN:  # no handshake: every request carries its envelope and routing headers
             self.headers |= {"mcp-protocol-version": MODERN, "mcp-method": "tools/call", "mcp-name": "echo"}
             return

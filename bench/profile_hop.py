@@ -65,7 +65,9 @@ def _name(filename: str, qualname: str) -> str:
 
 
 @asynccontextmanager
-async def gateway(upstream: str, tmp: Path, ttl: float, **settings: Any) -> AsyncGenerator[ASGIApp]:
+async def gateway(
+    upstream: str, tmp: Path, ttl: float, *, policy: bool = False, **settings: Any
+) -> AsyncGenerator[ASGIApp]:
     """The app for a project with one advertised connection to `upstream`, its lifespan entered; the
     ASGI callable hands every request the lifespan state and the peer's uid, as `serve` does.
     `settings` are more `ServeSettings` fields (`bench/bench_oauth.py`: an OAuth issuer)."""
@@ -80,6 +82,8 @@ async def gateway(upstream: str, tmp: Path, ttl: float, **settings: Any) -> Asyn
         "from connections import define_connection\n\n"
         f"connection = define_connection(url={upstream!r}, advertise_tools=True)\n"
     )
+    if policy:
+        (project / "agent" / "policies.cedar").write_text("permit(principal, action, resource);\n")
     app = create_app(load_project(project), ServeSettings(state_root=tmp / "state", toolset_ttl_s=ttl, **settings))
     state: dict[str, Any] = {}
     to_app, app_inbox = anyio.create_memory_object_stream[Message](4)
@@ -118,9 +122,11 @@ async def fixed_answer(scope: Scope, receive: Receive, send: Send) -> None:
 class Peer:
     """A raw JSON-RPC peer of `version` on one httpx2 client (the handshake first, for a 2025-11-25 peer)."""
 
-    def __init__(self, http: httpx2.AsyncClient, version: str) -> None:
+    def __init__(self, http: httpx2.AsyncClient, version: str, token: str | None = None) -> None:
         self.http, self.version, self.next_id = http, version, 0
         self.headers = {"accept": "application/json, text/event-stream", "content-type": "application/json"}
+        if token:
+            self.headers["authorization"] = f"Bearer {token}"
 
     async def open(self) -> None:
         if self.version == MODERN:
@@ -401,6 +407,11 @@ def main() -> None:
         help="the catalog's reused listing: fresh (within its ttl) or expired (a ttl of 0: every call lists its "
         "tool's connection, as every call past the 30 s did before the catalog kept that listing)",
     )
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="policy (a permit-all agent/policies.cedar) and a bearer token on; the audit file is always on",
+    )
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop", help="the event loop")
     parser.add_argument("--no-pin", action="store_true", help="do not pin this process and the upstream to a core each")
     parser.add_argument("--dump", type=Path, help="also write the cProfile stats here (pstats format)")
@@ -432,10 +443,12 @@ def main() -> None:
 
 async def profile_all(upstream: str, tmp: Path, args: argparse.Namespace) -> None:
     ttl = 3600.0 if args.listing == "fresh" else 0.0
-    async with gateway(upstream, tmp, ttl) as app:
+    token = "bench-token-0123456789abcdef" if args.full else None
+    extra: dict[str, Any] = {"policy": True, "bearer_tokens": (token,)} if args.full else {}
+    async with gateway(upstream, tmp, ttl, **extra) as app:
         transport = httpx2.ASGITransport(app=app)
         async with httpx2.AsyncClient(transport=transport, base_url="http://127.0.0.1:8080") as http:
-            peer = Peer(http, args.version)
+            peer = Peer(http, args.version, token)
             await peer.open()
             for _ in range(200):  # warm: the pool's session, the listing, caches
                 await peer.call()

@@ -26,6 +26,7 @@ from mcp_types import methods as _methods
 from .._call_context import CallContext, current_call
 from ._call_routing import prepare_call
 from ._input_requests import INPUT_REQUIRED, advertised, drive, in_flight, without_input
+from ._output_shapes import simple_check
 from ._passthrough import UpstreamResult, plain_call_result
 from ._wire import Wire, WireAnswer, stamp
 
@@ -98,6 +99,8 @@ async def _check_output(session: Any, tool: str, result: dict[str, Any]) -> None
     if schema is None:
         return  # listed without an output schema: nothing to check
     structured = result.get("structuredContent")
+    if structured is not None and (check := simple_check(schema)) is not None and check(structured):
+        return  # an object of plain typed members, and this content fits it (_output_shapes.py)
     validator = session._tool_output_validators.get(tool)
     if validator is None and schema is not _UNLISTED:  # compiled once per listed schema, by the SDK
         validator = session._output_schema_validator(tool, schema)

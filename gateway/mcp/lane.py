@@ -77,7 +77,7 @@ from .call_stream import (
 )
 from .curated import CuratedView
 from .discovery import META_NAMES, unwrapped
-from .lane_checks import ladder_rejection, param_rejection, rejected
+from .lane_checks import ladder_rejection, param_rejection, rejected, valid_request
 from .peers.calls import Peer
 from .pipeline import CallPlan, lookup, target_of, view_target
 from .tools import tools_list_result
@@ -181,7 +181,7 @@ async def serve_lane(
                     return True
         else:
             version = requested or DEFAULT_NEGOTIATED_VERSION
-        _methods.validate_client_request(method, version, params)
+        valid_request(method, version, params)
         if method == "tools/call":
             assert params is not None  # the schema requires them
             who = peer_of(scope, modern=modern)  # the principal, and a handshake peer's session (mcp/peers/sessions.py)

@@ -1,12 +1,14 @@
 """The `/v1/mcp/tools` lane's 2026-07-28 checks (`gateway/mcp/lane.py`), with the SDK's own functions: the inbound
 ladder (a routing header sent twice, the `_meta` envelope, `MCP-Protocol-Version` / `Mcp-Method` / `Mcp-Name`
-against the body) and the `Mcp-Param-*` headers against the tool's cached schema."""
+against the body), the `Mcp-Param-*` headers against the tool's cached schema, and a call's params against the
+version's request schema (`valid_request`: the SDK's model, once per distinct `_meta` envelope)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
+from cachetools import LRUCache
 from mcp.shared.inbound import (
     InboundLadderRejection,
     classify_inbound_request,
@@ -22,11 +24,35 @@ from mcp_types import (
 )
 from mcp_types import methods as _methods
 from pydantic import ValidationError
+from pydantic_core import to_json
 from starlette.types import Scope
 
-__all__ = ["PARAM_PREFIX", "ladder_rejection", "param_rejection", "rejected"]
+__all__ = ["PARAM_PREFIX", "ladder_rejection", "param_rejection", "rejected", "valid_request"]
 
 PARAM_PREFIX = b"mcp-param-"
+
+# A plain call's params: a name and its arguments, with the envelope (`_meta`) a peer sends alike on every call.
+_PLAIN_CALL = frozenset({"name", "arguments", "_meta"})
+_passed: LRUCache[tuple[str, bytes], None] = LRUCache(maxsize=4096)
+"""The (version, `_meta` as JSON) of plain calls whose params the SDK's model passed."""
+
+
+def valid_request(method: str, version: str, params: Mapping[str, Any] | None) -> None:
+    """`validate_client_request` (raises its `ValidationError`, `KeyError` or `ValueError`), run by the SDK's model
+    once per distinct envelope of a plain `tools/call`: the model's verdict on such params is a function of
+    `_meta` alone once `name` is a string and `arguments` an object or null (an object of anything, in the
+    schema), so a peer's later calls with the same envelope pay a JSON dump and a lookup, not the model (about
+    14 µs). Any other method or shape of params goes to the model every time."""
+    if method == "tools/call" and type(params) is dict and _PLAIN_CALL.issuperset(params):
+        arguments = params.get("arguments")
+        if type(params.get("name")) is str and (arguments is None or type(arguments) is dict):
+            key = (version, to_json(params.get("_meta")))
+            if key in _passed:
+                return
+            _methods.validate_client_request(method, version, params)
+            _passed[key] = None
+            return
+    _methods.validate_client_request(method, version, params)
 
 
 def ladder_rejection(body: Mapping[str, Any], headers: list[tuple[str, str]]) -> InboundLadderRejection | None:

@@ -76,9 +76,19 @@ def _hint(annotations: Mapping[str, Any], key: str, default: bool) -> bool:
     return value if isinstance(value, bool) else default
 
 
+_BY_TOOL: LRUCache[int, tuple[TurnTool, Target]] = LRUCache(maxsize=4096)
+
+
 def tool_target(tool: TurnTool) -> Target:
-    """`AgentSdk::Tool::"<name>"` with its connection and annotation hints (MCP's defaults where unset)."""
-    return named_tool_target(tool.name, tool.connection, tool.annotations)
+    """`AgentSdk::Tool::"<name>"` with its connection and annotation hints (MCP's defaults where unset), kept
+    per tool object: a listed tool's target is made once, not once per call (its annotations' JSON key alone
+    is a few µs)."""
+    kept = _BY_TOOL.get(id(tool))
+    if kept is not None and kept[0] is tool:  # the same tool, not a recycled `id()`
+        return kept[1]
+    target = named_tool_target(tool.name, tool.connection, tool.annotations)
+    _BY_TOOL[id(tool)] = (tool, target)
+    return target
 
 
 def named_tool_target(name: str, connection: str | None, annotations: Mapping[str, Any] | None) -> Target:
