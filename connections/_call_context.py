@@ -37,8 +37,7 @@ held call, by `gateway/mcp/peers/held.py`).
 from __future__ import annotations
 
 import contextvars
-from collections.abc import Awaitable, Callable, Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -229,11 +228,18 @@ def current_call() -> CallContext | None:
     return _CURRENT.get()
 
 
-@contextmanager
-def calling(context: CallContext | None) -> Generator[CallContext | None]:
-    """Run the block's `tools/call` with `context` (None: a plain call, as if no context was ever set)."""
-    token = _CURRENT.set(context)
-    try:
-        yield context
-    finally:
-        _CURRENT.reset(token)
+class calling:
+    """`with calling(context):` runs the block's `tools/call` with `context` (None: a plain call, as if no
+    context was ever set). A class rather than a `@contextmanager` generator: it is entered once a call."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: CallContext | None) -> None:
+        self._context = context
+
+    def __enter__(self) -> CallContext | None:
+        self._token = _CURRENT.set(self._context)
+        return self._context
+
+    def __exit__(self, *_exc: object) -> None:
+        _CURRENT.reset(self._token)

@@ -20,8 +20,7 @@ from __future__ import annotations
 import contextvars
 import hashlib
 import secrets
-from collections.abc import AsyncGenerator, Awaitable, Generator, Mapping
-from contextlib import contextmanager
+from collections.abc import AsyncGenerator, Awaitable, Mapping
 from typing import Any
 
 import httpx2
@@ -96,15 +95,21 @@ def principal_partition(principal_id: str) -> SessionHeaders:
     return partition
 
 
-@contextmanager
-def acting_for(principal_id: str) -> Generator[None]:
-    """Calls made inside the block (in this task and the tasks it starts) are `principal_id`'s: a
-    `per_principal` connection serves them from that principal's own upstream session."""
-    token = _PRINCIPAL.set(principal_id)
-    try:
-        yield
-    finally:
-        _PRINCIPAL.reset(token)
+class acting_for:
+    """`with acting_for(principal_id):` calls made inside the block (in this task and the tasks it starts) are
+    `principal_id`'s: a `per_principal` connection serves them from that principal's own upstream session.
+    A class rather than a `@contextmanager` generator: every gateway call enters one (half the cost)."""
+
+    __slots__ = ("_principal_id", "_token")
+
+    def __init__(self, principal_id: str) -> None:
+        self._principal_id = principal_id
+
+    def __enter__(self) -> None:
+        self._token = _PRINCIPAL.set(self._principal_id)
+
+    def __exit__(self, *_exc: object) -> None:
+        _PRINCIPAL.reset(self._token)
 
 
 def acting_principal() -> str | None:

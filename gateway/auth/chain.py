@@ -301,6 +301,9 @@ class AuthChain:
             *((token_digest(t.get_secret_value()), _fingerprint(t), "operator") for t in operator_tokens),
         ]
         self._operators = any(role == "operator" for _, _, role in self._tokens)
+        # One principal object per token, made once: a request's caches (the policy's decision memo, the
+        # audit's guarded tools) know a caller by its object.
+        self._principals = {digest: Principal(f"bearer:{fp}", "bearer", role) for digest, fp, role in self._tokens}
         if mode == "bearer" and not self._tokens:
             raise ValueError("bearer mode needs at least one token")
         if (mode == "oauth") != (oauth is not None):
@@ -384,9 +387,9 @@ class AuthChain:
 
     def _static(self, presented_digest: bytes) -> Principal | None:
         """The principal of the static token with this digest, if one has it."""
-        matched: tuple[str, Role] | None = None
+        matched: bytes | None = None
         # Compare against every token, without an early exit, so timing says nothing about which.
-        for digest, fingerprint, role in self._tokens:
+        for digest, _, _ in self._tokens:
             if hmac.compare_digest(presented_digest, digest):
-                matched = fingerprint, role
-        return None if matched is None else Principal(f"bearer:{matched[0]}", "bearer", matched[1])
+                matched = digest
+        return None if matched is None else self._principals[matched]

@@ -45,6 +45,7 @@ class Decision:
 
 
 _OPEN = Decision(True, (), enforced=False)
+_MEMO_SIZE = 16384
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +69,10 @@ class PolicyGate:
         self._compiled = compiled
         self._stamp = file_stamp(path) if path is not None else None
         self._decisions: LRUCache[tuple[str, str, str, str], Decision] = LRUCache(maxsize=16384)
+        self._memo: dict[tuple[int, str, int, str], tuple[Principal, Target, Decision]] = {}
+        """The decision per principal object x action x target object x server: one dict lookup on a call's
+        path (a principal and a listed tool's target are each one object for as long as they live:
+        `gateway/auth/chain.py`, `_entities.tool_target`), `_decisions` behind it by value."""
         self.on_denied_call: Callable[[Principal, Refusal, str | None], None] | None = None
         """Told of each request answered as for a name that does not exist (the principal, the refusal, the
         surface): the audit trail's record of it (`gateway/audit`), set by the app."""
@@ -96,12 +101,19 @@ class PolicyGate:
         compiled = self._compiled
         if compiled is None:
             return _OPEN
+        memo_key = (id(principal), action, id(resource), server)
+        kept = self._memo.get(memo_key)
+        if kept is not None and kept[0] is principal and kept[1] is resource:  # not a recycled `id()`
+            return kept[2]
         who = principal_json(principal)
         key = (who, action, resource.entity, server)
         found = self._decisions.get(key)
         if found is None:
             found = self.evaluate(compiled, principal, who, action, resource, server)
             self._decisions[key] = found
+        if len(self._memo) >= _MEMO_SIZE:  # bounded: start again rather than keep an LRU's order per call
+            self._memo.clear()
+        self._memo[memo_key] = (principal, resource, found)
         return found
 
     def evaluate(
@@ -175,6 +187,7 @@ class PolicyGate:
             logger.warning("policy reload failed, %s: %s", kept, shown, extra={"event": "policy_reload_failed"})
             return False
         self._compiled = compiled
+        self._memo = {}  # a new dict, not clear(): a decision being read stays the old policy's, whole
         self._decisions.clear()
         logger.info(
             "policy reloaded from %s: %d policies", self.path, compiled.count, extra={"event": "policy_reloaded"}

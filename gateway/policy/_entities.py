@@ -76,7 +76,8 @@ def _hint(annotations: Mapping[str, Any], key: str, default: bool) -> bool:
     return value if isinstance(value, bool) else default
 
 
-_BY_TOOL: LRUCache[int, tuple[TurnTool, Target]] = LRUCache(maxsize=4096)
+_BY_TOOL: dict[int, tuple[TurnTool, Target]] = {}
+_BY_TOOL_SIZE = 4096
 
 
 def tool_target(tool: TurnTool) -> Target:
@@ -87,6 +88,8 @@ def tool_target(tool: TurnTool) -> Target:
     if kept is not None and kept[0] is tool:  # the same tool, not a recycled `id()`
         return kept[1]
     target = named_tool_target(tool.name, tool.connection, tool.annotations)
+    if len(_BY_TOOL) >= _BY_TOOL_SIZE:  # bounded: start again (a plain dict's lookup, not an LRU's, per call)
+        _BY_TOOL.clear()
     _BY_TOOL[id(tool)] = (tool, target)
     return target
 
