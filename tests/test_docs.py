@@ -230,6 +230,7 @@ _OTHER_PROGRAMS_FLAGS = {
     "--async-auth", "--calls", "--config", "--era", "--fastmcp", "--header", "--headless", "--mb", "--now",
     "--only", "--suite", "--transport", "--upstream",
     "--die-with-parent", "--runs",  # bubblewrap's (docs/connections.md), bench_sandbox_start's
+    "--granian",  # bench_floor's (docs/performance.md)
 }  # fmt: skip
 
 
